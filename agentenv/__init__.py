@@ -1,0 +1,93 @@
+"""agentenv: gym-style multi-turn environments for training LLM agents with RL.
+
+    import agentenv
+    env = agentenv.make("arithmetic-v0")
+    obs, info = env.reset(seed=0)
+
+Importing agentenv loads none of torch, transformers, playwright or docker.
+"""
+
+from agentenv.checker import check_env
+from agentenv.env import CallOutcome, Env, Snapshot, Transition
+from agentenv.errors import (
+    AgentEnvError,
+    EnvCheckError,
+    EnvStateError,
+    InfraError,
+    TaskFileError,
+    ToolError,
+    UnknownEnvError,
+)
+from agentenv.openai_policy import OpenAIPolicy
+from agentenv.parsers import (
+    ActionParser,
+    AutoParser,
+    HermesParser,
+    JSONParser,
+    OpenAIParser,
+    ParseError,
+    tool_call_text,
+)
+from agentenv.policies import Conversation, Generation, HumanPolicy, Policy, PolicyFailure, ScriptedPolicy
+from agentenv.registry import EnvSpec, envs_list, make, register, spec
+from agentenv.rollout import rollout
+from agentenv.spaces import ActionSpace, MessagesSpace, UnicodeText
+from agentenv.state import State, json_diff
+from agentenv.task import Task, TaskMeta, TaskSet
+from agentenv.tools import ToolSpec, tool
+from agentenv.trajectory import Trajectory
+from agentenv.types import Action, Failure, Message, ToolCall
+
+list = envs_list  # noqa: A001 - `agentenv.list()` mirrors register/make/spec; not exported by *
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action",
+    "ActionParser",
+    "ActionSpace",
+    "AgentEnvError",
+    "AutoParser",
+    "CallOutcome",
+    "Conversation",
+    "Env",
+    "EnvCheckError",
+    "EnvSpec",
+    "EnvStateError",
+    "Failure",
+    "Generation",
+    "HermesParser",
+    "HumanPolicy",
+    "InfraError",
+    "JSONParser",
+    "Message",
+    "MessagesSpace",
+    "OpenAIParser",
+    "OpenAIPolicy",
+    "ParseError",
+    "Policy",
+    "PolicyFailure",
+    "ScriptedPolicy",
+    "Snapshot",
+    "State",
+    "Task",
+    "TaskFileError",
+    "TaskMeta",
+    "TaskSet",
+    "ToolCall",
+    "ToolError",
+    "ToolSpec",
+    "Trajectory",
+    "Transition",
+    "UnicodeText",
+    "UnknownEnvError",
+    "check_env",
+    "envs_list",
+    "json_diff",
+    "make",
+    "register",
+    "rollout",
+    "spec",
+    "tool",
+    "tool_call_text",
+]

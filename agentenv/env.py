@@ -1,0 +1,512 @@
+"""`Env`: the multi-turn environment contract every agentenv world implements.
+
+The base class owns the loop: parse the action, validate arguments against the
+tool's signature, call the tool, record a `Transition`, compute step rewards,
+decide termination, run the task verifier at the end. Authors subclass it,
+declare a `State` model, write tools as typed methods (see `agentenv.tool`) and
+override a few hooks:
+
+    initial_state(task)        the state an episode starts from
+    render_intro(task)         the first observation (system prompt + task)
+    render_result(outcome)     how a tool result is shown to the agent
+    step_rewards(outcomes)     named step-reward components
+    verify(task)               the task reward, on the final state
+    is_done()                  extra stop conditions
+    sample_task()              which task a seeded reset draws
+    snapshot_external() / restore_external(data) / on_close()
+                               state that lives outside the pydantic model
+
+`reset`, `step`, `snapshot`, `restore` and `close` are final: defining them in a
+subclass is a TypeError. A bad action is data, never an exception: it comes back
+as an error observation with a format penalty.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+import gymnasium as gym
+import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agentenv.errors import EnvStateError, InfraError, ToolError
+from agentenv.parsers import ActionParser, AutoParser, ParseError
+from agentenv.spaces import ActionSpace, MessagesSpace
+from agentenv.state import State, json_diff
+from agentenv.task import Task, TaskSet, did_you_mean
+from agentenv.tools import ToolSpec, collect_tools
+from agentenv.types import Action, Failure, Message, ToolCall
+
+__all__ = ["CallOutcome", "Env", "Snapshot", "Transition"]
+
+S = TypeVar("S", bound=State)
+
+_FINAL = ("reset", "step", "snapshot", "restore", "close")
+ErrorKind = Literal["format", "tool", "infra"]
+
+
+class Transition(BaseModel):
+    """What one step did. Recorded by the base class for every step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turn: int
+    action: Any  # the raw action: text or an assistant-message dict
+    calls: list[ToolCall]
+    observation: list[dict[str, Any]]
+    rewards: dict[str, float]
+    state_diff: list[dict[str, Any]]
+    duration_s: float
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+
+
+class Snapshot(BaseModel):
+    """Everything needed to rebuild an env mid-episode. JSON-serialisable."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    env: str
+    task: Task
+    state: dict[str, Any]
+    turn: int
+    format_streak: int
+    ended: bool
+    messages: list[dict[str, Any]]
+    rng: dict[str, Any]
+    external: Any = None
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    """The result of one tool call within a step, as the reward hooks see it."""
+
+    call: ToolCall
+    call_id: str
+    ok: bool
+    result: Any = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+
+
+class Env(gym.Env[list[Message], Action], Generic[S]):
+    """A multi-turn, tool-using environment with typed state and two reward channels."""
+
+    # -- set these in subclasses ------------------------------------------------
+    state_type: ClassVar[type[State]] = State
+    """The pydantic model of the episode state."""
+    max_turns: int = 10
+    """Steps before the episode is truncated."""
+    instructions: str = "You are an agent. Solve the task by calling the tools."
+    """The first part of the default system prompt."""
+    reward_weights: ClassVar[Mapping[str, float]] = {}
+    """Weight of each reward component in the scalar reward (1.0 when absent)."""
+    format_penalty: float = 0.1
+    """Subtracted (as the ``format`` component) for any invalid action."""
+    max_action_chars: int = 32_000
+    """Longer actions are refused with a format error before parsing."""
+    max_format_errors: int = 3
+    """Consecutive invalid actions that end the episode with failure ``format``."""
+    success_threshold: float = 1.0
+    """A task reward at or above this counts as solved."""
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012 (gymnasium API)
+    tools: ClassVar[dict[str, ToolSpec]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in _FINAL:
+            if name in vars(cls):
+                raise TypeError(
+                    f"{cls.__name__}.{name}() is final; override the hooks instead "
+                    "(initial_state, render_intro, render_result, step_rewards, verify, is_done, "
+                    "snapshot_external/restore_external, on_close)"
+                )
+        cls.tools = collect_tools(cls)
+
+    def __init__(
+        self,
+        tasks: TaskSet | Iterable[Task] | None = None,
+        *,
+        max_turns: int | None = None,
+        parser: ActionParser | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        if max_turns is not None:
+            if max_turns < 1:
+                raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+            self.max_turns = max_turns
+        self.render_mode = render_mode
+        self.parser: ActionParser = parser or AutoParser()
+        if tasks is None:
+            tasks = self.default_tasks()
+        self.tasks = tasks if isinstance(tasks, TaskSet) else TaskSet(tasks)
+        self.observation_space = MessagesSpace()
+        self.action_space = ActionSpace(self.max_action_chars)
+        self.messages: list[Message] = []
+        self.transitions: list[Transition] = []
+        self._task: Task | None = None
+        self._state: S | None = None
+        self._state_json: dict[str, Any] = {}
+        self._turn = 0
+        self._format_streak = 0
+        self._ended = False
+        self._closed = False
+
+    # -- hooks: override these ---------------------------------------------------
+
+    def default_tasks(self) -> TaskSet:
+        """The tasks used when none are passed to the constructor."""
+        return TaskSet()
+
+    def sample_task(self) -> Task:
+        """The task a reset without ``options["task"]`` runs; draw with ``self.np_random``."""
+        if not self.tasks:
+            raise EnvStateError(
+                f"{type(self).__name__} has no tasks: pass tasks=... or reset(options={{'task': task}})"
+            )
+        return self.tasks.sample(self.np_random)
+
+    def initial_state(self, task: Task) -> S:
+        """The state an episode of ``task`` starts from. Use ``self.np_random`` for randomness."""
+        return self.state_type()  # type: ignore[return-value]
+
+    def system_prompt(self, task: Task) -> str:
+        tools = "\n".join(json.dumps(spec.schema, ensure_ascii=False) for spec in self.tools.values())
+        return f"{self.instructions}\n\n# Tools\n\n<tools>\n{tools}\n</tools>\n\n{self.parser.format_hint}"
+
+    def render_intro(self, task: Task) -> list[Message]:
+        """The first observation: by default the system prompt and the task prompt."""
+        return [
+            {"role": "system", "content": self.system_prompt(task)},
+            {"role": "user", "content": task.prompt},
+        ]
+
+    def render_result(self, outcome: CallOutcome) -> Message:
+        """The message that shows the agent the outcome of one tool call."""
+        if outcome.ok:
+            result = outcome.result
+            content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+        else:
+            content = f"Error: {outcome.error}"
+        return {"role": "tool", "tool_call_id": outcome.call_id, "name": outcome.call.name, "content": content}
+
+    def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
+        """Named step-reward components for this step (added to ``format``)."""
+        return {}
+
+    def verify(self, task: Task) -> float | dict[str, float]:
+        """The task reward on the final state: a float, or named components including ``"task"``."""
+        return 0.0
+
+    def is_done(self) -> bool:
+        """Stop conditions besides terminal tools, invalid-action streaks and max_turns."""
+        return False
+
+    def snapshot_external(self) -> Any:
+        """JSON-serialisable external state (files, DB rows) to keep in a snapshot."""
+        return None
+
+    def restore_external(self, data: Any) -> None:
+        """Rebuild the external state saved by `snapshot_external`."""
+
+    def on_close(self) -> None:
+        """Release resources (containers, servers). Called once."""
+
+    # -- the contract (final) --------------------------------------------------
+
+    @property
+    def state(self) -> S:
+        if self._state is None:
+            raise EnvStateError("the env has no state yet: call reset() first")
+        return self._state
+
+    @property
+    def task(self) -> Task:
+        if self._task is None:
+            raise EnvStateError("the env has no task yet: call reset() first")
+        return self._task
+
+    @property
+    def turn(self) -> int:
+        return self._turn
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI "tools" list for this env."""
+        return [spec.schema for spec in self.tools.values()]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
+        if self._closed:
+            raise EnvStateError("reset() called after close()")
+        super().reset(seed=seed)
+        options = dict(options or {})
+        task_opt = options.pop("task", None)
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; supported: 'task'")
+        if task_opt is None:
+            task = self.sample_task()
+        elif isinstance(task_opt, Task):
+            task = task_opt
+        elif isinstance(task_opt, str):
+            if task_opt not in self.tasks:
+                raise KeyError(
+                    f"{type(self).__name__} has no task {task_opt!r}.{did_you_mean(task_opt, self.tasks.ids)}"
+                )
+            task = self.tasks.get(task_opt)
+        else:
+            raise TypeError(f'options["task"] must be a Task or a task id, got {type(task_opt).__name__}')
+        self._task = task
+        self._turn = 0
+        self._format_streak = 0
+        self._ended = False
+        self.transitions = []
+        self._state = self.initial_state(task)
+        self._state_json = self._state.model_dump(mode="json")
+        self.messages = self.render_intro(task)
+        return list(self.messages), {"task_id": task.id, "turn": 0}
+
+    def step(self, action: Action) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+        self._check_live()
+        start = time.perf_counter()
+        turn = self._turn
+        self.messages.append(_assistant_message(action))
+        outcomes: list[CallOutcome] = []
+        obs: list[Message] = []
+        calls: list[ToolCall] = []
+        error: str | None = None
+        error_kind: ErrorKind | None = None
+        terminal = False
+        infra = False
+        try:
+            calls = self._parse(action)
+            for i, call in enumerate(calls):
+                outcome = self._call(call, call.id or f"call_{turn}_{i}")
+                outcomes.append(outcome)
+                obs.append(self.render_result(outcome))
+                terminal |= outcome.ok and self.tools[call.name].terminal
+                if not outcome.ok and error is None:
+                    error, error_kind = outcome.error, outcome.error_kind
+        except ParseError as e:
+            error, error_kind = str(e), "format"
+            obs.extend(self._format_error_messages(action, error))
+        except InfraError as e:
+            error, error_kind, infra = str(e), "infra", True
+            obs.append({"role": "user", "content": f"Error: the environment failed: {e}"})
+
+        rewards = {"format": -self.format_penalty if error_kind == "format" else 0.0}
+        if not infra:
+            rewards.update(self.step_rewards(outcomes))
+        self._turn += 1
+        self._format_streak = self._format_streak + 1 if error_kind == "format" else 0
+        format_end = self._format_streak >= self.max_format_errors
+        terminated = not infra and (terminal or format_end or self.is_done())
+        truncated = infra or (not terminated and self._turn >= self.max_turns)
+        task_reward: float | None = None
+        failure: Failure | None = None
+        if infra:
+            failure = Failure.INFRA
+        elif terminated or truncated:
+            try:
+                task_rewards = self._verify()
+            except InfraError as e:
+                error, error_kind, failure = str(e), "infra", Failure.INFRA
+                terminated, truncated = False, True
+            else:
+                rewards.update(task_rewards)
+                task_reward = task_rewards["task"]
+                if task_reward >= self.success_threshold:
+                    failure = Failure.NONE
+                elif format_end:
+                    failure = Failure.FORMAT
+                elif truncated:
+                    failure = Failure.TRUNCATED
+                else:
+                    failure = Failure.POLICY
+        self._ended = terminated or truncated
+
+        after = self.state.model_dump(mode="json")
+        diff = json_diff(self._state_json, after)
+        self._state_json = after
+        self.messages.extend(obs)
+        reward = sum(self.reward_weights.get(name, 1.0) * value for name, value in rewards.items())
+        self.transitions.append(
+            Transition.model_construct(
+                turn=turn,
+                action=action.model_dump() if isinstance(action, ToolCall) else action,
+                calls=calls,
+                observation=obs,
+                rewards=rewards,
+                state_diff=diff,
+                duration_s=time.perf_counter() - start,
+                error=error,
+                error_kind=error_kind,
+            )
+        )
+        info = {
+            "task_id": self.task.id,
+            "turn": self._turn,
+            "rewards": rewards,
+            "task_reward": task_reward,
+            "success": None if failure is None or failure is Failure.INFRA else failure is Failure.NONE,
+            "failure": None if failure is None else failure.value,
+            "error": error,
+            "error_kind": error_kind,
+        }
+        return list(obs), float(reward), terminated, truncated, info
+
+    def snapshot(self) -> Snapshot:
+        """A serialisable copy of the episode so far; `restore` rebuilds it exactly."""
+        self._check_open()
+        if self._state is None or self._task is None:
+            raise EnvStateError("snapshot() needs an episode: call reset() first")
+        return Snapshot(
+            env=_qualname(type(self)),
+            task=self._task,
+            state=self._state.model_dump(mode="json"),
+            turn=self._turn,
+            format_streak=self._format_streak,
+            ended=self._ended,
+            messages=copy.deepcopy(self.messages),
+            rng=self.np_random.bit_generator.state,
+            external=self.snapshot_external(),
+        )
+
+    def restore(self, snapshot: Snapshot | str | bytes | Mapping[str, Any]) -> list[Message]:
+        """Rebuild the episode saved by `snapshot`; returns the conversation so far."""
+        self._check_open()
+        if isinstance(snapshot, (str, bytes)):
+            snap = Snapshot.model_validate_json(snapshot)
+        elif isinstance(snapshot, Snapshot):
+            snap = snapshot
+        else:
+            snap = Snapshot.model_validate(snapshot)
+        if snap.env != _qualname(type(self)):
+            raise ValueError(f"snapshot is of env {snap.env!r}, cannot restore it into {_qualname(type(self))!r}")
+        bit_generator = getattr(np.random, snap.rng["bit_generator"])()
+        bit_generator.state = snap.rng
+        self._np_random = np.random.Generator(bit_generator)
+        self._task = snap.task
+        self._state = self.state_type.model_validate(snap.state)  # type: ignore[assignment]
+        self._state_json = self._state.model_dump(mode="json")
+        self._turn = snap.turn
+        self._format_streak = snap.format_streak
+        self._ended = snap.ended
+        self.messages = copy.deepcopy(snap.messages)  # type: ignore[arg-type]
+        self.transitions = []
+        self.restore_external(snap.external)
+        return list(self.messages)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.on_close()
+
+    def render(self) -> str | None:  # type: ignore[override]
+        if self.render_mode != "ansi":
+            return None
+        return "\n".join(f"[{m['role']}] {m['content']}" for m in self.messages)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvStateError("the env is closed; make a new one")
+
+    def _check_live(self) -> None:
+        self._check_open()
+        if self._state is None:
+            raise EnvStateError("step() called before reset()")
+        if self._ended:
+            raise EnvStateError("the episode has ended (terminated or truncated); call reset() to start another")
+
+    def _parse(self, action: Action) -> list[ToolCall]:
+        if isinstance(action, str) and len(action) > self.max_action_chars:
+            raise ParseError(f"the action is {len(action)} characters long; the limit is {self.max_action_chars}")
+        if isinstance(action, dict):
+            size = len(json.dumps(action, default=str))
+            if size > self.max_action_chars:
+                raise ParseError(f"the action is {size} characters long; the limit is {self.max_action_chars}")
+        calls = self.parser.parse(action)
+        if not calls:
+            raise ParseError(f"no tool call found. {self.parser.format_hint}")
+        return calls
+
+    def _call(self, call: ToolCall, call_id: str) -> CallOutcome:
+        spec = self.tools.get(call.name)
+        if spec is None:
+            hint = did_you_mean(call.name, self.tools) or f" Available tools: {', '.join(self.tools)}."
+            return CallOutcome(call, call_id, False, error=f"unknown tool {call.name!r}.{hint}", error_kind="format")
+        try:
+            args = spec.args_model.model_validate(call.arguments)
+        except ValidationError as e:
+            return CallOutcome(call, call_id, False, error=_validation_message(call.name, e), error_kind="format")
+        try:
+            result = getattr(self, spec.method_name)(**{name: getattr(args, name) for name in spec.parameters})
+        except ToolError as e:
+            return CallOutcome(call, call_id, False, error=str(e), error_kind="tool")
+        return CallOutcome(call, call_id, True, result=result)
+
+    def _verify(self) -> dict[str, float]:
+        value = self.verify(self.task)
+        rewards = {"task": float(value)} if isinstance(value, (int, float)) else dict(value)
+        if "task" not in rewards:
+            raise TypeError(f"{type(self).__name__}.verify() must return a float or a dict with a 'task' key")
+        return rewards
+
+    def _format_error_messages(self, action: Action, error: str) -> list[Message]:
+        # An OpenAI assistant message with tool_calls must be answered once per call id.
+        ids = []
+        if isinstance(action, dict) and isinstance(action.get("tool_calls"), list):
+            ids = [c.get("id") for c in action["tool_calls"] if isinstance(c, dict) and c.get("id")]
+        if ids:
+            return [{"role": "tool", "tool_call_id": i, "content": f"Error: {error}"} for i in ids]
+        return [{"role": "user", "content": f"Error: {error}"}]
+
+
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _assistant_message(action: Any) -> Message:
+    if isinstance(action, str):
+        return {"role": "assistant", "content": action}
+    if isinstance(action, ToolCall):
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": action.id, "type": "function",
+                 "function": {"name": action.name, "arguments": json.dumps(action.arguments)}}
+            ],
+        }
+    if isinstance(action, dict):
+        message = dict(action)
+        message["role"] = "assistant"
+        message.setdefault("content", "")
+        if message["content"] is None:
+            message["content"] = ""
+        return message  # type: ignore[return-value]
+    return {"role": "assistant", "content": repr(action)[:1000]}
+
+
+def _validation_message(tool: str, error: ValidationError) -> str:
+    parts = []
+    for err in error.errors()[:5]:
+        field = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unexpected argument {field!r}")
+        elif err["type"] == "missing":
+            parts.append(f"missing argument {field!r}")
+        else:
+            parts.append(f"argument {field!r}: {err['msg']}")
+    return f"invalid arguments for {tool!r}: " + "; ".join(parts)

@@ -1,0 +1,3 @@
+"""Placeholder replaced below."""
+class OpenAIPolicy:  # temporary until written
+    pass

@@ -1,0 +1,190 @@
+"""Action parsers: from what a model produced to a list of `ToolCall`s.
+
+A parser is any object with ``parse(action) -> list[ToolCall]`` and a
+``format_hint`` that tells the model how to call tools. An empty list means the
+action was plain text with no tool call. Malformed input raises `ParseError`,
+which `Env.step` turns into an error observation and a format penalty.
+
+Built in: `HermesParser` (``<tool_call>{...}</tool_call>``, the format of the
+Qwen and Hermes chat templates), `JSONParser` (a bare JSON object), `OpenAIParser`
+(structured ``tool_calls`` of an OpenAI assistant message) and `AutoParser`, the
+default, which picks among them by the shape of the action.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import ValidationError
+
+from agentenv.types import Action, ToolCall
+
+__all__ = [
+    "ActionParser",
+    "AutoParser",
+    "HermesParser",
+    "JSONParser",
+    "OpenAIParser",
+    "ParseError",
+    "tool_call_text",
+]
+
+MAX_CALLS_PER_ACTION = 16
+
+
+class ParseError(ValueError):
+    """The action could not be read as tool calls; the message is shown to the agent."""
+
+
+@runtime_checkable
+class ActionParser(Protocol):
+    format_hint: str
+
+    def parse(self, action: Action) -> list[ToolCall]: ...
+
+
+def _call_from_obj(obj: Any, where: str) -> ToolCall:
+    if not isinstance(obj, dict):
+        raise ParseError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    unknown = set(obj) - {"name", "arguments", "parameters", "id"}
+    if unknown:
+        raise ParseError(f"{where}: unexpected keys {sorted(unknown)}; use \"name\" and \"arguments\"")
+    if "name" not in obj:
+        raise ParseError(f'{where}: missing "name"')
+    arguments = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(arguments, str):  # some models emit arguments as a JSON string
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as e:
+            raise ParseError(f'{where}: "arguments" is not valid JSON: {e.msg} at char {e.pos}') from None
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ParseError(f'{where}: "arguments" must be an object, got {type(arguments).__name__}')
+    try:
+        return ToolCall(name=obj["name"], arguments=arguments, id=obj.get("id"))
+    except ValidationError as e:
+        raise ParseError(f"{where}: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}") from None
+
+
+def _loads(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ParseError(f"{where}: invalid JSON: {e.msg} at char {e.pos}") from None
+
+
+def _text_of(action: Action) -> str:
+    if isinstance(action, str):
+        return action
+    if isinstance(action, dict):
+        content = action.get("content") or ""
+        if not isinstance(content, str):
+            raise ParseError(f"message content must be a string, got {type(content).__name__}")
+        return content
+    raise ParseError(f"expected text, got {type(action).__name__}")
+
+
+class HermesParser:
+    """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, one block per call."""
+
+    format_hint = (
+        'To call a tool, write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.'
+    )
+    _block = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+
+    def parse(self, action: Action) -> list[ToolCall]:
+        text = _text_of(action)
+        if "<tool_call>" not in text:
+            if "</tool_call>" in text:
+                raise ParseError("found </tool_call> without a matching <tool_call>")
+            return []
+        bodies = self._block.findall(text)
+        if len(bodies) > MAX_CALLS_PER_ACTION:
+            raise ParseError(f"at most {MAX_CALLS_PER_ACTION} tool calls per turn, got {len(bodies)}")
+        return [
+            _call_from_obj(_loads(body.strip(), f"tool call {i + 1}"), f"tool call {i + 1}")
+            for i, body in enumerate(bodies)
+        ]
+
+
+class JSONParser:
+    """A bare JSON object ``{"name": ..., "arguments": {...}}`` (or a list of them),
+    optionally inside a ```json fence."""
+
+    format_hint = 'To call a tool, reply with only a JSON object {"name": "TOOL", "arguments": {...}}.'
+    _fence = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+    def parse(self, action: Action) -> list[ToolCall]:
+        text = _text_of(action).strip()
+        fenced = self._fence.match(text)
+        if fenced:
+            text = fenced.group(1)
+        if not text.startswith(("{", "[")):
+            return []
+        obj = _loads(text, "tool call")
+        items = obj if isinstance(obj, list) else [obj]
+        if len(items) > MAX_CALLS_PER_ACTION:
+            raise ParseError(f"at most {MAX_CALLS_PER_ACTION} tool calls per turn, got {len(items)}")
+        return [_call_from_obj(item, f"tool call {i + 1}") for i, item in enumerate(items)]
+
+
+class OpenAIParser:
+    """The ``tool_calls`` of an OpenAI assistant message (or a `ToolCall`)."""
+
+    format_hint = "Call tools through the API's tool-calling interface."
+
+    def parse(self, action: Action) -> list[ToolCall]:
+        if isinstance(action, ToolCall):
+            return [action]
+        if not isinstance(action, dict):
+            raise ParseError(f"expected an assistant message object, got {type(action).__name__}")
+        raw = action.get("tool_calls") or []
+        if not isinstance(raw, list):
+            raise ParseError(f'"tool_calls" must be a list, got {type(raw).__name__}')
+        if len(raw) > MAX_CALLS_PER_ACTION:
+            raise ParseError(f"at most {MAX_CALLS_PER_ACTION} tool calls per turn, got {len(raw)}")
+        calls = []
+        for i, item in enumerate(raw):
+            where = f"tool_calls[{i}]"
+            if not isinstance(item, dict) or not isinstance(item.get("function"), dict):
+                raise ParseError(f'{where}: expected {{"type": "function", "function": {{...}}}}')
+            fn = dict(item["function"])
+            if item.get("id") is not None:
+                fn["id"] = item["id"]
+            calls.append(_call_from_obj(fn, where))
+        return calls
+
+
+class AutoParser:
+    """The default: structured calls, then ``<tool_call>`` blocks, then a bare JSON object."""
+
+    format_hint = HermesParser.format_hint
+
+    def __init__(self) -> None:
+        self._hermes = HermesParser()
+        self._json = JSONParser()
+        self._openai = OpenAIParser()
+
+    def parse(self, action: Action) -> list[ToolCall]:
+        if isinstance(action, ToolCall):
+            return [action]
+        if isinstance(action, dict):
+            if action.get("tool_calls"):
+                return self._openai.parse(action)
+            action = _text_of(action)
+        if not isinstance(action, str):
+            raise ParseError(
+                f"expected text, a ToolCall or an assistant message, got {type(action).__name__}"
+            )
+        if "<tool_call>" in action or "</tool_call>" in action:
+            return self._hermes.parse(action)
+        return self._json.parse(action)
+
+
+def tool_call_text(name: str, /, **arguments: Any) -> str:
+    """The ``<tool_call>`` text of one call, as a Hermes/Qwen-template model writes it."""
+    payload = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"<tool_call>{payload}</tool_call>"

@@ -1,0 +1,124 @@
+"""Policies: map a batch of conversations to a batch of actions.
+
+A `Policy` is anything with ``act(conversations) -> actions``; the rollout engine
+calls it once per turn with every live episode. It may return plain actions or
+`Generation`s, which also carry the token ids and log-probs a trainer needs.
+Built in here: `ScriptedPolicy` (tests, demos, oracles) and `HumanPolicy` (the
+terminal). `agentenv.OpenAIPolicy` speaks to any OpenAI-compatible endpoint; the
+transformers policy lives with the trainer.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TextIO, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from agentenv.task import Task
+from agentenv.types import Action, Message
+
+__all__ = ["Conversation", "Generation", "HumanPolicy", "Policy", "PolicyFailure", "ScriptedPolicy"]
+
+
+@dataclass(slots=True)
+class Conversation:
+    """One live episode as a policy sees it."""
+
+    id: int
+    """Stable for the episode within a rollout; lets a policy keep per-episode caches."""
+    messages: list[Message]
+    """The whole conversation so far, system prompt first."""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """The env's tools as OpenAI "tools" schemas."""
+    task: Task | None = None
+    """The task. Only scripted oracles may read it; a model policy must not."""
+
+    @property
+    def turn(self) -> int:
+        return sum(1 for m in self.messages if m["role"] == "assistant")
+
+
+class Generation(BaseModel):
+    """An action together with what the model generated to produce it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: str | dict[str, Any]
+    prompt_ids: list[int] | None = None
+    token_ids: list[int] = []
+    logprobs: list[float] = []
+    finish_reason: str | None = None
+    """"stop" (end of turn), "length" (cut at the token limit), or the server's word."""
+
+
+class PolicyFailure(BaseModel):
+    """Returned in place of an action when the policy's backend failed for one
+    conversation (an API error after retries). The episode ends as ``infra``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: str
+
+
+PolicyOutput = Action | Generation | PolicyFailure
+
+
+@runtime_checkable
+class Policy(Protocol):
+    def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]: ...
+
+
+class ScriptedPolicy:
+    """A policy written as a function of one conversation (or a fixed list of actions)."""
+
+    def __init__(self, fn: Callable[[Conversation], Action]) -> None:
+        self.fn = fn
+
+    @classmethod
+    def replay(cls, actions: Sequence[Action]) -> ScriptedPolicy:
+        """Play ``actions`` in order, one per turn, then repeat the last one."""
+        if not actions:
+            raise ValueError("replay needs at least one action")
+        return cls(lambda conv: actions[min(conv.turn, len(actions) - 1)])
+
+    def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]:
+        return [self.fn(conv) for conv in conversations]
+
+
+class HumanPolicy:
+    """A person at the terminal types each action. One conversation at a time."""
+
+    def __init__(self, stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+        self._shown: dict[int, int] = {}
+
+    def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]:
+        return [self._ask(conv) for conv in conversations]
+
+    def _ask(self, conv: Conversation) -> Action:
+        start = self._shown.get(conv.id, 0)
+        for message in conv.messages[start:]:
+            if message["role"] != "assistant":
+                self.stdout.write(f"\n[{message['role']}] {message['content']}\n")
+        self._shown[conv.id] = len(conv.messages) + 1  # +1: the action typed below
+        self.stdout.write("\n> ")
+        self.stdout.flush()
+        lines: list[str] = []
+        # A line ending in a backslash continues the action on the next line.
+        while True:
+            line = self.stdin.readline()
+            if not line:
+                raise EOFError("no more input from the terminal")
+            line = line.rstrip("\n")
+            if line.endswith("\\"):
+                lines.append(line[:-1])
+                self.stdout.write("… ")
+                self.stdout.flush()
+                continue
+            lines.append(line)
+            return "\n".join(lines)
+

@@ -1,0 +1,161 @@
+"""Tasks and task sets: what an episode is asked to do, loaded from Python or JSONL.
+
+A `Task` is data: an id, the prompt the agent sees, an env-specific ``payload``
+(the expression to evaluate, the hidden tests, the gold actions) and metadata the
+failure miner groups by. A `TaskSet` is an ordered, id-indexed collection with a
+deterministic train/test split. Task files are untrusted input: every line is
+validated and an error names the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentenv.errors import TaskFileError
+
+__all__ = ["Task", "TaskMeta", "TaskSet"]
+
+
+class TaskMeta(BaseModel):
+    """What a task is, for grouping and sampling."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    family: str = "default"
+    difficulty: int = Field(default=0, ge=0, description="0 = easiest")
+    tags: tuple[str, ...] = ()
+
+
+class Task(BaseModel):
+    """One task. ``payload`` is the env's own data and is never shown to the agent
+    unless the env puts it in the prompt."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=256)
+    prompt: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+    metadata: TaskMeta = Field(default_factory=TaskMeta)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
+    return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+class TaskSet(Sequence[Task]):
+    """An ordered collection of tasks with unique ids."""
+
+    def __init__(self, tasks: Iterable[Task | Mapping[str, Any]] = ()) -> None:
+        self._tasks: list[Task] = [t if isinstance(t, Task) else Task.model_validate(t) for t in tasks]
+        self._by_id: dict[str, Task] = {}
+        for task in self._tasks:
+            if task.id in self._by_id:
+                raise ValueError(f"duplicate task id {task.id!r}")
+            self._by_id[task.id] = task
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    @overload
+    def __getitem__(self, index: int) -> Task: ...
+    @overload
+    def __getitem__(self, index: slice) -> TaskSet: ...
+    def __getitem__(self, index: int | slice) -> Task | TaskSet:
+        if isinstance(index, slice):
+            return TaskSet(self._tasks[index])
+        return self._tasks[index]
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self._tasks)
+
+    def __contains__(self, item: object) -> bool:
+        key = item.id if isinstance(item, Task) else item
+        return key in self._by_id
+
+    def __repr__(self) -> str:
+        return f"TaskSet({len(self)} tasks)"
+
+    def get(self, task_id: str) -> Task:
+        """The task with this id; a KeyError with a did-you-mean otherwise."""
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            raise KeyError(f"no task with id {task_id!r}.{did_you_mean(task_id, self._by_id)}") from None
+
+    @property
+    def ids(self) -> list[str]:
+        return [t.id for t in self._tasks]
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        if not self._tasks:
+            raise ValueError("cannot sample from an empty TaskSet")
+        return self._tasks[int(rng.integers(len(self._tasks)))]
+
+    def filter(self, predicate: Callable[[Task], bool]) -> TaskSet:
+        return TaskSet(t for t in self._tasks if predicate(t))
+
+    def split(self, test_fraction: float = 0.2, *, seed: int = 0) -> tuple[TaskSet, TaskSet]:
+        """Deterministic (train, test) split by a hash of each id: the same task lands
+        on the same side whatever the order or size of the set."""
+        if not 0.0 <= test_fraction <= 1.0:
+            raise ValueError(f"test_fraction must be in [0, 1], got {test_fraction}")
+        train, test = [], []
+        for task in self._tasks:
+            digest = hashlib.blake2b(f"{seed}:{task.id}".encode(), digest_size=8).digest()
+            (test if int.from_bytes(digest, "big") / 2**64 < test_fraction else train).append(task)
+        return TaskSet(train), TaskSet(test)
+
+    # -- files ---------------------------------------------------------------
+
+    @classmethod
+    def from_jsonl(
+        cls,
+        path: str | Path,
+        *,
+        convert: Callable[[dict[str, Any]], Mapping[str, Any] | Task] | None = None,
+    ) -> TaskSet:
+        """Load one task per line. ``convert`` maps another layout (say, a public
+        benchmark's) to `Task` fields. Errors name the file, line and field."""
+        path = Path(path)
+        tasks: list[Task] = []
+        seen: dict[str, int] = {}
+        with path.open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise TaskFileError(f"{path}:{lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
+                if not isinstance(record, dict):
+                    raise TaskFileError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+                try:
+                    data = convert(record) if convert else record
+                    task = data if isinstance(data, Task) else Task.model_validate(data)
+                except ValidationError as e:
+                    err = e.errors()[0]
+                    field = ".".join(str(p) for p in err["loc"]) or "(record)"
+                    raise TaskFileError(f"{path}:{lineno}: field {field!r}: {err['msg']}") from None
+                except (KeyError, TypeError, ValueError) as e:
+                    raise TaskFileError(f"{path}:{lineno}: {type(e).__name__}: {e}") from None
+                if task.id in seen:
+                    raise TaskFileError(
+                        f"{path}:{lineno}: field 'id': duplicate task id {task.id!r} (first on line {seen[task.id]})"
+                    )
+                seen[task.id] = lineno
+                tasks.append(task)
+        return cls(tasks)
+
+    def to_jsonl(self, path: str | Path) -> None:
+        with Path(path).open("w", encoding="utf-8") as f:
+            for task in self._tasks:
+                f.write(task.model_dump_json() + "\n")

@@ -1,0 +1,144 @@
+"""Tools as typed methods: the `tool` decorator and the schema built from a signature.
+
+One definition serves three readers: the pydantic model that validates the
+arguments, the OpenAI "tools" JSON schema shown to the model, and the call itself.
+Parameter descriptions come from the docstring's ``Args:`` section (Google style).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+__all__ = ["ToolSpec", "tool"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_TOOL_ATTR = "__agentenv_tool__"
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """Everything the env needs to know about one tool."""
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    method_name: str
+    terminal: bool
+    schema: dict[str, Any]  # OpenAI "tools" entry: {"type": "function", "function": {...}}
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return tuple(self.args_model.model_fields)
+
+
+def tool(fn: F | None = None, *, name: str | None = None, terminal: bool = False) -> Any:
+    """Mark an `Env` method as a tool the agent can call.
+
+    The method's annotated parameters become the tool's arguments (validated by
+    pydantic before the call) and its docstring the description. A tool returns
+    what the agent sees (a string, or anything JSON-serialisable), raises
+    `agentenv.ToolError` for a failure the agent should see, and with
+    ``terminal=True`` ends the episode after it runs (a "submit" tool).
+
+        @tool(terminal=True)
+        def submit(self, answer: int) -> str:
+            '''Submit the final answer.
+
+            Args:
+                answer: The value of the expression.
+            '''
+    """
+
+    def mark(f: F) -> F:
+        setattr(f, _TOOL_ATTR, {"name": name or f.__name__, "terminal": terminal})
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+def collect_tools(cls: type) -> dict[str, ToolSpec]:
+    """Build the specs of every method marked with `tool` on ``cls`` and its bases."""
+    specs: dict[str, ToolSpec] = {}
+    for klass in reversed(cls.__mro__):
+        for attr, value in vars(klass).items():
+            marker = getattr(value, _TOOL_ATTR, None)
+            if marker is None:
+                continue
+            spec = build_spec(value, method_name=attr, **marker)
+            specs = {k: v for k, v in specs.items() if v.method_name != attr}  # overridden
+            specs[spec.name] = spec
+    return specs
+
+
+def build_spec(fn: Callable[..., Any], *, method_name: str, name: str, terminal: bool) -> ToolSpec:
+    if not _NAME_RE.match(name):
+        raise TypeError(f"tool name must match {_NAME_RE.pattern}, got {name!r}")
+    summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+    hints = typing.get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    for param in list(inspect.signature(fn).parameters.values())[1:]:  # skip self
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
+        if param.name not in hints:
+            raise TypeError(f"tool {name!r}: parameter {param.name!r} needs a type annotation")
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hints[param.name], Field(default, description=arg_docs.get(param.name)))
+    model_name = "".join(part.title() for part in re.split(r"[_-]", name)) + "Args"
+    args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
+    parameters = _strip_titles(args_model.model_json_schema())
+    parameters.setdefault("properties", {})
+    parameters.setdefault("required", [])
+    schema = {
+        "type": "function",
+        "function": {"name": name, "description": summary, "parameters": parameters},
+    }
+    return ToolSpec(name, summary, args_model, method_name, terminal, schema)
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its description and ``Args:`` entries."""
+    lines = doc.splitlines()
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    current: str | None = None
+    in_args = False
+    for line in lines:
+        stripped = line.strip()
+        if stripped in ("Args:", "Arguments:", "Parameters:"):
+            in_args = True
+            continue
+        if in_args:
+            if stripped.endswith(":") and " " not in stripped:  # next section ("Returns:")
+                in_args = False
+                continue
+            match = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
+            if match and line.startswith((" ", "\t")) and len(line) - len(line.lstrip()) <= 8:
+                current = match.group(1)
+                args[current] = match.group(2)
+            elif current and stripped:
+                args[current] = f"{args[current]} {stripped}".strip()
+        elif stripped or summary:
+            summary.append(stripped)
+    return " ".join(" ".join(summary).split()), args
+
+
+def _strip_titles(schema: Any) -> Any:
+    """Drop pydantic's auto-generated titles: they cost prompt tokens and say nothing."""
+    if isinstance(schema, dict):
+        return {
+            k: _strip_titles(v)
+            for k, v in schema.items()
+            if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema

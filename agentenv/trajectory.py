@@ -1,0 +1,64 @@
+"""`Trajectory`: one finished episode, with everything needed to train on it,
+score it, replay it or mine it. JSON round trip; JSONL files of them are the
+exchange format between rollouts, the trainer and the failure miner."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from agentenv.env import Snapshot, Transition
+from agentenv.policies import Generation
+from agentenv.task import Task
+from agentenv.types import Failure
+
+__all__ = ["Trajectory"]
+
+
+class Trajectory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    env_id: str | None = None
+    task: Task
+    seed: int | None = None
+    messages: list[dict[str, Any]]
+    """The whole conversation, system prompt first."""
+    transitions: list[Transition]
+    """One per step, in order."""
+    generations: list[Generation | None] = []
+    """Per step, what the model generated (token ids, log-probs) when the policy said."""
+    snapshots: list[Snapshot] = []
+    """When kept: ``snapshots[k]`` is the env just before turn ``k``."""
+    rewards: list[float] = []
+    """The scalar reward of each step."""
+    task_reward: float | None = None
+    success: bool = False
+    failure: Failure
+    duration_s: float = 0.0
+    error: str | None = None
+    """For ``infra`` failures: what broke."""
+
+    @property
+    def turns(self) -> int:
+        return len(self.transitions)
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(self.rewards))
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Trajectory:
+        return cls.model_validate_json(text)
+
+    @staticmethod
+    def read_jsonl(path: str | Path) -> Iterator[Trajectory]:
+        with Path(path).open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield Trajectory.model_validate_json(line)

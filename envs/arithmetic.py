@@ -1,0 +1,105 @@
+"""Arithmetic: evaluate an integer expression one operation at a time.
+
+The reference env for authoring: a `State`, two typed tools, a sub-goal step
+reward, a verifier and a seeded task generator with difficulty levels.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import Field
+
+from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, tool, tool_call_text
+
+OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+Operand = Annotated[int, Field(ge=-(10**12), le=10**12)]
+
+
+class ArithmeticState(State):
+    results: list[int] = []
+    answer: int | None = None
+
+
+class ArithmeticEnv(Env[ArithmeticState]):
+    state_type = ArithmeticState
+    max_turns = 8
+    instructions = "Compute the expression. The calculator does one operation per call. Submit the final value."
+
+    def default_tasks(self) -> TaskSet:
+        return make_tasks(400, seed=0)
+
+    @tool
+    def calculate(self, a: Operand, op: Literal["+", "-", "*"], b: Operand) -> int:
+        """Apply one operation to two integers.
+
+        Args:
+            a: The left operand.
+            op: The operator.
+            b: The right operand.
+        """
+        self.state.results.append(OPS[op](a, b))
+        return self.state.results[-1]
+
+    @tool(terminal=True)
+    def submit(self, answer: int) -> str:
+        """Submit the value of the whole expression; ends the episode.
+
+        Args:
+            answer: The final value.
+        """
+        self.state.answer = answer
+        return "submitted"
+
+    def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
+        # Sub-goal: a new intermediate value of the gold evaluation order.
+        gold = self.task.payload["intermediates"]
+        found = [o.result for o in outcomes if o.ok and o.call.name == "calculate" and o.result in gold]
+        return {"progress": 0.1 * sum(self.state.results.count(r) == 1 for r in found)}
+
+    def verify(self, task: Task) -> float:
+        return float(self.state.answer == task.payload["answer"])
+
+
+def make_tasks(n: int, *, seed: int = 0, difficulties: tuple[int, ...] = (0, 1, 2, 3)) -> TaskSet:
+    """``n`` expressions; difficulty d has d + 1 operations, operands up to 9 (20 from d = 2)."""
+    rng = np.random.default_rng(seed)
+    tasks = []
+    for i in range(n):
+        d = difficulties[i % len(difficulties)]
+        steps: list[list[int | str]] = []
+        expr, value = _expression(rng, d + 1, 9 if d < 2 else 20, steps)
+        tasks.append(Task(
+            id=f"arith-{seed}-{i}", prompt=f"Compute {expr}.",
+            payload={"steps": steps, "intermediates": [s[-1] for s in steps], "answer": value},
+            metadata={"family": "arithmetic", "difficulty": d, "tags": (f"ops:{d + 1}",)},
+        ))
+    return TaskSet(tasks)
+
+
+def _expression(rng: np.random.Generator, n_ops: int, top: int, steps: list) -> tuple[str, int]:
+    if n_ops == 0:
+        value = int(rng.integers(1, top + 1))
+        return str(value), value
+    left_ops = int(rng.integers(0, n_ops))
+    left, a = _expression(rng, left_ops, top, steps)
+    right, b = _expression(rng, n_ops - 1 - left_ops, top, steps)
+    op = str(rng.choice(list(OPS)))
+    steps.append([a, op, b, OPS[op](a, b)])
+    wrap = lambda s, k: f"({s})" if k else s  # noqa: E731
+    return f"{wrap(left, left_ops)} {op} {wrap(right, n_ops - 1 - left_ops)}", OPS[op](a, b)
+
+
+def oracle() -> ScriptedPolicy:
+    """Follows the gold evaluation order, then submits."""
+
+    def act(conv) -> str:
+        steps, k = conv.task.payload["steps"], conv.turn
+        if k < len(steps):
+            a, op, b, _ = steps[k]
+            return tool_call_text("calculate", a=a, op=op, b=b)
+        return tool_call_text("submit", answer=conv.task.payload["answer"])
+
+    return ScriptedPolicy(act)

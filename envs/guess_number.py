@@ -1,0 +1,95 @@
+"""Guess the number: find a secret integer from higher/lower feedback.
+
+The reference env for interaction: the agent must read each observation to act
+well. Step reward: the share of the search interval each guess eliminates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agentenv import CallOutcome, Env, HermesParser, ScriptedPolicy, State, Task, TaskSet, ToolError, tool
+from agentenv import tool_call_text
+
+
+class GuessState(State):
+    low: int
+    high: int
+    widths: list[int]  # width of the interval still consistent with the feedback, after each guess
+    solved: bool = False
+
+
+class GuessNumberEnv(Env[GuessState]):
+    state_type = GuessState
+    max_turns = 12
+    instructions = "Find the secret integer. After each guess you are told if the secret is higher or lower."
+
+    def default_tasks(self) -> TaskSet:
+        return make_tasks(400, seed=0)
+
+    def initial_state(self, task: Task) -> GuessState:
+        return GuessState(low=1, high=task.payload["high"], widths=[task.payload["high"]])
+
+    @tool
+    def guess(self, number: int) -> str:
+        """Guess the secret number.
+
+        Args:
+            number: Your guess.
+        """
+        s, secret, top = self.state, self.task.payload["secret"], self.task.payload["high"]
+        if not 1 <= number <= top:
+            raise ToolError(f"the secret is between 1 and {top}; {number} is outside")
+        if number == secret:
+            s.solved, s.low, s.high = True, number, number
+        elif number < secret:
+            s.low = max(s.low, number + 1)
+        else:
+            s.high = min(s.high, number - 1)
+        s.widths.append(0 if s.solved else s.high - s.low + 1)
+        return "correct" if s.solved else ("higher" if number < secret else "lower")
+
+    def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
+        w = self.state.widths
+        return {"progress": (w[-2] - w[-1]) / w[0] if len(w) >= 2 and any(o.ok for o in outcomes) else 0.0}
+
+    def is_done(self) -> bool:
+        return self.state.solved
+
+    def verify(self, task: Task) -> float:
+        return float(self.state.solved)
+
+
+def make_tasks(n: int, *, seed: int = 0, difficulties: tuple[int, ...] = (0, 1, 2, 3)) -> TaskSet:
+    """Difficulty d hides the secret in 1..16·4^d (16, 64, 256, 1024)."""
+    rng = np.random.default_rng(seed)
+    tasks = []
+    for i in range(n):
+        d = difficulties[i % len(difficulties)]
+        high = 16 * 4**d
+        tasks.append(Task(
+            id=f"guess-{seed}-{i}", prompt=f"I am thinking of an integer between 1 and {high}. Find it.",
+            payload={"high": high, "secret": int(rng.integers(1, high + 1))},
+            metadata={"family": "guess-number", "difficulty": d},
+        ))
+    return TaskSet(tasks)
+
+
+def oracle() -> ScriptedPolicy:
+    """Binary search, reading the feedback from the conversation."""
+    parser = HermesParser()
+
+    def act(conv) -> str:
+        low, high, last = 1, conv.task.payload["high"], None
+        for message in conv.messages:
+            if message["role"] == "assistant":
+                calls = parser.parse(message["content"])
+                last = calls[0].arguments["number"] if calls else None
+            elif message["role"] == "tool" and last is not None:
+                if message["content"] == "higher":
+                    low = last + 1
+                elif message["content"] == "lower":
+                    high = last - 1
+        return tool_call_text("guess", number=(low + high) // 2)
+
+    return ScriptedPolicy(act)
