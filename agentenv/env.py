@@ -246,7 +246,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[list[Message], dict[str, Any]]:
         if self._closed:
-            raise EnvStateError("reset() called after close()")
+            raise EnvStateError("reset() called after close(): the env is closed; make a new one")
         super().reset(seed=seed)
         options = dict(options or {})
         task_opt = options.pop("task", None)

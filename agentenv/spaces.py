@@ -21,6 +21,14 @@ _ROLES = ("system", "user", "assistant", "tool")
 _SAMPLE_RANGES = ((0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x3FF), (0x4E00, 0x4FFF), (0x1F600, 0x1F64F))
 
 
+def _random_text(rng: np.random.Generator, max_length: int) -> str:
+    chars = []
+    for _ in range(int(rng.integers(0, min(max_length, 64) + 1))):
+        lo, hi = _SAMPLE_RANGES[int(rng.integers(len(_SAMPLE_RANGES)))]
+        chars.append(chr(int(rng.integers(lo, hi + 1))))
+    return "".join(chars)
+
+
 class UnicodeText(Space[str]):
     """Any Unicode string of at most ``max_length`` characters."""
 
@@ -32,12 +40,7 @@ class UnicodeText(Space[str]):
         return isinstance(x, str) and len(x) <= self.max_length
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:
-        length = int(self.np_random.integers(0, min(self.max_length, 64) + 1))
-        chars = []
-        for _ in range(length):
-            lo, hi = _SAMPLE_RANGES[int(self.np_random.integers(len(_SAMPLE_RANGES)))]
-            chars.append(chr(int(self.np_random.integers(lo, hi + 1))))
-        return "".join(chars)
+        return _random_text(self.np_random, self.max_length)
 
     @property
     def is_np_flattenable(self) -> bool:
@@ -66,10 +69,10 @@ class MessagesSpace(Space[list[dict[str, Any]]]):
         )
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, Any]]:
-        self.content.np_random = self.np_random
         n = int(self.np_random.integers(1, 4))
         return [
-            {"role": _ROLES[int(self.np_random.integers(1, 4))], "content": self.content.sample()}
+            {"role": _ROLES[int(self.np_random.integers(1, 4))],
+             "content": _random_text(self.np_random, self.content.max_length)}
             for _ in range(n)
         ]
 
@@ -99,8 +102,7 @@ class ActionSpace(Space[Any]):
         )
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:
-        self.text.np_random = self.np_random
-        return self.text.sample()
+        return _random_text(self.np_random, self.text.max_length)
 
     @property
     def is_np_flattenable(self) -> bool:

@@ -1,0 +1,36 @@
+import pytest
+
+import agentenv
+from agentenv import check_env, tool_call_text
+from agentenv.envs.guess_number import GuessNumberEnv, make_tasks
+from tests.envs._oracle import oracle_plan
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_passes_check_env_with_the_oracles_actions(seed):
+    check_env(agentenv.make("guess-number-v0"), seed=seed, actions=oracle_plan("guess-number-v0", seed))
+
+
+def test_passes_check_env_with_default_actions():
+    check_env(GuessNumberEnv())
+
+
+def test_oracle_solves_every_task_within_the_turn_budget():
+    tasks = make_tasks(80, seed=3)
+    trajs = agentenv.rollout(lambda: GuessNumberEnv(tasks), agentenv.spec("guess-number-v0").make_oracle(), tasks=tasks.ids)
+    assert all(t.success for t in trajs)
+    assert max(t.turns for t in trajs if t.task.metadata.difficulty == 3) <= 11
+
+
+def test_feedback_progress_and_out_of_range_guesses():
+    env = GuessNumberEnv(make_tasks(1, seed=0, difficulties=(0,)))
+    env.reset(options={"task": env.tasks[0]})
+    secret = env.task.payload["secret"]
+    guess = 16 if secret != 16 else 1
+    obs, _, _, _, info = env.step(tool_call_text("guess", number=guess))
+    assert obs[0]["content"] == ("lower" if guess > secret else "higher")
+    assert info["rewards"]["progress"] == pytest.approx(1 / 16)
+    obs, _, _, _, info = env.step(tool_call_text("guess", number=99))
+    assert "between 1 and 16" in obs[0]["content"] and info["error_kind"] == "tool"
+    _, _, terminated, _, info = env.step(tool_call_text("guess", number=secret))
+    assert terminated and info["success"] and info["task_reward"] == 1.0

@@ -1,0 +1,298 @@
+import json
+
+import gymnasium
+import numpy as np
+import pytest
+
+import agentenv
+from agentenv import Env, EnvStateError, State, Task, ToolCall, tool, tool_call_text
+from tests.toy_envs import CounterEnv, CounterState
+
+ADD1 = tool_call_text("add", amount=1)
+SUBMIT = tool_call_text("submit")
+
+
+def test_reset_returns_system_prompt_with_tools_and_task(counter):
+    obs, info = counter.reset(seed=0, options={"task": "t0"})
+    assert [m["role"] for m in obs] == ["system", "user"]
+    assert '"name": "add"' in obs[0]["content"] and "<tool_call>" in obs[0]["content"]
+    assert obs[1]["content"] == "Reach 2."
+    assert info == {"task_id": "t0", "turn": 0}
+    assert counter.observation_space.contains(obs)
+
+
+def test_seeded_reset_is_deterministic():
+    picks = [CounterEnv().reset(seed=7)[1]["task_id"] for _ in range(3)]
+    assert len(set(picks)) == 1
+    assert len({CounterEnv().reset(seed=s)[1]["task_id"] for s in range(20)}) > 1
+
+
+def test_reset_by_task_object_and_by_id(counter):
+    task = Task(id="custom", prompt="Reach 1.", payload={"target": 1})
+    assert counter.reset(options={"task": task})[1]["task_id"] == "custom"
+    assert counter.reset(options={"task": "t3"})[1]["task_id"] == "t3"
+    with pytest.raises(KeyError, match="Did you mean 't3'"):
+        counter.reset(options={"task": "t33"})
+    with pytest.raises(ValueError, match="unknown reset option"):
+        counter.reset(options={"tsk": "t3"})
+
+
+def test_a_solved_episode_terminates_with_task_reward(counter):
+    counter.reset(options={"task": "t0"})
+    obs, reward, terminated, truncated, info = counter.step(ADD1)
+    assert obs == [{"role": "tool", "tool_call_id": "call_0_0", "name": "add", "content": "1"}]
+    assert (terminated, truncated, info["failure"], info["success"]) == (False, False, None, None)
+    assert info["rewards"] == {"format": 0.0, "progress": 1.0} and reward == 0.5
+    counter.step(ADD1)
+    _, reward, terminated, truncated, info = counter.step(SUBMIT)
+    assert (terminated, truncated) == (True, False)
+    assert info["task_reward"] == 1.0 and info["success"] is True and info["failure"] == "none"
+    assert info["rewards"] == {"format": 0.0, "progress": 0.0, "task": 1.0} and reward == 1.0
+
+
+def test_wrong_submission_is_a_policy_failure(counter):
+    counter.reset(options={"task": "t0"})
+    *_, info = counter.step(SUBMIT)
+    assert info["failure"] == "policy" and info["success"] is False and info["task_reward"] == 0.0
+
+
+def test_running_out_of_turns_truncates(counter):
+    counter.reset(options={"task": "t0"})
+    for _ in range(4):
+        assert counter.step(ADD1)[3] is False
+    _, _, terminated, truncated, info = counter.step(ADD1)
+    assert (terminated, truncated, info["failure"]) == (False, True, "truncated")
+
+
+BAD_ACTIONS = {
+    "empty": "",
+    "plain text": "I think the answer is 4",
+    "bad json": "<tool_call>{not json}</tool_call>",
+    "no name": '<tool_call>{"arguments": {}}</tool_call>',
+    "unknown tool": tool_call_text("multiply", x=2),
+    "missing arg": tool_call_text("add"),
+    "wrong type": tool_call_text("add", amount="lots"),
+    "extra arg": tool_call_text("add", amount=1, colour="red"),
+    "arguments not an object": '{"name": "add", "arguments": [1]}',
+    "oversized": "x" * 40_000,
+    "binary garbage": "\x00\x01\udcff\ufffe",
+    "not text": 42,
+    "none": None,
+    "broken structured call": {"role": "assistant", "content": None,
+                               "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "add", "arguments": "{"}}]},
+}
+
+
+@pytest.mark.parametrize("action", BAD_ACTIONS.values(), ids=BAD_ACTIONS.keys())
+def test_bad_actions_are_error_observations_with_a_format_penalty(counter, action):
+    counter.reset(options={"task": "t0"})
+    obs, reward, terminated, truncated, info = counter.step(action)
+    assert obs and obs[0]["content"].startswith("Error:")
+    assert info["error_kind"] == "format" and info["rewards"]["format"] == -0.1
+    assert reward == pytest.approx(-0.1)
+    assert (terminated, truncated) == (False, False)
+    assert counter.state.count == 0
+
+
+def test_error_messages_name_the_problem(counter):
+    counter.reset(options={"task": "t0"})
+    assert "missing argument 'amount'" in counter.step(tool_call_text("add"))[0][0]["content"]
+    assert "argument 'amount'" in counter.step(tool_call_text("add", amount="x"))[0][0]["content"]
+    msg = counter.step(tool_call_text("ad", amount=1))[0][0]["content"]
+    assert "unknown tool 'ad'" in msg and "Did you mean 'add'" in msg
+
+
+def test_structured_call_errors_answer_each_call_id(counter):
+    counter.reset(options={"task": "t0"})
+    obs = counter.step(BAD_ACTIONS["broken structured call"])[0]
+    assert obs[0]["role"] == "tool" and obs[0]["tool_call_id"] == "c9"
+
+
+def test_repeated_invalid_actions_end_the_episode_as_format_failure(counter):
+    counter.reset(options={"task": "t0"})
+    counter.step("nope")
+    counter.step(ADD1)  # a valid action resets the streak
+    for _ in range(2):
+        assert counter.step("nope")[2] is False
+    _, _, terminated, truncated, info = counter.step("nope")
+    assert (terminated, truncated, info["failure"]) == (True, False, "format")
+
+
+def test_tool_error_is_shown_to_the_agent_without_format_penalty(counter):
+    counter.reset(options={"task": "t0"})
+    obs, _, terminated, _, info = counter.step(tool_call_text("add", amount=13))
+    assert obs[0]["content"] == "Error: 13 is unlucky"
+    assert info["error_kind"] == "tool" and info["rewards"]["format"] == 0.0 and not terminated
+
+
+def test_infra_failure_truncates_and_is_not_scored(counter):
+    counter.reset(options={"task": "t0"})
+    _, _, terminated, truncated, info = counter.step(tool_call_text("add", amount=666))
+    assert (terminated, truncated, info["failure"], info["success"]) == (False, True, "infra", None)
+    assert "task" not in info["rewards"]
+    with pytest.raises(EnvStateError):
+        counter.step(ADD1)
+
+
+def test_structured_and_multiple_calls(counter):
+    counter.reset(options={"task": "t2"})
+    structured = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "add", "arguments": '{"amount": 2}'}},
+        {"id": "b", "type": "function", "function": {"name": "add", "arguments": {"amount": 1}}},
+    ]}
+    obs, *_ = counter.step(structured)
+    assert [(m["tool_call_id"], m["content"]) for m in obs] == [("a", "2"), ("b", "3")]
+    obs, *_ = counter.step(ToolCall(name="add", arguments={"amount": 1}, id="z"))
+    assert obs[0]["content"] == "4"
+    obs, *_ = counter.step(ADD1 + "\nand\n" + tool_call_text("add", amount=-1))
+    assert [m["content"] for m in obs] == ["5", "4"]
+    assert counter.messages[-3]["role"] == "assistant"
+
+
+def test_transitions_record_each_step(counter):
+    counter.reset(options={"task": "t0"})
+    counter.step(tool_call_text("add", amount=2, note="hi"))
+    counter.step("garbage")
+    first, second = counter.transitions
+    assert first.turn == 0 and first.calls == [ToolCall(name="add", arguments={"amount": 2, "note": "hi"})]
+    assert first.state_diff == [{"op": "replace", "path": "/count", "value": 2},
+                                {"op": "replace", "path": "/log", "value": ["hi"]}]
+    assert first.rewards == {"format": 0.0, "progress": 1.0} and first.duration_s > 0
+    assert second.error_kind == "format" and second.state_diff == [] and second.error
+
+
+def test_snapshot_restore_replays_exactly(counter):
+    counter.reset(seed=3, options={"task": "t4"})
+    counter.step(tool_call_text("add", amount=2, note="a"))
+    blob = counter.snapshot().model_dump_json()
+    later = [counter.step(a) for a in (tool_call_text("add", amount=3), "junk", SUBMIT)]
+    state_later = counter.state.model_dump()
+    conversation = counter.restore(blob)
+    assert conversation == counter.messages and len(conversation) == 4
+    assert counter.turn == 1 and counter.state.count == 2
+    again = [counter.step(a) for a in (tool_call_text("add", amount=3), "junk", SUBMIT)]
+    assert again == later and counter.state.model_dump() == state_later
+
+
+def test_snapshot_restores_the_rng():
+    class Dice(CounterEnv):
+        def initial_state(self, task):
+            return CounterState(count=int(self.np_random.integers(1000)))
+
+    env = Dice()
+    env.reset(seed=1, options={"task": "t0"})
+    snap = env.snapshot()
+    draws = env.np_random.integers(1000, size=5)
+    env.restore(snap)
+    assert np.array_equal(env.np_random.integers(1000, size=5), draws)
+
+
+def test_restore_rejects_a_snapshot_of_another_env(counter):
+    counter.reset(options={"task": "t0"})
+    other = agentenv.make("arithmetic-v0")
+    other.reset(seed=0)
+    with pytest.raises(ValueError, match="cannot restore"):
+        counter.restore(other.snapshot())
+
+
+def test_lifecycle_errors():
+    env = CounterEnv()
+    with pytest.raises(EnvStateError, match="before reset"):
+        env.step(ADD1)
+    with pytest.raises(EnvStateError):
+        env.snapshot()
+    env.reset(options={"task": "t0"})
+    env.step(SUBMIT)
+    with pytest.raises(EnvStateError, match="ended"):
+        env.step(ADD1)
+    env.close()
+    env.close()
+    with pytest.raises(EnvStateError, match="closed"):
+        env.reset()
+    with pytest.raises(EnvStateError, match="closed"):
+        env.step(ADD1)
+
+
+def test_context_manager_closes():
+    closed = []
+
+    class Closing(CounterEnv):
+        def on_close(self):
+            closed.append(True)
+
+    with Closing() as env:
+        env.reset()
+    env.close()
+    assert closed == [True]
+
+
+@pytest.mark.parametrize("method", ["reset", "step", "snapshot", "restore", "close"])
+def test_the_loop_is_final(method):
+    with pytest.raises(TypeError, match=f"{method}\\(\\) is final"):
+        type("Bad", (Env,), {method: lambda self, *a, **k: None})
+
+
+def test_tool_schema_comes_from_signature_and_docstring():
+    fn = CounterEnv.tools["add"].schema["function"]
+    assert fn["name"] == "add" and fn["description"] == "Add to the counter."
+    assert fn["parameters"] == {
+        "type": "object",
+        "properties": {
+            "amount": {"type": "integer", "description": "How much to add; may be negative."},
+            "note": {"type": "string", "description": "A note kept in the log.", "default": ""},
+        },
+        "required": ["amount"],
+        "additionalProperties": False,
+    }
+    assert CounterEnv.tools["submit"].terminal and not CounterEnv.tools["add"].terminal
+    arith = agentenv.make("arithmetic-v0").tool_schemas()
+    assert arith[0]["function"]["parameters"]["properties"]["op"]["enum"] == ["+", "-", "*"]
+
+
+def test_tools_need_annotations_and_valid_names():
+    def untyped(self, x):
+        return x
+
+    with pytest.raises(TypeError, match="parameter 'x' needs a type annotation"):
+        type("Bad", (Env,), {"t": tool(untyped)})
+    with pytest.raises(TypeError, match="tool name must match"):
+        type("Bad", (Env,), {"t": tool(name="has space")(lambda self: 1)})
+
+
+def test_reward_weights_and_reward_sum(counter):
+    counter.reset(options={"task": "t0"})
+    _, reward, *_, info = counter.step(ADD1)
+    assert reward == sum(counter.reward_weights.get(k, 1.0) * v for k, v in info["rewards"].items())
+
+
+def test_spaces_accept_any_unicode():
+    env = CounterEnv()
+    assert env.observation_space.contains([{"role": "user", "content": "héllo 你好 🙂 \x00"}])
+    assert not env.observation_space.contains([{"role": "robot", "content": "x"}])
+    assert env.action_space.contains("ünïcödé") and env.action_space.contains(ToolCall(name="add"))
+    assert env.observation_space.contains(env.observation_space.sample())
+    assert env.action_space.contains(env.action_space.sample())
+
+
+def test_gymnasium_make_works():
+    env = gymnasium.make("agentenv/arithmetic-v0")
+    obs, _ = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step("hello")
+    assert info["error_kind"] == "format" and not terminated
+    env.close()
+
+
+def test_render_ansi():
+    env = CounterEnv(render_mode="ansi")
+    env.reset(options={"task": "t0"})
+    assert "[user] Reach 2." in env.render()
+    with pytest.raises(ValueError, match="render_mode"):
+        CounterEnv(render_mode="human")
+
+
+def test_subclass_state_is_typed_and_json_round_trips(counter):
+    counter.reset(options={"task": "t0"})
+    counter.step(tool_call_text("add", amount=2, note="é"))
+    snap = json.loads(counter.snapshot().model_dump_json())
+    assert snap["state"] == {"count": 2, "log": ["é"]}
+    assert isinstance(counter.state, State)

@@ -1,0 +1,140 @@
+import json
+import threading
+
+import pytest
+
+import agentenv
+from agentenv import Generation, PolicyFailure, ScriptedPolicy, Trajectory, rollout, tool_call_text
+from tests.toy_envs import CounterEnv
+
+
+class Recording:
+    """Wraps a policy and records the size of every batch it is asked for."""
+
+    def __init__(self, inner):
+        self.inner, self.batches = inner, []
+
+    def act(self, conversations):
+        self.batches.append(len(conversations))
+        return self.inner.act(conversations)
+
+
+def test_oracle_solves_every_episode_and_order_is_kept():
+    policy = Recording(agentenv.spec("arithmetic-v0").make_oracle())
+    trajs = rollout("arithmetic-v0", policy, n=12, seed=100)
+    assert [t.seed for t in trajs] == list(range(100, 112))
+    assert all(t.success and t.failure == "none" and t.task_reward == 1.0 for t in trajs)
+    assert policy.batches[0] == 12  # one call per turn with every live episode
+    assert len(policy.batches) == max(t.turns for t in trajs)
+
+
+def test_concurrency_limits_live_episodes():
+    policy = Recording(agentenv.spec("guess-number-v0").make_oracle())
+    trajs = rollout("guess-number-v0", policy, n=10, concurrency=3)
+    assert len(trajs) == 10 and all(t.success for t in trajs)
+    assert max(policy.batches) == 3
+
+
+def test_an_exception_in_one_env_fails_only_that_episode():
+    class Flaky(CounterEnv):
+        def step_rewards(self, outcomes):
+            if self.task.id == "t1":
+                raise RuntimeError("disk on fire")
+            return super().step_rewards(outcomes)
+
+    policy = ScriptedPolicy(lambda c: tool_call_text("add", amount=1) if c.turn < 2 else tool_call_text("submit"))
+    trajs = rollout(Flaky, policy, tasks=["t0", "t1", "t0"])
+    assert [t.failure for t in trajs] == ["none", "infra", "none"]
+    assert "RuntimeError: disk on fire" in trajs[1].error and not trajs[1].success
+    assert trajs[1].task.id == "t1"
+
+
+def test_an_env_that_fails_to_start_is_an_infra_failure():
+    def factory():
+        raise OSError("no containers left")
+
+    trajs = rollout(factory, ScriptedPolicy(lambda c: ""), n=2)
+    assert [t.failure for t in trajs] == ["infra", "infra"] and "no containers left" in trajs[0].error
+
+
+def test_policy_failures_end_the_episode_as_infra():
+    policy = ScriptedPolicy(lambda c: PolicyFailure(error="HTTP 503") if c.id == 0 else tool_call_text("submit"))
+    trajs = rollout(CounterEnv, policy, tasks=["t0", "t0"])
+    assert trajs[0].failure == "infra" and trajs[0].error == "policy: HTTP 503"
+    assert trajs[1].failure == "policy"
+
+
+def test_trajectories_are_appended_and_flushed_as_each_episode_ends(tmp_path):
+    out = tmp_path / "trajs.jsonl"
+    out.write_text("")
+    lines_seen = []
+    rollout("arithmetic-v0", agentenv.spec("arithmetic-v0").make_oracle(), n=6, concurrency=2, out=out,
+            on_episode=lambda t: lines_seen.append(len(out.read_text().splitlines())))
+    assert lines_seen == [1, 2, 3, 4, 5, 6]
+    rollout("arithmetic-v0", agentenv.spec("arithmetic-v0").make_oracle(), n=2, out=out)
+    loaded = list(Trajectory.read_jsonl(out))
+    assert len(loaded) == 8 and all(t.success for t in loaded)
+
+
+def test_a_crash_of_the_caller_keeps_finished_episodes(tmp_path):
+    out = tmp_path / "trajs.jsonl"
+
+    def boom(traj):
+        if traj.seed == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        rollout("arithmetic-v0", agentenv.spec("arithmetic-v0").make_oracle(), n=4, concurrency=1, out=out, on_episode=boom)
+    assert [t.seed for t in Trajectory.read_jsonl(out)] == [0, 1]
+
+
+def test_trajectory_json_round_trip_keeps_everything():
+    gen = ScriptedPolicy(lambda c: Generation(action=tool_call_text("submit"), token_ids=[1, 2], logprobs=[-0.5, -0.1],
+                                              finish_reason="stop"))
+    (traj,) = rollout(CounterEnv, gen, tasks=["t0"], keep_snapshots=True)
+    again = Trajectory.from_json(traj.to_json())
+    assert again == traj
+    assert again.generations[0].token_ids == [1, 2] and len(again.snapshots) == 1
+    assert json.loads(traj.to_json())["failure"] == "policy"
+    assert traj.turns == 1 and traj.total_reward == traj.rewards[0]
+
+
+def test_snapshots_restart_an_episode_at_any_turn():
+    oracle = agentenv.spec("guess-number-v0").make_oracle()
+    (traj,) = rollout("guess-number-v0", oracle, n=1, seed=5, keep_snapshots=True)
+    assert len(traj.snapshots) == traj.turns
+    env = agentenv.make("guess-number-v0")
+    k = traj.turns - 1
+    env.restore(traj.snapshots[k])
+    assert env.messages == traj.messages[: len(env.messages)]
+    *_, info = env.step(traj.transitions[k].action)
+    assert info["success"] is True
+
+
+def test_steps_run_concurrently():
+    barrier = threading.Barrier(4, timeout=5)
+
+    class Meeting(CounterEnv):
+        def step_rewards(self, outcomes):
+            barrier.wait()  # deadlocks (and times out) unless 4 steps run at once
+            return {}
+
+    trajs = rollout(Meeting, ScriptedPolicy(lambda c: tool_call_text("submit")), tasks=["t0"] * 4)
+    assert all(t.failure == "policy" for t in trajs)
+
+
+def test_bad_arguments():
+    oracle = agentenv.spec("arithmetic-v0").make_oracle()
+    with pytest.raises(ValueError, match="give n, tasks or seeds"):
+        rollout("arithmetic-v0", oracle)
+    with pytest.raises(agentenv.UnknownEnvError):
+        rollout("nope-v0", oracle, n=1)
+    with pytest.raises(ValueError, match="must both have n=2"):
+        rollout("arithmetic-v0", oracle, n=2, seeds=[1])
+    with pytest.raises(ValueError, match="policy returned 0 actions"):
+        rollout("arithmetic-v0", Silent(), n=1)
+
+
+class Silent:
+    def act(self, conversations):
+        return []
