@@ -278,7 +278,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         self._check_live()
         start = time.perf_counter()
         turn = self._turn
-        self.messages.append(_assistant_message(action))
+        self.messages.append(_assistant_message(action, turn))
         outcomes: list[CallOutcome] = []
         obs: list[Message] = []
         calls: list[ToolCall] = []
@@ -477,7 +477,9 @@ def _qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _assistant_message(action: Any) -> Message:
+def _assistant_message(action: Any, turn: int) -> Message:
+    """The action as the assistant message of the conversation. Structured calls
+    without an id get the id their tool result will answer (``call_{turn}_{i}``)."""
     if isinstance(action, str):
         return {"role": "assistant", "content": action}
     if isinstance(action, ToolCall):
@@ -485,16 +487,20 @@ def _assistant_message(action: Any) -> Message:
             "role": "assistant",
             "content": "",
             "tool_calls": [
-                {"id": action.id, "type": "function",
+                {"id": action.id or f"call_{turn}_0", "type": "function",
                  "function": {"name": action.name, "arguments": json.dumps(action.arguments)}}
             ],
         }
     if isinstance(action, dict):
         message = dict(action)
         message["role"] = "assistant"
-        message.setdefault("content", "")
-        if message["content"] is None:
+        if message.get("content") is None:
             message["content"] = ""
+        if isinstance(message.get("tool_calls"), list):
+            message["tool_calls"] = [
+                {**tc, "id": tc.get("id") or f"call_{turn}_{i}"} if isinstance(tc, dict) else tc
+                for i, tc in enumerate(message["tool_calls"])
+            ]
         return message  # type: ignore[return-value]
     return {"role": "assistant", "content": repr(action)[:1000]}
 

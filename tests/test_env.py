@@ -144,8 +144,11 @@ def test_structured_and_multiple_calls(counter):
     assert [(m["tool_call_id"], m["content"]) for m in obs] == [("a", "2"), ("b", "3")]
     obs, *_ = counter.step(ToolCall(name="add", arguments={"amount": 1}, id="z"))
     assert obs[0]["content"] == "4"
+    obs, *_ = counter.step({"content": "", "tool_calls": [{"type": "function", "function": {"name": "add", "arguments": "{}"}}]})
+    assert counter.messages[-2]["tool_calls"][0]["id"] == obs[0]["tool_call_id"] == "call_2_0"
     obs, *_ = counter.step(ADD1 + "\nand\n" + tool_call_text("add", amount=-1))
     assert [m["content"] for m in obs] == ["5", "4"]
+    assert structured["tool_calls"][0] == {"id": "a", "type": "function", "function": {"name": "add", "arguments": '{"amount": 2}'}}
     assert counter.messages[-3]["role"] == "assistant"
 
 
