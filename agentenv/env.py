@@ -60,6 +60,9 @@ class Transition(BaseModel):
     calls: list[ToolCall]
     observation: list[dict[str, Any]]
     rewards: dict[str, float]
+    """Step-reward components (the step channel)."""
+    task_rewards: dict[str, float] = {}
+    """Verifier components, on the final step only (the task channel)."""
     state_diff: list[dict[str, Any]]
     duration_s: float
     error: str | None = None
@@ -304,7 +307,11 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
 
         rewards = {"format": -self.format_penalty if error_kind == "format" else 0.0}
         if not infra:
-            rewards.update(self.step_rewards(outcomes))
+            step = self.step_rewards(outcomes)
+            if "task" in step:
+                raise TypeError(f"{type(self).__name__}.step_rewards() must not return 'task': that name is the verifier's")
+            rewards.update(step)
+        task_rewards: dict[str, float] = {}
         self._turn += 1
         self._format_streak = self._format_streak + 1 if error_kind == "format" else 0
         format_end = self._format_streak >= self.max_format_errors
@@ -321,7 +328,6 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 error, error_kind, failure = str(e), "infra", Failure.INFRA
                 terminated, truncated = False, True
             else:
-                rewards.update(task_rewards)
                 task_reward = task_rewards["task"]
                 if task_reward >= self.success_threshold:
                     failure = Failure.NONE
@@ -337,7 +343,8 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         diff = json_diff(self._state_json, after)
         self._state_json = after
         self.messages.extend(obs)
-        reward = sum(self.reward_weights.get(name, 1.0) * value for name, value in rewards.items())
+        all_rewards = {**rewards, **task_rewards}
+        reward = sum(self.reward_weights.get(name, 1.0) * value for name, value in all_rewards.items())
         self.transitions.append(
             Transition.model_construct(
                 turn=turn,
@@ -345,6 +352,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 calls=calls,
                 observation=obs,
                 rewards=rewards,
+                task_rewards=task_rewards,
                 state_diff=diff,
                 duration_s=time.perf_counter() - start,
                 error=error,
@@ -354,7 +362,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         info = {
             "task_id": self.task.id,
             "turn": self._turn,
-            "rewards": rewards,
+            "rewards": all_rewards,
             "task_reward": task_reward,
             "success": None if failure is None or failure is Failure.INFRA else failure is Failure.NONE,
             "failure": None if failure is None else failure.value,

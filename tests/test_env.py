@@ -48,6 +48,9 @@ def test_a_solved_episode_terminates_with_task_reward(counter):
     assert (terminated, truncated) == (True, False)
     assert info["task_reward"] == 1.0 and info["success"] is True and info["failure"] == "none"
     assert info["rewards"] == {"format": 0.0, "progress": 0.0, "task": 1.0} and reward == 1.0
+    last = counter.transitions[-1]
+    assert last.rewards == {"format": 0.0, "progress": 0.0} and last.task_rewards == {"task": 1.0}
+    assert all(t.task_rewards == {} for t in counter.transitions[:-1])
 
 
 def test_wrong_submission_is_a_policy_failure(counter):
