@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from agentenv.env import Env, Snapshot
 from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
-from agentenv.task import Task
+from agentenv.task import Task, did_you_mean
 from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
 
@@ -92,6 +92,16 @@ def rollout(
 
     pending = deque(_Episode(i, task_list[i], seed_list[i]) for i in range(n))
     idle_envs: list[Env] = []
+    task_ids = {t for t in task_list if isinstance(t, str)}
+    if task_ids and n:
+        # A mistyped task id is the caller's error, not an infra failure of the episode.
+        probe = factory()
+        idle_envs.append(probe)
+        missing = sorted(task_ids - set(probe.tasks.ids))
+        if missing:
+            probe.close()
+            hint = did_you_mean(missing[0], probe.tasks.ids)
+            raise KeyError(f"{type(probe).__name__} has no task {missing[0]!r}.{hint}")
     live: list[_Episode] = []
     results: list[Trajectory | None] = [None] * n
     sink: IO[str] | None = Path(out).open("a", encoding="utf-8") if out is not None else None

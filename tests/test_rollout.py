@@ -129,6 +129,8 @@ def test_bad_arguments():
         rollout("arithmetic-v0", oracle)
     with pytest.raises(agentenv.UnknownEnvError):
         rollout("nope-v0", oracle, n=1)
+    with pytest.raises(KeyError, match="no task 'arith-0-99999'"):
+        rollout("arithmetic-v0", oracle, tasks=["arith-0-1", "arith-0-99999"])
     with pytest.raises(ValueError, match="must both have n=2"):
         rollout("arithmetic-v0", oracle, n=2, seeds=[1])
     with pytest.raises(ValueError, match="policy returned 0 actions"):

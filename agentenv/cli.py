@@ -1,0 +1,351 @@
+"""The ``agentenv`` command line: list the envs, play one, evaluate a policy on one.
+
+    agentenv list
+    agentenv play guess-number-v0 --seed 3
+    agentenv eval arithmetic-v0 --policy scripted --episodes 100 --out runs/arith.jsonl
+    agentenv eval arithmetic-v0 --policy openai --base-url http://127.0.0.1:8000/v1 --model NAME
+
+A mistake a user can make (an unknown env id, a bad option value, an unwritable
+output file) ends with a one-line ``error:`` on stderr and exit code 2, never a
+traceback; an interrupt ends with what was finished and code 130.
+
+This module is not imported by ``agentenv/__init__.py``, so typer and rich stay out
+of library imports. Left out for now: ``train``, ``sandbox`` and ``miner``; each
+will be a sub-app of its own (``app.add_typer(train_app, name="train")``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import agentenv
+from agentenv.registry import EnvSpec
+from agentenv.types import Failure
+
+__all__ = ["EvalSummary", "app", "main"]
+
+app = typer.Typer(
+    name="agentenv",
+    help="Gym-style multi-turn environments for training LLM agents with RL.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+_OPENAI = "--policy openai"
+
+
+class PolicyKind(str, Enum):
+    scripted = "scripted"
+    openai = "openai"
+
+
+def main() -> None:
+    """Entry point of the ``agentenv`` console script."""
+    app()
+
+
+def _out() -> Console:
+    # Built per call, not at import: rich then writes to whatever sys.stdout is now
+    # (a test runner swaps it).
+    return Console(highlight=False)
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(code=code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        _out().print(f"agentenv {agentenv.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Gym-style multi-turn environments for training LLM agents with RL."""
+
+
+# -- list ------------------------------------------------------------------------
+
+
+@app.command("list")
+def list_envs() -> None:
+    """List the registered envs."""
+    table = Table(title="registered envs", title_justify="left")
+    table.add_column("id", no_wrap=True, style="bold")
+    table.add_column("description")
+    table.add_column("oracle", no_wrap=True)
+    for env_spec in agentenv.envs_list():
+        table.add_row(env_spec.id, env_spec.description, "yes" if env_spec.oracle is not None else "no")
+    _out().print(table)
+
+
+# -- play ------------------------------------------------------------------------
+
+
+@app.command()
+def play(
+    env_id: Annotated[str, typer.Argument(metavar="ENV", help="A registered env id, e.g. arithmetic-v0.")],
+    seed: Annotated[int, typer.Option(help="Reset seed; picks the task unless --task is given.")] = 0,
+    task: Annotated[str | None, typer.Option("--task", help="The id of the task to play.")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Override the env's turn limit.")] = None,
+) -> None:
+    """Play one episode yourself: type each action at the prompt."""
+    _spec(env_id)
+    env_kwargs = _env_kwargs(max_turns)
+    if task is not None:
+        _check_task(env_id, task, env_kwargs)
+    out = _out()
+    out.print(
+        f"Playing [bold]{escape(env_id)}[/]. Call a tool with "
+        + escape('{"name": "TOOL", "arguments": {...}}')
+        + " or a <tool_call> block; end a line with \\ to continue it; Ctrl-D quits.",
+        soft_wrap=True,
+    )
+    try:
+        [trajectory] = agentenv.rollout(
+            env_id, agentenv.HumanPolicy(), n=1, tasks=[task], seed=seed, env_kwargs=env_kwargs
+        )
+    except EOFError:
+        out.print("\nEnd of input: episode abandoned, nothing scored.")
+        return
+    except KeyboardInterrupt:
+        out.print("\nInterrupted: episode abandoned, nothing scored.")
+        raise typer.Exit(code=EXIT_INTERRUPTED) from None
+    _print_outcome(out, trajectory)
+
+
+def _print_outcome(out: Console, trajectory: agentenv.Trajectory) -> None:
+    # The policy shows each observation before the next action; the last one is shown here.
+    roles = [m["role"] for m in trajectory.messages]
+    last_action = len(roles) - 1 - roles[::-1].index("assistant") if "assistant" in roles else len(roles)
+    for message in trajectory.messages[last_action + 1 :]:
+        out.print(f"\n\\[{message['role']}] {escape(str(message['content']))}", soft_wrap=True)
+    task_reward = "-" if trajectory.task_reward is None else f"{trajectory.task_reward:g}"
+    verdict = "[green]solved[/]" if trajectory.success else "[red]not solved[/]"
+    out.print(
+        f"\n{verdict}  task {escape(trajectory.task.id)}  task reward {task_reward}  "
+        f"total reward {trajectory.total_reward:.3g}  failure {trajectory.failure.value}  "
+        f"turns {trajectory.turns}",
+        soft_wrap=True,
+    )
+    if trajectory.error and trajectory.failure is Failure.INFRA:
+        out.print(f"error: {escape(trajectory.error)}", soft_wrap=True)
+
+
+# -- eval ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSummary:
+    """What an evaluation printed, computed from its trajectories."""
+
+    episodes: int
+    success_rate: float
+    mean_reward: float
+    """Mean over episodes of the summed step rewards (task reward included)."""
+    mean_turns: float
+    failures: dict[Failure, int]
+    """Episodes by how they ended; every kind is present, zeros included."""
+    by_difficulty: dict[int, tuple[int, float]]
+    """Task difficulty -> (episodes, success rate)."""
+    errors: list[str]
+    """Distinct infra errors, first seen first."""
+
+    @classmethod
+    def of(cls, trajectories: Sequence[agentenv.Trajectory]) -> EvalSummary:
+        n = len(trajectories)
+        failures = Counter(t.failure for t in trajectories)
+        groups: dict[int, list[bool]] = {}
+        for t in trajectories:
+            groups.setdefault(t.task.metadata.difficulty, []).append(t.success)
+        return cls(
+            episodes=n,
+            success_rate=_mean(t.success for t in trajectories),
+            mean_reward=_mean(t.total_reward for t in trajectories),
+            mean_turns=_mean(t.turns for t in trajectories),
+            failures={kind: failures.get(kind, 0) for kind in Failure},
+            by_difficulty={d: (len(s), _mean(s)) for d, s in sorted(groups.items())},
+            errors=list(dict.fromkeys(t.error for t in trajectories if t.error)),
+        )
+
+    def tables(self) -> list[Table]:
+        main = Table()
+        main.add_column("measure")
+        main.add_column("value", justify="right")
+        main.add_row("episodes", str(self.episodes))
+        main.add_row("success rate", f"{self.success_rate:.1%}")
+        main.add_row("mean reward", f"{self.mean_reward:.3f}")
+        main.add_row("mean turns", f"{self.mean_turns:.2f}")
+        for kind, count in self.failures.items():
+            main.add_row(f"failure: {kind.value}", str(count))
+        by_difficulty = Table(title="by difficulty", title_justify="left")
+        for column in ("difficulty", "episodes", "success rate"):
+            by_difficulty.add_column(column, justify="right")
+        for difficulty, (count, rate) in self.by_difficulty.items():
+            by_difficulty.add_row(str(difficulty), str(count), f"{rate:.1%}")
+        return [main, by_difficulty]
+
+
+@app.command("eval")
+def eval_(
+    env_id: Annotated[str, typer.Argument(metavar="ENV", help="A registered env id, e.g. arithmetic-v0.")],
+    policy: Annotated[PolicyKind, typer.Option(help="scripted: the env's oracle; openai: a chat endpoint.")] = (
+        PolicyKind.scripted
+    ),
+    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Number of episodes.")] = 10,
+    out: Annotated[Path | None, typer.Option(help="Write the trajectories here as JSONL.")] = None,
+    append: Annotated[bool, typer.Option(help="Append to --out instead of overwriting it.")] = False,
+    seed: Annotated[int, typer.Option(help="Episode i resets with seed + i.")] = 0,
+    concurrency: Annotated[int | None, typer.Option(help="Episodes live at once (default: all).")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Override the env's turn limit.")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="Endpoint, e.g. http://127.0.0.1:8000/v1.", rich_help_panel=_OPENAI)
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model name the endpoint serves.", rich_help_panel=_OPENAI)] = None,
+    api_key_env: Annotated[
+        str, typer.Option(help="Environment variable holding the API key.", rich_help_panel=_OPENAI)
+    ] = "OPENAI_API_KEY",
+) -> None:
+    """Run a policy on an env and report success, rewards and failures."""
+    env_spec = _spec(env_id)
+    if episodes < 1:
+        _fail(f"--episodes must be >= 1, got {episodes}")
+    if concurrency is not None and concurrency < 1:
+        _fail(f"--concurrency must be >= 1, got {concurrency}")
+    env_kwargs = _env_kwargs(max_turns)
+    if out is not None:
+        _prepare_out(out, append=append)
+    chosen = _make_policy(env_spec, policy, base_url=base_url, model=model, api_key_env=api_key_env)
+
+    console = _out()
+    finished: list[agentenv.Trajectory] = []
+    solved = [0]
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[solved]} solved"),
+        console=console,
+        transient=True,
+    )
+    try:
+        with progress:
+            bar = progress.add_task(env_id, total=episodes, solved=0)
+
+            def on_episode(trajectory: agentenv.Trajectory) -> None:
+                finished.append(trajectory)
+                solved[0] += trajectory.success
+                progress.update(bar, advance=1, solved=solved[0])
+
+            agentenv.rollout(
+                env_id,
+                chosen,
+                n=episodes,
+                seed=seed,
+                concurrency=concurrency,
+                out=out,
+                on_episode=on_episode,
+                env_kwargs=env_kwargs,
+            )
+    except KeyboardInterrupt:
+        where = f" (written to {out})" if out is not None else ""
+        Console(stderr=True).print(f"interrupted: {len(finished)} of {episodes} episodes finished{where}")
+        raise typer.Exit(code=EXIT_INTERRUPTED) from None
+    finally:
+        close = getattr(chosen, "close", None)
+        if callable(close):
+            close()
+
+    summary = EvalSummary.of(finished)
+    console.print(f"[bold]{escape(env_id)}[/] · {policy.value} policy")
+    for table in summary.tables():
+        console.print(table)
+    for error in summary.errors[:3]:
+        console.print(f"infra error: {escape(error)}", soft_wrap=True)
+    if out is not None:
+        console.print(f"wrote {len(finished)} trajectories to {escape(str(out))}", soft_wrap=True)
+
+
+def _make_policy(
+    env_spec: EnvSpec, kind: PolicyKind, *, base_url: str | None, model: str | None, api_key_env: str
+) -> agentenv.Policy:
+    if kind is PolicyKind.scripted:
+        if env_spec.oracle is None:
+            _fail(f"env {env_spec.id!r} has no scripted oracle; use --policy openai")
+        return env_spec.make_oracle()  # type: ignore[no-any-return]
+    if not base_url or not model:
+        _fail("--policy openai needs --base-url and --model")
+    from agentenv.openai_policy import OpenAIPolicy  # noqa: PLC0415 - only this command needs it
+
+    # Only the command line reads the key from the environment; the library never does.
+    # An unset variable means no key, which local servers (vLLM, Ollama) accept.
+    api_key = os.environ.get(api_key_env) or None
+    try:
+        return OpenAIPolicy(base_url=base_url, model=model, api_key=api_key)  # type: ignore[no-any-return]
+    except (TypeError, ValueError) as e:
+        _fail(f"cannot build the openai policy: {e}")
+
+
+# -- shared ----------------------------------------------------------------------
+
+
+def _spec(env_id: str) -> EnvSpec:
+    try:
+        return agentenv.spec(env_id)
+    except agentenv.UnknownEnvError as e:
+        _fail(str(e))
+
+
+def _env_kwargs(max_turns: int | None) -> dict[str, Any]:
+    if max_turns is None:
+        return {}
+    if max_turns < 1:
+        _fail(f"--max-turns must be >= 1, got {max_turns}")
+    return {"max_turns": max_turns}
+
+
+def _check_task(env_id: str, task_id: str, env_kwargs: dict[str, Any]) -> None:
+    env = agentenv.make(env_id, **env_kwargs)
+    try:
+        env.tasks.get(task_id)
+    except KeyError as e:
+        _fail(f"env {env_id!r}: {e.args[0]}")
+    finally:
+        env.close()
+
+
+def _prepare_out(path: Path, *, append: bool) -> None:
+    # Open it now: a bad path fails before any episode runs, and a rerun starts a fresh file.
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a" if append else "w", encoding="utf-8"):
+            pass
+    except OSError as e:
+        _fail(f"cannot write --out {str(path)!r}: {e.strerror or e}")
+
+
+def _mean(values: Any) -> float:
+    items = list(values)
+    return float(sum(items)) / len(items) if items else 0.0

@@ -1,0 +1,324 @@
+"""The `agentenv` command line, through typer's runner and the installed script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import agentenv
+from agentenv.cli import EvalSummary, app
+from agentenv.envs import arithmetic, guess_number
+from agentenv.types import Failure
+
+runner = CliRunner()
+
+
+def invoke(*args: str, input: str | None = None) -> Any:  # noqa: A002 - CliRunner's name
+    return runner.invoke(app, list(args), input=input)
+
+
+def agentenv_script() -> str:
+    """The console script installed next to this interpreter (or on PATH)."""
+    script = shutil.which("agentenv", path=str(Path(sys.executable).parent)) or shutil.which("agentenv")
+    if script is None:
+        pytest.fail("the agentenv console script is not installed: run `pip install -e .[dev]`")
+    return script
+
+
+def run_script(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [agentenv_script(), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+    )
+
+
+# -- list --------------------------------------------------------------------------
+
+
+def test_list_shows_builtin_envs_with_oracles() -> None:
+    result = invoke("list")
+    assert result.exit_code == 0, result.output
+    for line_start in ("arithmetic-v0", "guess-number-v0"):
+        row = next(line for line in result.output.splitlines() if line_start in line)
+        assert "yes" in row  # both ship a scripted oracle
+
+
+def test_installed_script_lists_envs(tmp_path: Path) -> None:
+    proc = run_script("list", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "arithmetic-v0" in proc.stdout and "guess-number-v0" in proc.stdout
+
+
+def test_no_arguments_prints_help() -> None:
+    result = invoke()
+    assert "eval" in result.output and "play" in result.output and "list" in result.output
+
+
+# -- eval --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env_id", ["arithmetic-v0", "guess-number-v0"])
+def test_eval_scripted_solves_everything_and_writes_trajectories(env_id: str, tmp_path: Path) -> None:
+    out = tmp_path / "runs" / "out.jsonl"  # parent created on demand
+    result = invoke("eval", env_id, "--policy", "scripted", "--episodes", "24", "--out", str(out), "--concurrency", "5")
+    assert result.exit_code == 0, result.output
+    trajectories = list(agentenv.Trajectory.read_jsonl(out))
+    assert len(trajectories) == 24
+    assert all(t.env_id == env_id and t.success and t.failure is Failure.NONE for t in trajectories)
+    assert len({t.seed for t in trajectories}) == 24
+    assert "100.0%" in result.output
+    assert "failure: none" in result.output and "24" in result.output
+    assert "difficulty" in result.output
+    assert f"wrote 24 trajectories to {out}" in result.output
+
+
+def test_eval_through_installed_script(tmp_path: Path) -> None:
+    out = tmp_path / "guess.jsonl"
+    proc = run_script("eval", "guess-number-v0", "--policy", "scripted", "-n", "5", "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = out.read_text().splitlines()
+    assert len(lines) == 5
+    assert all(agentenv.Trajectory.from_json(line).success for line in lines)
+
+
+def test_eval_overwrites_out_unless_append(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    for _ in range(2):
+        assert invoke("eval", "arithmetic-v0", "-n", "3", "--out", str(out)).exit_code == 0
+    assert len(out.read_text().splitlines()) == 3
+    assert invoke("eval", "arithmetic-v0", "-n", "2", "--out", str(out), "--append").exit_code == 0
+    assert len(out.read_text().splitlines()) == 5
+
+
+def test_eval_seed_picks_the_episodes(tmp_path: Path) -> None:
+    def task_ids(seed: str) -> list[str]:
+        out = tmp_path / f"{seed}.jsonl"
+        assert invoke("eval", "arithmetic-v0", "-n", "6", "--seed", seed, "--out", str(out)).exit_code == 0
+        return [t.task.id for t in agentenv.Trajectory.read_jsonl(out)]
+
+    assert task_ids("7") == task_ids("7")
+    assert task_ids("7") != task_ids("8")
+
+
+def test_eval_max_turns_reaches_the_env(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    result = invoke("eval", "guess-number-v0", "-n", "8", "--max-turns", "1", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    trajectories = list(agentenv.Trajectory.read_jsonl(out))
+    assert all(t.turns == 1 for t in trajectories)
+    assert sum(t.failure is Failure.TRUNCATED for t in trajectories) >= 6  # binary search needs more guesses
+    assert "failure: truncated" in result.output
+
+
+def test_summary_counts_failures_and_difficulties() -> None:
+    wrong = agentenv.ScriptedPolicy(lambda conv: agentenv.tool_call_text("submit", answer=-1))
+    trajectories = agentenv.rollout("arithmetic-v0", wrong, n=8) + agentenv.rollout(
+        "arithmetic-v0", arithmetic.oracle(), n=4
+    )
+    summary = EvalSummary.of(trajectories)
+    assert summary.episodes == 12
+    assert summary.success_rate == pytest.approx(4 / 12)
+    assert summary.failures == {
+        Failure.NONE: 4,
+        Failure.POLICY: 8,
+        Failure.FORMAT: 0,
+        Failure.INFRA: 0,
+        Failure.TRUNCATED: 0,
+    }
+    assert sum(n for n, _ in summary.by_difficulty.values()) == 12
+    assert summary.mean_turns == pytest.approx(sum(t.turns for t in trajectories) / 12)
+    assert summary.mean_reward == pytest.approx(sum(t.total_reward for t in trajectories) / 12)
+
+
+# -- errors: one line, no traceback --------------------------------------------------
+
+
+def test_unknown_env_gives_did_you_mean_without_traceback(tmp_path: Path) -> None:
+    for command in (["eval", "arithmetc-v0"], ["play", "guess-numbr-v0"]):
+        proc = run_script(*command, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert "Did you mean" in proc.stderr and "-v0'" in proc.stderr
+        assert "Traceback" not in proc.stdout + proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-n", "0"], "--episodes must be >= 1, got 0"),
+        (["--concurrency", "0"], "--concurrency must be >= 1"),
+        (["--max-turns", "0"], "--max-turns must be >= 1"),
+        (["--policy", "openai"], "--policy openai needs --base-url and --model"),
+    ],
+)
+def test_bad_options_are_usage_errors(args: list[str], message: str) -> None:
+    result = invoke("eval", "arithmetic-v0", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_env_without_oracle_is_a_usage_error() -> None:
+    agentenv.register("cli-no-oracle-v0", "agentenv.envs.arithmetic:ArithmeticEnv", override=True)
+    result = invoke("eval", "cli-no-oracle-v0", "--policy", "scripted")
+    assert result.exit_code == 2
+    assert "has no scripted oracle" in result.stderr
+
+
+def test_unwritable_out_fails_before_running(tmp_path: Path) -> None:
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("")
+    for out in (tmp_path, a_file / "out.jsonl"):  # a directory; a path under a regular file
+        result = invoke("eval", "arithmetic-v0", "-n", "2", "--out", str(out))
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith("error: cannot write --out")
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_openai_policy_gets_endpoint_model_and_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    built: list[dict[str, Any]] = []
+    closed: list[bool] = []
+
+    class FakeOpenAIPolicy:
+        def __init__(self, **kwargs: Any) -> None:
+            built.append(kwargs)
+            self._oracle = guess_number.oracle()
+
+        def act(self, conversations: Any) -> list[Any]:
+            return self._oracle.act(conversations)
+
+        def close(self) -> None:
+            closed.append(True)
+
+    monkeypatch.setattr("agentenv.openai_policy.OpenAIPolicy", FakeOpenAIPolicy)
+    monkeypatch.setenv("MY_TEST_KEY", "sk-test")
+    result = invoke(
+        "eval",
+        "guess-number-v0",
+        "--policy",
+        "openai",
+        "-n",
+        "3",
+        "--base-url",
+        "http://127.0.0.1:1/v1",
+        "--model",
+        "tiny",
+        "--api-key-env",
+        "MY_TEST_KEY",
+    )
+    assert result.exit_code == 0, result.output
+    assert built == [{"base_url": "http://127.0.0.1:1/v1", "model": "tiny", "api_key": "sk-test"}]
+    assert closed == [True]
+    assert "100.0%" in result.output
+
+
+# -- play --------------------------------------------------------------------------
+
+
+def test_play_guess_number_with_a_known_task() -> None:
+    task = guess_number.make_tasks(400, seed=0)[0]
+    secret, high = task.payload["secret"], task.payload["high"]
+    wrong = 1 if secret != 1 else high
+    lines = [
+        agentenv.tool_call_text("guess", number=wrong),
+        json.dumps({"name": "guess", "arguments": {"number": secret}}),
+    ]
+    result = invoke("play", "guess-number-v0", "--task", task.id, input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    assert task.prompt in result.output
+    assert "higher" in result.output or "lower" in result.output
+    assert "correct" in result.output  # the last observation is shown too
+    assert "solved" in result.output and "not solved" not in result.output
+    assert "failure none" in result.output and "turns 2" in result.output
+
+
+def test_play_arithmetic_by_typing_the_gold_calls() -> None:
+    task = arithmetic.make_tasks(400, seed=0)[3]
+    calls = [agentenv.tool_call_text("calculate", a=a, op=op, b=b) for a, op, b, _ in task.payload["steps"]]
+    calls.append(agentenv.tool_call_text("submit", answer=task.payload["answer"]))
+    result = invoke("play", "arithmetic-v0", "--task", task.id, input="\n".join(calls) + "\n")
+    assert result.exit_code == 0, result.output
+    assert "task reward 1" in result.output and "failure none" in result.output
+    assert f"turns {len(calls)}" in result.output
+
+
+def test_play_ends_cleanly_on_end_of_input() -> None:
+    result = invoke("play", "arithmetic-v0", input="")
+    assert result.exit_code == 0, result.output
+    assert "End of input" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_play_end_of_input_through_installed_script(tmp_path: Path) -> None:
+    proc = run_script("play", "guess-number-v0", "--seed", "3", stdin='{"name": "guess", "arguments": {"number": 0}}\n')
+    assert proc.returncode == 0, proc.stderr
+    assert "End of input" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_play_unknown_task_gives_did_you_mean() -> None:
+    result = invoke("play", "guess-number-v0", "--task", "guess-0-0x", input="")
+    assert result.exit_code == 2
+    assert "no task with id 'guess-0-0x'" in result.stderr and "Did you mean" in result.stderr
+
+
+def test_eval_openai_policy_end_to_end_through_installed_script(tmp_path: Path) -> None:
+    try:
+        from tests.openai_server import OpenAIServer, Request, chat_reply, tool_call
+    except ImportError:  # the scripted server is another test module's helper
+        pytest.skip("tests/openai_server.py is not available")
+
+    def model(request: Request) -> Any:
+        # A "model" that reads the task and submits the value at once.
+        expression = request.messages[1]["content"].removeprefix("Compute ").removesuffix(".")
+        assert set(expression) <= set("0123456789+-*() ")
+        return chat_reply(None, tool_calls=[tool_call("submit", {"answer": eval(expression)})])  # noqa: S307
+
+    server = OpenAIServer(model).start()
+    try:
+        out = tmp_path / "openai.jsonl"
+        proc = subprocess.run(
+            [
+                agentenv_script(),
+                "eval",
+                "arithmetic-v0",
+                "--policy",
+                "openai",
+                "-n",
+                "6",
+                "--out",
+                str(out),
+                "--base-url",
+                server.base_url,
+                "--model",
+                "tiny",
+                "--api-key-env",
+                "AGENTENV_TEST_KEY",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "AGENTENV_TEST_KEY": "sk-test"},
+        )
+    finally:
+        server.stop()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not server.errors, server.errors[0]
+    assert {r.headers.get("authorization") for r in server.requests} == {"Bearer sk-test"}
+    assert {r.body["model"] for r in server.requests} == {"tiny"}
+    trajectories = list(agentenv.Trajectory.read_jsonl(out))
+    assert len(trajectories) == 6 and all(t.success and t.turns == 1 for t in trajectories)

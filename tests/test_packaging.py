@@ -1,0 +1,160 @@
+"""Packaging: what `import agentenv` loads, where the subpackages come from in an
+editable and in a wheel install, and the extras users install."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import agentenv
+
+REPO = Path(__file__).resolve().parents[1]
+SUBPACKAGES = ("envs", "sandboxes", "trainers")  # top-level folders installed as agentenv.<name>
+HEAVY = ("torch", "transformers", "playwright", "docker")
+
+
+def run_python(code: str, *, cwd: Path, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_import_loads_no_heavy_dependency(tmp_path: Path) -> None:
+    out = run_python(
+        """
+        import json, sys
+        import agentenv
+        agentenv.make("arithmetic-v0").reset(seed=0)
+        print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
+              {"torch", "transformers", "playwright", "docker", "typer", "agentenv.cli"})))
+        """,
+        cwd=tmp_path,
+    )
+    loaded = json.loads(out)
+    assert loaded == [], f"`import agentenv` loaded {loaded}"
+    assert "agentenv.cli" not in loaded
+
+
+def test_editable_install_maps_top_level_folders(tmp_path: Path) -> None:
+    if Path(agentenv.__file__).resolve().parent != REPO / "agentenv":
+        pytest.skip("agentenv is not installed editable from this checkout")
+    out = run_python(
+        """
+        import json
+        import agentenv.envs, agentenv.sandboxes, agentenv.trainers
+        print(json.dumps({m.__name__: m.__file__ for m in (agentenv.envs, agentenv.sandboxes, agentenv.trainers)}))
+        """,
+        cwd=tmp_path,
+    )
+    files = json.loads(out)
+    for name in SUBPACKAGES:
+        assert Path(files[f"agentenv.{name}"]).resolve() == REPO / name / "__init__.py"
+
+
+@pytest.mark.slow
+def test_wheel_installs_only_agentenv(tmp_path: Path) -> None:
+    # Build from a copy: an in-tree build would leave build/ and egg-info in the checkout.
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
+    for folder in ("agentenv", *SUBPACKAGES):
+        shutil.copytree(REPO / folder, src / folder, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    [wheel] = wheels.glob("agentenv-*.whl")
+
+    names = zipfile.ZipFile(wheel).namelist()
+    for expected in ("agentenv/envs/arithmetic.py", "agentenv/sandboxes/__init__.py", "agentenv/trainers/__init__.py"):
+        assert expected in names
+    top_level = {n.split("/")[0] for n in names}
+    assert not top_level & set(SUBPACKAGES), f"wheel ships top-level packages {top_level & set(SUBPACKAGES)}"
+    assert {t for t in top_level if not t.endswith(".dist-info")} == {"agentenv"}
+
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = run_python(
+        """
+        import json
+        import agentenv
+        import agentenv.envs.arithmetic
+        import agentenv.sandboxes, agentenv.trainers
+        env = agentenv.make("arithmetic-v0")
+        obs, _ = env.reset(seed=0)
+        print(json.dumps([agentenv.__file__, agentenv.envs.arithmetic.__file__, type(env).__name__, len(obs)]))
+        """,
+        cwd=outside,
+        env=env,
+    )
+    core, arithmetic, env_type, n_messages = json.loads(out)
+    for path in (core, arithmetic):
+        assert Path(path).resolve().is_relative_to(target.resolve()), path
+    assert env_type == "ArithmeticEnv" and n_messages == 2
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_extras_exist() -> None:
+    extras = _pyproject()["project"]["optional-dependencies"]
+    assert {"train", "browser", "sandbox", "all", "dev"} <= set(extras)
+
+
+def test_torch_bound_admits_the_local_cpu_wheel() -> None:
+    # Only torch 2.13.0 installs from local disk; an unbounded requirement could pull a CUDA build.
+    reqs = [r for reqs in _pyproject()["project"]["optional-dependencies"].values() for r in reqs]
+    torch_reqs = [r for r in reqs if re.match(r"^torch\s*($|[<>=!~;\[])", r)]
+    assert torch_reqs, "no torch requirement in the extras"
+    for text in torch_reqs:
+        specifier = text.split(";")[0][len("torch") :].strip()
+        assert specifier, f"{text!r} is unbounded: it may pull a multi-GB CUDA build"
+        assert _admits(specifier, "2.13.0"), f"{text!r} excludes torch 2.13.0"
+
+
+def _admits(specifier: str, version: str) -> bool:
+    try:
+        from packaging.specifiers import SpecifierSet
+    except ImportError:  # plain comparisons cover the bounds this project writes
+        ops = {
+            ">=": tuple.__ge__,
+            "<=": tuple.__le__,
+            "==": tuple.__eq__,
+            "!=": tuple.__ne__,
+            ">": tuple.__gt__,
+            "<": tuple.__lt__,
+        }
+        v = tuple(int(x) for x in version.split("."))
+        for clause in specifier.split(","):
+            op = next(o for o in ops if clause.strip().startswith(o))
+            bound = tuple(int(x) for x in clause.strip()[len(op) :].strip().split("."))
+            width = max(len(v), len(bound))
+            if not ops[op](v + (0,) * (width - len(v)), bound + (0,) * (width - len(bound))):
+                return False
+        return True
+    return SpecifierSet(specifier).contains(version)
