@@ -9,9 +9,10 @@ A mistake a user can make (an unknown env id, a bad option value, an unwritable
 output file) ends with a one-line ``error:`` on stderr and exit code 2, never a
 traceback; an interrupt ends with what was finished and code 130.
 
+    agentenv train examples/tiny.toml
+
 This module is not imported by ``agentenv/__init__.py``, so typer and rich stay out
-of library imports. Left out for now: ``train``, ``sandbox`` and ``miner``; each
-will be a sub-app of its own (``app.add_typer(train_app, name="train")``).
+of library imports; ``train`` imports torch only when it runs.
 """
 
 from __future__ import annotations
@@ -349,3 +350,53 @@ def _prepare_out(path: Path, *, append: bool) -> None:
 def _mean(values: Any) -> float:
     items = list(values)
     return float(sum(items)) / len(items) if items else 0.0
+
+
+# -- train -----------------------------------------------------------------------
+
+
+@app.command()
+def train(
+    config_path: Annotated[Path, typer.Argument(metavar="CONFIG", help="A GRPOConfig as YAML or TOML.")],
+    steps: Annotated[int | None, typer.Option(help="Override the number of steps.")] = None,
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="Override the run directory.")] = None,
+    model: Annotated[str | None, typer.Option(help="Override the model: a path, a hub id, or 'tiny'.")] = None,
+) -> None:
+    """Train a model with multi-turn GRPO (needs the train extra: torch + transformers)."""
+    try:
+        from agentenv.trainers import GRPOConfig, GRPOTrainer
+    except ImportError as e:
+        _fail(f"training needs torch and transformers ({e}); install with: pip install -e '.[train]'")
+    try:
+        config = GRPOConfig.from_file(config_path)
+        overrides = {k: v for k, v in (("steps", steps), ("output_dir", str(output_dir) if output_dir else None),
+                                       ("model", model)) if v is not None}
+        if overrides:
+            config = GRPOConfig.from_dict({**config.to_dict(), **overrides}, source=str(config_path))
+        trainer = GRPOTrainer(config.model, envs=config.envs, config=config)
+    except (ValueError, FileNotFoundError, agentenv.UnknownEnvError, RuntimeError) as e:
+        _fail(str(e))
+    try:
+        history = trainer.train()
+    except KeyboardInterrupt:
+        _out().print(f"interrupted; resume from the last checkpoint in {config.output_dir} by running the same command")
+        raise typer.Exit(code=EXIT_INTERRUPTED) from None
+    _print_curve(history, config.output_dir)
+
+
+def _print_curve(history: Sequence[dict[str, Any]], run_dir: str) -> None:
+    table = Table(title="learning curve", title_justify="left")
+    for column in ("step", "train success", "task reward", "held-out success"):
+        table.add_column(column, justify="right")
+    for row in history:
+        held_out = row.get("eval/success_rate")
+        if held_out is None and row is not history[-1] and row["step"] % 5:
+            continue
+        table.add_row(str(row["step"]), f"{row.get('success_rate', 0):.0%}", f"{row.get('reward/task', 0):.3f}",
+                      "" if held_out is None else f"{held_out:.0%}")
+    _out().print(table)
+    _out().print(f"run directory: {run_dir} (metrics.jsonl, checkpoints/, final/)")
+
+
+if __name__ == "__main__":
+    main()

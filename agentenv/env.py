@@ -27,7 +27,7 @@ import copy
 import json
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import gymnasium as gym
@@ -48,12 +48,17 @@ S = TypeVar("S", bound=State)
 
 _FINAL = ("reset", "step", "snapshot", "restore", "close")
 ErrorKind = Literal["format", "tool", "infra"]
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # one encoder: json.dumps(**kw) builds one per call
+ToolPrompt = Literal["json", "compact", "none"]
 
 
-class Transition(BaseModel):
-    """What one step did. Recorded by the base class for every step."""
+@dataclass(slots=True)
+class Transition:
+    """What one step did. Recorded by the base class for every step.
 
-    model_config = ConfigDict(extra="forbid")
+    A dataclass rather than a pydantic model because one is made per step on the
+    hot path; pydantic still validates and serialises it inside a `Trajectory`.
+    """
 
     turn: int
     action: Any  # the raw action: text or an assistant-message dict
@@ -61,7 +66,7 @@ class Transition(BaseModel):
     observation: list[dict[str, Any]]
     rewards: dict[str, float]
     """Step-reward components (the step channel)."""
-    task_rewards: dict[str, float] = {}
+    task_rewards: dict[str, float]
     """Verifier components, on the final step only (the task channel)."""
     state_diff: list[dict[str, Any]]
     duration_s: float
@@ -83,6 +88,17 @@ class Snapshot(BaseModel):
     messages: list[dict[str, Any]]
     rng: dict[str, Any]
     external: Any = None
+
+
+@dataclass(slots=True)
+class _Acted:
+    calls: list[ToolCall] = field(default_factory=list)
+    outcomes: list[CallOutcome] = field(default_factory=list)
+    obs: list[Message] = field(default_factory=list)
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    terminal: bool = False
+    infra: bool = False
 
 
 @dataclass(slots=True)
@@ -138,8 +154,23 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         *,
         max_turns: int | None = None,
         parser: ActionParser | None = None,
+        tool_prompt: ToolPrompt = "json",
         render_mode: str | None = None,
     ) -> None:
+        """
+        Args:
+            tasks: The task set (default: `default_tasks()`).
+            max_turns: Override the class's max_turns.
+            parser: How actions are read (default: `AutoParser`).
+            tool_prompt: How the default system prompt shows the tools: "json" (their
+                OpenAI schemas, as chat templates do), "compact" (one line per tool:
+                short prompts for small models) or "none" (the policy sends the tools
+                itself, e.g. an API with ``tools=``).
+            render_mode: None or "ansi".
+        """
+        if tool_prompt not in ("json", "compact", "none"):
+            raise ValueError(f"tool_prompt must be 'json', 'compact' or 'none', got {tool_prompt!r}")
+        self.tool_prompt = tool_prompt
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         if max_turns is not None:
@@ -182,6 +213,11 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         return self.state_type()  # type: ignore[return-value]
 
     def system_prompt(self, task: Task) -> str:
+        if self.tool_prompt == "none":
+            return self.instructions
+        if self.tool_prompt == "compact":
+            tools = "\n".join(_compact_signature(spec) for spec in self.tools.values())
+            return f"{self.instructions}\nTools:\n{tools}\n{self.parser.format_hint}"
         tools = "\n".join(json.dumps(spec.schema, ensure_ascii=False) for spec in self.tools.values())
         return f"{self.instructions}\n\n# Tools\n\n<tools>\n{tools}\n</tools>\n\n{self.parser.format_hint}"
 
@@ -196,7 +232,12 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         """The message that shows the agent the outcome of one tool call."""
         if outcome.ok:
             result = outcome.result
-            content = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+            if isinstance(result, str):
+                content = result
+            elif type(result) is int:  # the commonest non-text result; bools are not ints here
+                content = str(result)
+            else:
+                content = _JSON.encode(result)
         else:
             content = f"Error: {outcome.error}"
         return {"role": "tool", "tool_call_id": outcome.call_id, "name": outcome.call.name, "content": content}
@@ -282,94 +323,85 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         start = time.perf_counter()
         turn = self._turn
         self.messages.append(_assistant_message(action, turn))
-        outcomes: list[CallOutcome] = []
-        obs: list[Message] = []
-        calls: list[ToolCall] = []
-        error: str | None = None
-        error_kind: ErrorKind | None = None
-        terminal = False
-        infra = False
-        try:
-            calls = self._parse(action)
-            for i, call in enumerate(calls):
-                outcome = self._call(call, call.id or f"call_{turn}_{i}")
-                outcomes.append(outcome)
-                obs.append(self.render_result(outcome))
-                terminal |= outcome.ok and self.tools[call.name].terminal
-                if not outcome.ok and error is None:
-                    error, error_kind = outcome.error, outcome.error_kind
-        except ParseError as e:
-            error, error_kind = str(e), "format"
-            obs.extend(self._format_error_messages(action, error))
-        except InfraError as e:
-            error, error_kind, infra = str(e), "infra", True
-            obs.append({"role": "user", "content": f"Error: the environment failed: {e}"})
-
-        rewards = {"format": -self.format_penalty if error_kind == "format" else 0.0}
-        if not infra:
-            step = self.step_rewards(outcomes)
-            if "task" in step:
+        act = self._act(action, turn)
+        rewards = {"format": -self.format_penalty if act.error_kind == "format" else 0.0}
+        if not act.infra:
+            step_rewards = self.step_rewards(act.outcomes)
+            if "task" in step_rewards:
                 raise TypeError(f"{type(self).__name__}.step_rewards() must not return 'task': that name is the verifier's")
-            rewards.update(step)
-        task_rewards: dict[str, float] = {}
+            rewards.update(step_rewards)
         self._turn += 1
-        self._format_streak = self._format_streak + 1 if error_kind == "format" else 0
-        format_end = self._format_streak >= self.max_format_errors
-        terminated = not infra and (terminal or format_end or self.is_done())
-        truncated = infra or (not terminated and self._turn >= self.max_turns)
-        task_reward: float | None = None
-        failure: Failure | None = None
-        if infra:
-            failure = Failure.INFRA
-        elif terminated or truncated:
-            try:
-                task_rewards = self._verify()
-            except InfraError as e:
-                error, error_kind, failure = str(e), "infra", Failure.INFRA
-                terminated, truncated = False, True
-            else:
-                task_reward = task_rewards["task"]
-                if task_reward >= self.success_threshold:
-                    failure = Failure.NONE
-                elif format_end:
-                    failure = Failure.FORMAT
-                elif truncated:
-                    failure = Failure.TRUNCATED
-                else:
-                    failure = Failure.POLICY
+        self._format_streak = self._format_streak + 1 if act.error_kind == "format" else 0
+        terminated, truncated, failure, task_rewards = self._end_of_step(act)
         self._ended = terminated or truncated
 
-        after = self.state.model_dump(mode="json")
+        after = self._state.model_dump(mode="json")  # type: ignore[union-attr]
         diff = json_diff(self._state_json, after)
         self._state_json = after
-        self.messages.extend(obs)
-        all_rewards = {**rewards, **task_rewards}
-        reward = sum(self.reward_weights.get(name, 1.0) * value for name, value in all_rewards.items())
-        self.transitions.append(
-            Transition.model_construct(
-                turn=turn,
-                action=action.model_dump() if isinstance(action, ToolCall) else action,
-                calls=calls,
-                observation=obs,
-                rewards=rewards,
-                task_rewards=task_rewards,
-                state_diff=diff,
-                duration_s=time.perf_counter() - start,
-                error=error,
-                error_kind=error_kind,
-            )
-        )
+        self.messages.extend(act.obs)
+        all_rewards = {**rewards, **task_rewards} if task_rewards else rewards
+        weights = self.reward_weights
+        reward = (sum(weights.get(k, 1.0) * v for k, v in all_rewards.items()) if weights
+                  else sum(all_rewards.values()))
+        self.transitions.append(Transition(
+            turn, action.model_dump() if isinstance(action, ToolCall) else action, act.calls, act.obs, rewards,
+            task_rewards, diff, time.perf_counter() - start, act.error, act.error_kind,
+        ))
         info = {
-            "task_id": self.task.id,
+            "task_id": self._task.id,  # type: ignore[union-attr]
             "turn": self._turn,
             "rewards": all_rewards,
-            "task_reward": task_reward,
+            "task_reward": task_rewards.get("task"),
             "success": None if failure is None or failure is Failure.INFRA else failure is Failure.NONE,
             "failure": None if failure is None else failure.value,
-            "error": error,
-            "error_kind": error_kind,
+            "error": act.error,
+            "error_kind": act.error_kind,
         }
-        return list(obs), float(reward), terminated, truncated, info
+        return act.obs[:], float(reward), terminated, truncated, info
+
+    def _act(self, action: Action, turn: int) -> _Acted:
+        """Parse the action and run its tool calls; bad actions become error observations."""
+        act = _Acted()
+        try:
+            act.calls = self._parse(action)
+            for i, call in enumerate(act.calls):
+                outcome = self._call(call, call.id or f"call_{turn}_{i}")
+                act.outcomes.append(outcome)
+                act.obs.append(self.render_result(outcome))
+                act.terminal |= outcome.ok and self.tools[call.name].terminal
+                if not outcome.ok and act.error is None:
+                    act.error, act.error_kind = outcome.error, outcome.error_kind
+        except ParseError as e:
+            act.error, act.error_kind = str(e), "format"
+            act.obs.extend(self._format_error_messages(action, act.error))
+        except InfraError as e:
+            act.error, act.error_kind, act.infra = str(e), "infra", True
+            act.obs.append({"role": "user", "content": f"Error: the environment failed: {e}"})
+        return act
+
+    def _end_of_step(self, act: _Acted) -> tuple[bool, bool, Failure | None, dict[str, float]]:
+        """Termination, truncation, the failure kind and, at the end, the task rewards."""
+        if act.infra:
+            return False, True, Failure.INFRA, {}
+        format_end = self._format_streak >= self.max_format_errors
+        terminated = act.terminal or format_end or self.is_done()
+        truncated = not terminated and self._turn >= self.max_turns
+        if not (terminated or truncated):
+            return False, False, None, {}
+        try:
+            task_rewards = self._verify()
+        except InfraError as e:
+            act.error, act.error_kind = str(e), "infra"
+            return False, True, Failure.INFRA, {}
+        if task_rewards["task"] >= self.success_threshold:
+            failure = Failure.NONE
+        elif format_end:
+            failure = Failure.FORMAT
+        elif truncated:
+            failure = Failure.TRUNCATED
+        else:
+            failure = Failure.POLICY
+        return terminated, truncated, failure, task_rewards
 
     def snapshot(self) -> Snapshot:
         """A serialisable copy of the episode so far; `restore` rebuilds it exactly."""
@@ -459,7 +491,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         except ValidationError as e:
             return CallOutcome(call, call_id, False, error=_validation_message(call.name, e), error_kind="format")
         try:
-            result = getattr(self, spec.method_name)(**{name: getattr(args, name) for name in spec.parameters})
+            result = getattr(self, spec.method_name)(**args.__dict__)
         except ToolError as e:
             return CallOutcome(call, call_id, False, error=str(e), error_kind="tool")
         return CallOutcome(call, call_id, True, result=result)
@@ -479,6 +511,16 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         if ids:
             return [{"role": "tool", "tool_call_id": i, "content": f"Error: {error}"} for i in ids]
         return [{"role": "user", "content": f"Error: {error}"}]
+
+
+def _compact_signature(spec: ToolSpec) -> str:
+    """``name(arg: type, ...)``, with enums spelled out: one short line per tool."""
+    props = spec.schema["function"]["parameters"].get("properties", {})
+    args = []
+    for name, prop in props.items():
+        kind = "|".join(json.dumps(v) for v in prop["enum"]) if "enum" in prop else prop.get("type", "any")
+        args.append(f"{name}: {kind}")
+    return f"{spec.name}({', '.join(args)})"
 
 
 def _qualname(cls: type) -> str:

@@ -17,8 +17,6 @@ import json
 import re
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import ValidationError
-
 from agentenv.types import Action, ToolCall
 
 __all__ = [
@@ -45,35 +43,42 @@ class ActionParser(Protocol):
     def parse(self, action: Action) -> list[ToolCall]: ...
 
 
-def _call_from_obj(obj: Any, where: str) -> ToolCall:
+_CALL_KEYS = frozenset({"name", "arguments", "parameters", "id"})
+
+
+def _call_from_obj(obj: Any, index: int) -> ToolCall:
     if not isinstance(obj, dict):
-        raise ParseError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    unknown = set(obj) - {"name", "arguments", "parameters", "id"}
-    if unknown:
-        raise ParseError(f"{where}: unexpected keys {sorted(unknown)}; use \"name\" and \"arguments\"")
-    if "name" not in obj:
-        raise ParseError(f'{where}: missing "name"')
+        raise ParseError(f"tool call {index}: expected a JSON object, got {type(obj).__name__}")
+    if not obj.keys() <= _CALL_KEYS:
+        unknown = sorted(set(obj) - _CALL_KEYS)
+        raise ParseError(f'tool call {index}: unexpected keys {unknown}; use "name" and "arguments"')
+    name = obj.get("name")
+    if name is None:
+        raise ParseError(f'tool call {index}: missing "name"')
+    if not isinstance(name, str) or not 0 < len(name) <= 128:
+        raise ParseError(f'tool call {index}: "name" must be a string of 1 to 128 characters')
     arguments = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(arguments, str):  # some models emit arguments as a JSON string
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as e:
-            raise ParseError(f'{where}: "arguments" is not valid JSON: {e.msg} at char {e.pos}') from None
+            raise ParseError(f'tool call {index}: "arguments" is not valid JSON: {e.msg} at char {e.pos}') from None
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        raise ParseError(f'{where}: "arguments" must be an object, got {type(arguments).__name__}')
-    try:
-        return ToolCall(name=obj["name"], arguments=arguments, id=obj.get("id"))
-    except ValidationError as e:
-        raise ParseError(f"{where}: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}") from None
+        raise ParseError(f'tool call {index}: "arguments" must be an object, got {type(arguments).__name__}')
+    call_id = obj.get("id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise ParseError(f'tool call {index}: "id" must be a string')
+    # Every field was checked above: skip pydantic's second pass on the hot path.
+    return ToolCall.model_construct(name=name, arguments=arguments, id=call_id)
 
 
-def _loads(text: str, where: str) -> Any:
+def _loads(text: str, index: int) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ParseError(f"{where}: invalid JSON: {e.msg} at char {e.pos}") from None
+        raise ParseError(f"tool call {index}: invalid JSON: {e.msg} at char {e.pos}") from None
 
 
 def _text_of(action: Action) -> str:
@@ -93,21 +98,22 @@ class HermesParser:
     format_hint = (
         'To call a tool, write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.'
     )
-    _block = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-
     def parse(self, action: Action) -> list[ToolCall]:
         text = _text_of(action)
-        if "<tool_call>" not in text:
+        start = text.find("<tool_call>")
+        if start < 0:
             if "</tool_call>" in text:
                 raise ParseError("found </tool_call> without a matching <tool_call>")
             return []
-        bodies = self._block.findall(text)
-        if len(bodies) > MAX_CALLS_PER_ACTION:
-            raise ParseError(f"at most {MAX_CALLS_PER_ACTION} tool calls per turn, got {len(bodies)}")
-        return [
-            _call_from_obj(_loads(body.strip(), f"tool call {i + 1}"), f"tool call {i + 1}")
-            for i, body in enumerate(bodies)
-        ]
+        bodies = []
+        while start >= 0:
+            start += len("<tool_call>")
+            end = text.find("</tool_call>", start)
+            bodies.append(text[start:] if end < 0 else text[start:end])  # a call cut at the stop string
+            if len(bodies) > MAX_CALLS_PER_ACTION:
+                raise ParseError(f"at most {MAX_CALLS_PER_ACTION} tool calls per turn")
+            start = -1 if end < 0 else text.find("<tool_call>", end)
+        return [_call_from_obj(_loads(body, i), i) for i, body in enumerate(bodies, start=1)]
 
 
 class JSONParser:
@@ -124,11 +130,11 @@ class JSONParser:
             text = fenced.group(1)
         if not text.startswith(("{", "[")):
             return []
-        obj = _loads(text, "tool call")
+        obj = _loads(text, 1)
         items = obj if isinstance(obj, list) else [obj]
         if len(items) > MAX_CALLS_PER_ACTION:
             raise ParseError(f"at most {MAX_CALLS_PER_ACTION} tool calls per turn, got {len(items)}")
-        return [_call_from_obj(item, f"tool call {i + 1}") for i, item in enumerate(items)]
+        return [_call_from_obj(item, i) for i, item in enumerate(items, start=1)]
 
 
 class OpenAIParser:
@@ -148,13 +154,12 @@ class OpenAIParser:
             raise ParseError(f"at most {MAX_CALLS_PER_ACTION} tool calls per turn, got {len(raw)}")
         calls = []
         for i, item in enumerate(raw):
-            where = f"tool_calls[{i}]"
             if not isinstance(item, dict) or not isinstance(item.get("function"), dict):
-                raise ParseError(f'{where}: expected {{"type": "function", "function": {{...}}}}')
+                raise ParseError(f'tool_calls[{i}]: expected {{"type": "function", "function": {{...}}}}')
             fn = dict(item["function"])
             if item.get("id") is not None:
                 fn["id"] = item["id"]
-            calls.append(_call_from_obj(fn, where))
+            calls.append(_call_from_obj(fn, i + 1))
         return calls
 
 

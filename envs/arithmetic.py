@@ -6,6 +6,7 @@ reward, a verifier and a seeded task generator with difficulty levels.
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Annotated, Literal
 
@@ -29,7 +30,7 @@ class ArithmeticEnv(Env[ArithmeticState]):
     instructions = "Compute the expression. The calculator does one operation per call. Submit the final value."
 
     def default_tasks(self) -> TaskSet:
-        return make_tasks(400, seed=0)
+        return _default_tasks()
 
     @tool
     def calculate(self, a: Operand, op: Literal["+", "-", "*"], b: Operand) -> int:
@@ -61,6 +62,11 @@ class ArithmeticEnv(Env[ArithmeticState]):
 
     def verify(self, task: Task) -> float:
         return float(self.state.answer == task.payload["answer"])
+
+
+@functools.cache
+def _default_tasks() -> TaskSet:
+    return make_tasks(400, seed=0)  # made once per process: a TaskSet is immutable
 
 
 def make_tasks(n: int, *, seed: int = 0, difficulties: tuple[int, ...] = (0, 1, 2, 3)) -> TaskSet:

@@ -6,6 +6,8 @@ well. Step reward: the share of the search interval each guess eliminates.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from agentenv import CallOutcome, Env, HermesParser, ScriptedPolicy, State, Task, TaskSet, ToolError, tool
@@ -25,7 +27,7 @@ class GuessNumberEnv(Env[GuessState]):
     instructions = "Find the secret integer. After each guess you are told if the secret is higher or lower."
 
     def default_tasks(self) -> TaskSet:
-        return make_tasks(400, seed=0)
+        return _default_tasks()
 
     def initial_state(self, task: Task) -> GuessState:
         return GuessState(low=1, high=task.payload["high"], widths=[task.payload["high"]])
@@ -58,6 +60,11 @@ class GuessNumberEnv(Env[GuessState]):
 
     def verify(self, task: Task) -> float:
         return float(self.state.solved)
+
+
+@functools.cache
+def _default_tasks() -> TaskSet:
+    return make_tasks(400, seed=0)  # made once per process: a TaskSet is immutable
 
 
 def make_tasks(n: int, *, seed: int = 0, difficulties: tuple[int, ...] = (0, 1, 2, 3)) -> TaskSet:

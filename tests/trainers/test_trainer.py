@@ -1,0 +1,152 @@
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from agentenv import Task, TaskSet
+from agentenv.trainers import GRPOConfig, GRPOTrainer
+from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+def _config(tmp_path, **kw):
+    base = dict(output_dir=str(tmp_path / "run"), steps=1, group_size=4, batch_size=8, max_new_tokens=12,
+                max_seq_len=256, eval_episodes=0, save_every=1, tensorboard=False, micro_batch_size=3,
+                learning_rate=1e-3, logprob_chunk_tokens=7, resume=False)
+    return GRPOConfig(**{**base, **kw})
+
+
+@pytest.mark.parametrize("loss", ["grpo", "dapo", "dr_grpo", "gspo", "cispo"])
+def test_every_loss_changes_the_parameters_with_a_finite_loss(tmp_path, tokenizer, loss):
+    model = tiny_model(tokenizer)
+    before = [p.detach().clone() for p in model.parameters()]
+    cfg = _config(tmp_path, loss=loss, ppo_epochs=2, kl_coef=0.05)
+    history = GRPOTrainer(model, tokenizer, envs=[SayEnv], config=cfg).train()
+    assert math.isfinite(history[-1]["loss"]) and history[-1]["adv/std"] > 0
+    changed = sum(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(), strict=True))
+    assert changed == len(before)
+
+
+def test_infra_episodes_are_masked_out_and_never_stop_training(tmp_path, tokenizer):
+    class Crashy(SayEnv):
+        def default_tasks(self):
+            return TaskSet([Task(id=f"t{i}", prompt="x") for i in range(6)]
+                           + [Task(id=f"crash-{i}", prompt="y") for i in range(6)])
+
+    cfg = _config(tmp_path, steps=3, batch_size=16)
+    history = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[Crashy], config=cfg).train()
+    assert any(h["failure/infra"] > 0 for h in history)
+    assert all(math.isfinite(h["loss"]) for h in history)
+
+
+def test_dynamic_sampling_drops_groups_whose_rewards_are_all_equal(tmp_path, tokenizer):
+    cfg = _config(tmp_path, steps=3, dynamic_sampling=True, max_sampling_rounds=6, batch_size=16)
+    history = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg).train()
+    kept = [task for h in history for task in h["tasks"]]
+    assert kept and not any(t.startswith("const") for t in kept)
+    plain = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv],
+                        config=_config(tmp_path / "plain", steps=6, batch_size=16)).train()
+    assert any(t.startswith("const") for h in plain for t in h["tasks"])
+
+
+def test_metrics_are_written_each_step(tmp_path, tokenizer):
+    cfg = _config(tmp_path, steps=2)
+    GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg).train()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for key in ("reward/task", "reward/length", "reward/format", "success_rate", "adv/mean", "adv/std", "clipfrac",
+                "approx_kl", "entropy", "zero_variance_frac", "gen_tokens_per_s", "train_tokens_per_s",
+                "time/generate_s", "time/env_s", "time/train_s", "turn/0/step_reward", "gen/truncated_frac"):
+        assert key in rows[-1], key
+    assert (tmp_path / "run" / "final" / "config.json").exists()
+
+
+def test_a_model_that_never_ends_its_turn_is_cut_by_length(tmp_path, tokenizer):
+    model = tiny_model(tokenizer)
+    cfg = _config(tmp_path, steps=1, max_new_tokens=6)
+    trainer = GRPOTrainer(model, tokenizer, envs=[SayEnv], config=cfg)
+    eot = trainer.policy.delta.end_of_turn_id  # forbid it: the model can never end its turn
+    model.get_output_embeddings().register_forward_hook(lambda m, i, out: out.index_fill(-1, torch.tensor([eot]), -1e9))
+    history = trainer.train()
+    assert history[-1]["gen/truncated_frac"] == 1.0
+
+
+def test_bad_configs_fail_at_construction_with_the_fix():
+    with pytest.raises(ValueError, match="group_size must be >= 2"):
+        GRPOConfig(group_size=1)
+    with pytest.raises(ValueError, match="try batch_size=8"):
+        GRPOConfig(group_size=4, batch_size=10)
+    with pytest.raises(ValueError, match="Did you mean 'cispo'"):
+        GRPOConfig(loss="cipso")
+    with pytest.raises(ValueError, match="neither 'tiny', an existing path"):
+        GRPOConfig(model="no-such-model")
+
+
+TOML = """
+model = "tiny"
+envs = ["guess-number-v0"]
+output_dir = "{out}"
+steps = 8
+group_size = 2
+batch_size = 4
+max_turns = 2
+tool_prompt = "compact"
+max_new_tokens = 12
+max_seq_len = 256
+save_every = 2
+eval_episodes = 0
+tensorboard = false
+learning_rate = 1e-3
+"""
+
+
+def _train(config, *args):
+    return subprocess.Popen([sys.executable, "-m", "agentenv.cli", "train", str(config), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _steps(run_dir):
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r for r in rows if "tasks" in r}
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_continues_with_the_same_data_order(tmp_path):
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    for run in (straight, killed):
+        (tmp_path / f"{run.name}.toml").write_text(TOML.format(out=run))
+    assert _train(tmp_path / "straight.toml").wait(timeout=300) == 0
+
+    proc = _train(tmp_path / "killed.toml")
+    latest = killed / "checkpoints" / "latest"
+    deadline = time.time() + 240
+    while not (latest.exists() and latest.read_text() >= "step-000004"):
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.time() < deadline
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    resumed_at = int(latest.read_text().split("-")[1])
+    assert resumed_at < 8, "the run finished before it could be killed"
+
+    resume = _train(tmp_path / "killed.toml")
+    out, _ = resume.communicate(timeout=300)
+    assert resume.returncode == 0, out
+    assert f"resumed from {latest.parent / latest.read_text().strip()}" in out or "resumed from" in out
+
+    a, b = _steps(straight), _steps(killed)
+    assert sorted(b) == list(range(1, 9))
+    assert [a[s]["tasks"] for s in a] == [b[s]["tasks"] for s in b]
+    for s in range(resumed_at + 1, 9):  # same weights, optimiser and seeds: the same episodes
+        assert b[s]["reward/task"] == pytest.approx(a[s]["reward/task"])
+        assert b[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-4, abs=1e-6)

@@ -1,0 +1,70 @@
+"""A text env whose reward varies even for a random model, and tiny model builders."""
+
+from __future__ import annotations
+
+import torch
+
+from agentenv import Env, InfraError, State, Task, TaskSet, ToolCall, tool
+from agentenv.trainers.tokens import build_tiny_tokenizer
+
+
+class SayParser:
+    """Every text is a call of `say`: a random model always produces a valid action."""
+
+    format_hint = "Reply with text."
+
+    def parse(self, action):
+        text = action if isinstance(action, str) else str(action.get("content", ""))
+        return [ToolCall(name="say", arguments={"text": text})]
+
+
+class SayState(State):
+    said: list[str] = []
+
+
+class SayEnv(Env[SayState]):
+    """Reward: the share of the letter 'a' in what was said. Tasks named 'const-*'
+    always score 0.5; tasks named 'crash-*' fail as infrastructure."""
+
+    state_type = SayState
+    max_turns = 2
+    instructions = "Say something."
+
+    def __init__(self, tasks=None, **kwargs):
+        super().__init__(tasks, parser=SayParser(), tool_prompt="none", **kwargs)
+
+    def default_tasks(self) -> TaskSet:
+        return TaskSet([Task(id=f"t{i}", prompt=f"Task {i}.") for i in range(12)]
+                       + [Task(id=f"const-{i}", prompt=f"Task c{i}.") for i in range(4)])
+
+    @tool
+    def say(self, text: str) -> str:
+        """Say text."""
+        if self.task.id.startswith("crash"):
+            raise InfraError("the speaker caught fire")
+        self.state.said.append(text)
+        return "ok"
+
+    def step_rewards(self, outcomes):
+        return {"length": -0.001 * sum(len(s) for s in self.state.said[-1:])}
+
+    def verify(self, task: Task) -> float:
+        if task.id.startswith("const"):
+            return 0.5
+        text = "".join(self.state.said)
+        return text.count("a") / max(len(text), 1)
+
+
+def tiny_tokenizer():
+    corpus = ["Say something.", "Task 1.", "ok", "aaaa bbbb abc"] * 5
+    return build_tiny_tokenizer(corpus, vocab_size=300)
+
+
+def tiny_model(tokenizer, seed: int = 0):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id))

@@ -1,0 +1,148 @@
+"""From trajectories to training tensors: token sequences, masks and advantages.
+
+A trajectory's `Generation`s hold, per turn, the ids appended before the turn and
+the ids generated in it, so a sequence is their concatenation in order; the loss
+mask is 1 exactly on generated ids. Advantages are computed per turn (task-level
+group term + step-level term) and broadcast onto that turn's tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from agentenv.trajectory import Trajectory
+from agentenv.trainers import advantages as adv
+from agentenv.types import Failure
+
+__all__ = ["Example", "TrainBatch", "build_examples", "collate", "turn_advantages"]
+
+
+@dataclass
+class Example:
+    """One training sequence."""
+
+    ids: list[int]
+    mask: list[int]
+    old_logp: list[float]
+    advantages: list[float]
+    turn_lengths: list[int]
+    truncated: bool  # cut at max_seq_len
+
+
+@dataclass
+class TrainBatch:
+    input_ids: torch.Tensor  # [B, T]
+    attention_mask: torch.Tensor  # [B, T]
+    targets: torch.Tensor  # [B, T]: the next token at each position
+    mask: torch.Tensor  # [B, T]: 1 where the next token is a policy token
+    old_logp: torch.Tensor  # [B, T], aligned with targets
+    advantages: torch.Tensor  # [B, T], aligned with targets
+
+
+def step_rewards(traj: Trajectory, weights: Mapping[str, float]) -> list[float]:
+    """The step channel of each turn: the weighted sum of its step components."""
+    return [sum(weights.get(k, 1.0) * v for k, v in t.rewards.items()) for t in traj.transitions]
+
+
+def anchor_keys(traj: Trajectory) -> list[str]:
+    """GiGPO anchor state of each turn: a hash of everything the agent has seen and
+    done before it (the group shares the initial observation). The last observation
+    alone is not a state: "higher" after two different guesses is two states."""
+    keys = ["start"]
+    digest = hashlib.blake2b(digest_size=12)
+    for transition in traj.transitions[:-1]:
+        digest.update(json.dumps([transition.action, transition.observation], sort_keys=True, default=str).encode())
+        keys.append(digest.copy().hexdigest())
+    return keys
+
+
+def turn_advantages(
+    trajs: Sequence[Trajectory],
+    group_ids: Sequence[int],
+    weights: Sequence[Mapping[str, float]],
+    *,
+    task_mode: str,
+    step_mode: str,
+    step_weight: float,
+    gamma: float,
+    extra_rewards: Sequence[float] | None = None,
+) -> tuple[list[list[float]], list[float]]:
+    """Per trajectory, the combined advantage of each turn; and the episode rewards used.
+
+    Infra failures are invalid: excluded from every statistic, advantage 0.
+    """
+    valid = [t.failure is not Failure.INFRA for t in trajs]
+    rewards = [
+        (t.task_reward or 0.0) + (extra_rewards[i] if extra_rewards else 0.0) for i, t in enumerate(trajs)
+    ]
+    task_adv = adv.group_advantages(rewards, group_ids, mode=task_mode, valid=valid)  # type: ignore[arg-type]
+    if step_mode == "none" or step_weight == 0:
+        step_adv = [[0.0] * t.turns for t in trajs]
+    else:
+        returns = [adv.discounted_returns(step_rewards(t, w), gamma) for t, w in zip(trajs, weights, strict=True)]
+        if step_mode == "gigpo":
+            keys = [anchor_keys(t) for t in trajs]
+            step_adv = adv.anchor_state_advantages(returns, keys, group_ids, valid=valid)
+        else:
+            step_adv = adv.per_turn_advantages(returns, group_ids, valid=valid)
+    return adv.combine(task_adv, step_adv, step_weight), rewards
+
+
+def build_examples(
+    trajs: Sequence[Trajectory], per_turn: Sequence[Sequence[float]], *, max_seq_len: int
+) -> list[Example]:
+    """One `Example` per trajectory that has generations (infra ones get an all-zero mask)."""
+    examples = []
+    for traj, advs in zip(trajs, per_turn, strict=True):
+        ids: list[int] = []
+        mask: list[int] = []
+        old: list[float] = []
+        advantages: list[float] = []
+        lengths: list[int] = []
+        live = traj.failure is not Failure.INFRA
+        for k, gen in enumerate(traj.generations):
+            if gen is None:
+                continue
+            prompt = gen.prompt_ids or []
+            ids += prompt
+            mask += [0] * len(prompt)
+            old += [0.0] * len(prompt)
+            advantages += [0.0] * len(prompt)
+            a = advs[k] if k < len(advs) else 0.0
+            ids += gen.token_ids
+            mask += [int(live)] * len(gen.token_ids)
+            old += list(gen.logprobs) if len(gen.logprobs) == len(gen.token_ids) else [0.0] * len(gen.token_ids)
+            advantages += [a] * len(gen.token_ids)
+            lengths.append(len(gen.token_ids))
+        if not ids:
+            continue
+        truncated = len(ids) > max_seq_len
+        examples.append(Example(ids[:max_seq_len], mask[:max_seq_len], old[:max_seq_len],
+                                advantages[:max_seq_len], lengths, truncated))
+    return examples
+
+
+def collate(examples: Sequence[Example], pad_id: int, device: torch.device | str = "cpu") -> TrainBatch:
+    """Right-pad into tensors; position t predicts token t + 1."""
+    width = max(len(e.ids) for e in examples)
+    b = len(examples)
+    input_ids = torch.full((b, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((b, width), dtype=torch.long)
+    mask = torch.zeros((b, width), dtype=torch.float32)
+    old = torch.zeros((b, width), dtype=torch.float32)
+    advs = torch.zeros((b, width), dtype=torch.float32)
+    for i, e in enumerate(examples):
+        n = len(e.ids)
+        input_ids[i, :n] = torch.tensor(e.ids)
+        attention[i, :n] = 1
+        # Shift by one: the prediction at position t is scored against token t + 1.
+        mask[i, : n - 1] = torch.tensor(e.mask[1:], dtype=torch.float32)
+        old[i, : n - 1] = torch.tensor(e.old_logp[1:])
+        advs[i, : n - 1] = torch.tensor(e.advantages[1:])
+    targets = torch.cat([input_ids[:, 1:], torch.full((b, 1), pad_id, dtype=torch.long)], dim=1)
+    return TrainBatch(*(t.to(device) for t in (input_ids, attention, targets, mask, old, advs)))

@@ -1,0 +1,132 @@
+"""`TransformersPolicy`: a transformers causal LM as an agentenv `Policy`, token in, token out.
+
+Each episode keeps the exact ids it has seen and generated. A turn appends only
+the new observation's ids (through `ChatDelta`), then all live episodes are
+sampled in one batched call. Every `Generation` it returns carries the ids
+appended before it (``prompt_ids``), the generated ids and their log-probs, so a
+trajectory alone rebuilds the training sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import warnings
+
+import torch
+
+from agentenv.policies import Conversation, Generation, PolicyOutput
+from agentenv.trainers.generation import sample
+from agentenv.trainers.tokens import ChatDelta
+
+__all__ = ["TransformersPolicy"]
+
+
+@dataclass
+class _Episode:
+    ids: list[int] = field(default_factory=list)
+    consumed: int = 0  # messages of the conversation covered by ids
+    turns: int = 0
+    stopped: bool = True
+
+
+class TransformersPolicy:
+    """Samples actions from ``model`` for a batch of conversations."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        *,
+        end_of_turn: str | None = None,
+        max_new_tokens: int = 256,
+        max_context_tokens: int = 4096,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int | None = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.delta = ChatDelta(tokenizer, end_of_turn or tokenizer.eos_token)
+        self.max_new_tokens = max_new_tokens
+        self.max_context_tokens = max_context_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.top_k = top_k
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.delta.end_of_turn_id
+        self.generator: torch.Generator | None = None
+        if seed is not None:
+            self.generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
+        self._episodes: dict[int, _Episode] = {}
+        self._warned_context = False
+
+    def reset(self) -> None:
+        """Forget every episode (the rollout engine reuses conversation ids per call)."""
+        self._episodes.clear()
+
+    def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]:
+        appended = [self._append(conv) for conv in conversations]
+        episodes = [self._episodes[conv.id] for conv in conversations]
+        room = [self.max_context_tokens - len(ep.ids) for ep in episodes]
+        rows = [i for i, r in enumerate(room) if r > 0]
+        if len(rows) < len(episodes) and not self._warned_context:
+            self._warned_context = True
+            warnings.warn(
+                f"an episode reached max_context_tokens={self.max_context_tokens} (it has "
+                f"{max(len(ep.ids) for ep in episodes)} tokens); its turns get no generation and it "
+                "will end by max_turns. Raise max_seq_len or shorten the prompt (tool_prompt='compact').",
+                stacklevel=2,
+            )
+        outputs: list[PolicyOutput] = [
+            Generation(action="", prompt_ids=appended[i], finish_reason="length") for i in range(len(episodes))
+        ]
+        if rows:
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                result = sample(
+                    self.model,
+                    [episodes[i].ids for i in rows],
+                    stop_ids=[self.delta.end_of_turn_id],
+                    pad_id=self.pad_id,
+                    max_new_tokens=min(self.max_new_tokens, max(room[i] for i in rows)),
+                    temperature=self.temperature,
+                    top_p=self.top_p,
+                    top_k=self.top_k,
+                    generator=self.generator,
+                )
+            finally:
+                self.model.train(was_training)
+            for j, i in enumerate(rows):
+                ids, logps = result.token_ids[j][: room[i]], result.logprobs[j][: room[i]]
+                stopped = result.stopped[j] and len(ids) == len(result.token_ids[j])
+                episodes[i].ids += ids
+                episodes[i].stopped = stopped
+                episodes[i].turns += 1
+                text = self.tokenizer.decode(ids[:-1] if stopped else ids, skip_special_tokens=True)
+                outputs[i] = Generation(action=text, prompt_ids=appended[i], token_ids=ids, logprobs=logps,
+                                        finish_reason="stop" if stopped else "length")
+        return outputs
+
+    def _append(self, conv: Conversation) -> list[int]:
+        """Bring the episode's ids up to date with ``conv``; returns the ids appended."""
+        ep = self._episodes.get(conv.id)
+        fresh = (
+            ep is None
+            or conv.turn != ep.turns
+            or len(conv.messages) < ep.consumed
+            or conv.messages[ep.consumed]["role"] != "assistant"
+        )
+        if fresh:
+            # A new episode (or one restored from a snapshot): render the whole prompt once.
+            ep = self._episodes[conv.id] = _Episode(turns=conv.turn)
+            new = self.delta.prompt_ids(conv.messages)
+        else:
+            observation = conv.messages[ep.consumed + 1:]  # skip our own assistant turn
+            new = self.delta.observation_ids(observation, stopped=ep.stopped)
+        ep.ids += new
+        ep.consumed = len(conv.messages)
+        return new

@@ -1,0 +1,150 @@
+"""Token-exact multi-turn sequences, chat templates, and the project's tiny tokenizer.
+
+The sequence a trainer learns from is built append-only: the prompt ids, then for
+each turn the ids the model generated followed by the ids of the observation as
+the chat template renders it. Nothing is re-rendered from the whole chat, so the
+tokens trained on are exactly the tokens sampled. `ChatDelta` renders one
+observation's suffix (with the template's bridge after the end-of-turn token);
+`retokenization_mismatch` says whether the incremental ids equal a one-shot
+tokenisation of the final conversation (with a model, they can differ: a model
+may sample a non-canonical split of its text).
+
+`build_tiny_tokenizer` trains a small byte-level BPE offline (digits split one by
+one) for tests and CPU demos; real runs load the model's own tokenizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CHATML_TEMPLATE",
+    "LLAMA3_TEMPLATE",
+    "QWEN_TOOL_TEMPLATE",
+    "ChatDelta",
+    "build_tiny_tokenizer",
+]
+
+# The tiny model's own template: ChatML with the "tool" role as a turn of its own.
+CHATML_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# Qwen2.5 style: tool results go inside a user turn, consecutive results share it.
+QWEN_TOOL_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m['role'] == 'tool' %}"
+    "{% if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}<|im_start|>user{% endif %}"
+    "\n<tool_response>\n{{ m['content'] }}\n</tool_response>"
+    "{% if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}<|im_end|>\n{% endif %}"
+    "{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# Llama-3 style headers; tool results use the "ipython" role.
+LLAMA3_TEMPLATE = (
+    "{{ '<|begin_of_text|>' }}{% for m in messages %}"
+    "{% set role = 'ipython' if m['role'] == 'tool' else m['role'] %}"
+    "<|start_header_id|>{{ role }}<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+TEMPLATES = {"chatml": CHATML_TEMPLATE, "qwen": QWEN_TOOL_TEMPLATE, "llama3": LLAMA3_TEMPLATE}
+END_OF_TURN = {"chatml": "<|im_end|>", "qwen": "<|im_end|>", "llama3": "<|eot_id|>"}
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>",
+                  "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+
+
+def _render(tokenizer: Any, messages: Sequence[dict[str, Any]], generation_prompt: bool) -> str:
+    return tokenizer.apply_chat_template(
+        list(messages), tokenize=False, add_generation_prompt=generation_prompt
+    )
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+@dataclass
+class ChatDelta:
+    """Renders what the chat template appends after an assistant turn.
+
+    ``bridge`` is the text the template puts between the end-of-turn token (where
+    the model stops) and the next message, e.g. ``"\\n"`` for ChatML.
+    """
+
+    tokenizer: Any
+    end_of_turn: str
+
+    def __post_init__(self) -> None:
+        self.end_of_turn_id = self.tokenizer.convert_tokens_to_ids(self.end_of_turn)
+        if self.end_of_turn_id is None or self.end_of_turn_id == self.tokenizer.unk_token_id:
+            raise ValueError(f"end-of-turn token {self.end_of_turn!r} is not in the tokenizer's vocabulary")
+        marker = "\u2063ASSISTANT\u2063"  # an invisible separator: never part of real text
+        self._base = [{"role": "user", "content": "u"}, {"role": "assistant", "content": marker}]
+        self._base_text = _render(self.tokenizer, self._base, False)
+        after = self._base_text.split(marker, 1)[1]
+        if not after.startswith(self.end_of_turn):
+            raise ValueError(
+                f"the chat template does not close an assistant turn with {self.end_of_turn!r}; "
+                "pass the template's end-of-turn token"
+            )
+        self.bridge = after[len(self.end_of_turn):]
+
+    def prompt_ids(self, messages: Sequence[dict[str, Any]]) -> list[int]:
+        """The ids of the first observation, ending with the generation prompt."""
+        return _encode(self.tokenizer, _render(self.tokenizer, messages, True))
+
+    def observation_ids(self, observation: Sequence[dict[str, Any]], *, stopped: bool) -> list[int]:
+        """The ids to append after a generation: the end-of-turn token if the model
+        did not produce one (``stopped=False``), the bridge, the observation as the
+        template renders it, and the next generation prompt."""
+        full = _render(self.tokenizer, [*self._base, *observation], True)
+        if not full.startswith(self._base_text):
+            raise ValueError("the chat template is not append-only: rendering more messages changed earlier text")
+        ids = [] if stopped else [self.end_of_turn_id]
+        return ids + _encode(self.tokenizer, self.bridge + full[len(self._base_text):])
+
+    def mismatch(self, messages: Sequence[dict[str, Any]], ids: Sequence[int]) -> int:
+        """0 when ``ids`` (ending with the last generation) equal the one-shot
+        tokenisation of ``messages`` (ending with that assistant turn), else the
+        position of the first differing token + 1."""
+        text = _render(self.tokenizer, messages, False)
+        if self.bridge and text.endswith(self.bridge):
+            text = text[: -len(self.bridge)]  # the model stops at end-of-turn, before the bridge
+        one_shot = _encode(self.tokenizer, text)
+        if list(ids) == one_shot:
+            return 0
+        pairs = zip(ids, one_shot, strict=False)
+        return next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(ids), len(one_shot))) + 1
+
+
+
+
+def build_tiny_tokenizer(corpus: Iterable[str] = (), *, vocab_size: int = 512, template: str = "chatml") -> Any:
+    """A byte-level BPE tokenizer trained offline on ``corpus`` (any text is still
+    encodable: bytes are the base alphabet). Digits are split one per token."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(corpus) or [""], trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=END_OF_TURN[template],
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        chat_template=TEMPLATES[template],
+    )

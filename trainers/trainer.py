@@ -1,0 +1,450 @@
+"""`GRPOTrainer`: multi-turn GRPO on any registered env.
+
+Each step: draw groups of tasks, roll out G episodes per task with the
+transformers policy (all live episodes batched per turn), compute task-level and
+step-level advantages, and update the model with the configured loss on the
+token-exact sequences. Metrics go to metrics.jsonl, the console and TensorBoard;
+checkpoints to output_dir/checkpoints.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import agentenv
+from agentenv.env import Env
+from agentenv.rollout import rollout
+from agentenv.trajectory import Trajectory
+from agentenv.types import Failure
+from agentenv.trainers import advantages as adv
+from agentenv.trainers.batch import Example, build_examples, collate, turn_advantages
+from agentenv.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from agentenv.trainers.config import GRPOConfig
+from agentenv.trainers.logprobs import policy_logprobs
+from agentenv.trainers.losses import compute_loss, overlong_penalty
+from agentenv.trainers.metrics import MetricsLogger
+from agentenv.trainers.model import build_tiny, load_model, resolve_device
+from agentenv.trainers.policy import TransformersPolicy
+from agentenv.trainers.sampling import Draw, EnvSource, TaskSampler, UniformSampler
+from agentenv.trainers.sft import sft
+
+__all__ = ["GRPOTrainer"]
+
+EnvLike = str | Callable[[], Env]
+TOKEN_MEAN_LOSSES = {"dapo", "cispo"}  # aggregated over tokens; the others over sequences
+LOSS_DEFAULTS: dict[str, dict[str, float | None]] = {
+    "grpo": {"eps": 0.2}, "dr_grpo": {"eps": 0.2}, "dapo": {"eps_low": 0.2, "eps_high": 0.28},
+    "gspo": {"eps_low": 3e-4, "eps_high": 4e-4}, "cispo": {"eps_low": None, "eps_high": 0.28},
+}
+
+
+class GRPOTrainer:
+    """Trains ``model`` on ``envs`` with multi-turn GRPO.
+
+    Args:
+        model: A causal LM module, a local path or hub id, or "tiny".
+        tokenizer: Its tokenizer (None when ``model`` is a path or "tiny").
+        envs: Registered ids or env factories, as a list or a mapping to weights
+            (None: ``config.envs``).
+        config: The run's `GRPOConfig`.
+        sampler: A task sampler (default: uniform over each env's train split).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module | str = "tiny",
+        tokenizer: Any = None,
+        envs: Sequence[EnvLike] | Mapping[EnvLike, float] | None = None,
+        config: GRPOConfig | None = None,
+        *,
+        end_of_turn: str | None = None,
+        sampler: TaskSampler | None = None,
+    ) -> None:
+        self.config = config = config or GRPOConfig()
+        self.device = resolve_device(config.device)
+        env_weights = _env_weights(envs if envs is not None else config.envs)
+        if isinstance(model, str):
+            model_name = model if model != "tiny" or config.model == "tiny" else config.model
+            if model_name == "tiny":
+                ids = [e for e in env_weights if isinstance(e, str)] or ["arithmetic-v0"]
+                model, tokenizer = build_tiny(ids, seed=config.seed)
+            else:
+                model, tokenizer = load_model(model_name)
+        if tokenizer is None:
+            raise ValueError("pass the model's tokenizer (or a model path, which loads it)")
+        self.tokenizer = tokenizer
+        self.model = self._prepare_model(model)
+        self.sources = [self._source(env, weight) for env, weight in env_weights.items()]
+        self.sampler: TaskSampler = sampler or UniformSampler(self.sources, config.seed)
+        self.policy = TransformersPolicy(
+            self.model, tokenizer, end_of_turn=end_of_turn, max_new_tokens=config.max_new_tokens,
+            max_context_tokens=config.max_seq_len, temperature=config.temperature, top_p=config.top_p,
+            top_k=config.top_k,
+        )
+        self.eval_policy = TransformersPolicy(
+            self.model, tokenizer, end_of_turn=end_of_turn, max_new_tokens=config.max_new_tokens,
+            max_context_tokens=config.max_seq_len, temperature=config.eval_temperature,
+            seed=config.seed,
+        )
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        self.ref_model = None
+        if config.kl_coef > 0:
+            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.run_dir = Path(config.output_dir)
+        self.step = 0
+        self.history: list[dict[str, Any]] = []
+
+    # -- set-up -----------------------------------------------------------------
+
+    def _prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        cfg = self.config
+        if cfg.lora_r > 0:
+            try:
+                from peft import LoraConfig, get_peft_model
+            except ImportError:
+                raise ImportError("lora_r > 0 needs peft: pip install peft") from None
+            model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
+                                                     target_modules="all-linear", task_type="CAUSAL_LM"))
+        if cfg.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return model.to(self.device)
+
+    def _source(self, env: EnvLike, weight: float) -> EnvSource:
+        cfg = self.config
+        if isinstance(env, str):
+            agentenv.spec(env)  # unknown ids fail here, with a did-you-mean
+            kwargs = {"tool_prompt": cfg.tool_prompt} if cfg.tool_prompt != "json" else {}
+            name, base = env, (lambda e=env: agentenv.make(e, **kwargs))
+        else:
+            name, base = getattr(env, "__name__", type(env).__name__), env
+
+        def factory() -> Env:
+            made = base()
+            if cfg.max_turns is not None:
+                made.max_turns = cfg.max_turns
+            return made
+
+        probe = factory()
+        try:
+            train, test = probe.tasks.split(cfg.test_fraction, seed=cfg.seed)
+            if not train:
+                raise ValueError(f"env {name!r} has no training tasks after the split; give it more tasks")
+            return EnvSource(name, factory, weight, train, test, dict(probe.reward_weights),
+                             env_id=env if isinstance(env, str) else None)
+        finally:
+            probe.close()
+
+    # -- the loop ---------------------------------------------------------------
+
+    def train(self) -> list[dict[str, Any]]:
+        """Run to ``config.steps``; returns the metrics of each step."""
+        cfg = self.config
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        resumed = self._maybe_resume()
+        if not resumed:
+            _save_config(self.run_dir, cfg)
+            if hasattr(self.tokenizer, "save_pretrained"):
+                self.tokenizer.save_pretrained(str(self.run_dir / "tokenizer"))
+        logger = MetricsLogger(self.run_dir, total_steps=cfg.steps, tensorboard=cfg.tensorboard,
+                               resume_step=self.step)
+        try:
+            if not resumed and cfg.sft_steps > 0:
+                self._warm_start(logger)
+            if not resumed and cfg.eval_episodes > 0:
+                logger.log(0, {"eval/success_rate": self.evaluate()})
+            while self.step < cfg.steps:
+                metrics = self.train_step()
+                self.step += 1
+                last = self.step == cfg.steps
+                if cfg.eval_episodes > 0 and (last or (cfg.eval_every and self.step % cfg.eval_every == 0)):
+                    metrics["eval/success_rate"] = self.evaluate()
+                self.history.append({"step": self.step, **metrics})
+                logger.log(self.step, metrics)
+                if last or self.step % cfg.save_every == 0:
+                    save_checkpoint(self.run_dir, self.step, self.model, self.optimizer,
+                                    {"sampler": self.sampler.state_dict()}, keep=cfg.keep_checkpoints)
+        finally:
+            logger.close()
+        self._export()
+        return self.history
+
+    def _maybe_resume(self) -> bool:
+        if not self.config.resume:
+            return False
+        path = latest_checkpoint(self.run_dir)
+        if path is None:
+            return False
+        state = load_checkpoint(path, self.model, self.optimizer)
+        self.sampler.load_state_dict(state.get("sampler", {}))
+        self.step = int(state["step"])
+        print(f"resumed from {path} at step {self.step}")
+        return True
+
+    def _warm_start(self, logger: MetricsLogger) -> None:
+        cfg = self.config
+        trajs: list[Trajectory] = []
+        for source in self.sources:
+            if source.env_id is None:
+                raise ValueError(f"sft_steps > 0 needs registered envs with an oracle; {source.name!r} is a factory")
+            oracle = agentenv.spec(source.env_id).make_oracle()
+            trajs += [t for t in rollout(source.factory, oracle, tasks=list(source.train)) if t.success]
+        losses = sft(self.model, self.tokenizer, trajs, steps=cfg.sft_steps, learning_rate=cfg.sft_learning_rate,
+                     max_seq_len=cfg.max_seq_len, end_of_turn=self.policy.delta.end_of_turn, seed=cfg.seed)
+        print(f"warm start: {cfg.sft_steps} supervised steps on {len(trajs)} oracle episodes, "
+              f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+
+    def evaluate(self, episodes: int | None = None) -> float:
+        """Success rate on the held-out tasks (the same tasks and seeds every time)."""
+        episodes = episodes or self.config.eval_episodes
+        total = sum(s.weight for s in self.sources)
+        solved = count = 0
+        for source in self.sources:
+            n = max(1, round(episodes * source.weight / total))
+            tasks = [source.test[i % len(source.test)] for i in range(n)] if source.test else []
+            if not tasks:
+                continue
+            self.eval_policy.reset()
+            if self.eval_policy.generator is not None:
+                self.eval_policy.generator.manual_seed(self.config.seed)  # the same samples for the same weights
+            trajs = rollout(source.factory, self.eval_policy, tasks=tasks, seeds=list(range(n)))
+            solved += sum(t.success for t in trajs)
+            count += sum(t.failure is not Failure.INFRA for t in trajs)
+        return solved / count if count else float("nan")
+
+    # -- one step ---------------------------------------------------------------
+
+    def train_step(self) -> dict[str, Any]:
+        cfg = self.config
+        n_groups = cfg.batch_size // cfg.group_size
+        timer: dict[str, float] = defaultdict(float)
+        kept: list[list[Trajectory]] = []
+        groups_seen = zero_var = 0
+        draws_used: list[Draw] = []
+        for round_ in range(cfg.max_sampling_rounds if cfg.dynamic_sampling else 1):
+            draws = self.sampler.sample(self.step, round_, n_groups - len(kept))
+            groups = self._rollout_groups(draws, timer, round_)
+            for draw, group in zip(draws, groups, strict=True):
+                groups_seen += 1
+                rewards = [t.task_reward or 0.0 for t in group]
+                valid = [t.failure is not Failure.INFRA for t in group]
+                informative = any(adv.informative_mask(rewards, [0] * len(group), valid=valid))
+                zero_var += not informative
+                if informative or not cfg.dynamic_sampling:
+                    kept.append(group)
+                    draws_used.append(draw)
+            if len(kept) >= n_groups:
+                break
+        trajs = [t for g in kept for t in g]
+        self.sampler.update(self.step, trajs)
+        metrics = self._rollout_metrics(trajs)
+        metrics["zero_variance_frac"] = zero_var / max(groups_seen, 1)
+        metrics["groups"] = len(kept)
+        metrics["tasks"] = [d.task.id for d in draws_used]
+        start = time.perf_counter()
+        metrics.update(self._update(kept))
+        timer["train_s"] = time.perf_counter() - start
+        metrics.update({f"time/{k}": v for k, v in timer.items()})
+        gen_tokens = sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None)
+        metrics["gen_tokens_per_s"] = gen_tokens / max(timer["generate_s"], 1e-9)
+        metrics["train_tokens_per_s"] = metrics.pop("_train_tokens", 0) / max(timer["train_s"], 1e-9)
+        return metrics
+
+    def _rollout_groups(self, draws: Sequence[Draw], timer: dict[str, float], round_: int) -> list[list[Trajectory]]:
+        cfg = self.config
+        timed = _TimedPolicy(self.policy)
+        seed = int(np.random.default_rng([cfg.seed, self.step, round_, 7]).integers(2**62))
+        self.policy.generator = torch.Generator(device=self.device).manual_seed(seed)
+        by_source: dict[int, list[int]] = defaultdict(list)
+        for i, d in enumerate(draws):
+            by_source[d.source].append(i)
+        groups: list[list[Trajectory]] = [[] for _ in draws]
+        start = time.perf_counter()
+        for src, idx in by_source.items():
+            tasks = [draws[i].task for i in idx for _ in range(cfg.group_size)]
+            seeds = [draws[i].seed for i in idx for _ in range(cfg.group_size)]
+            self.policy.reset()
+            trajs = rollout(self.sources[src].factory, timed, tasks=tasks, seeds=seeds)
+            for j, i in enumerate(idx):
+                groups[i] = trajs[j * cfg.group_size:(j + 1) * cfg.group_size]
+        timer["generate_s"] += timed.seconds
+        timer["env_s"] += time.perf_counter() - start - timed.seconds
+        return groups
+
+    def _update(self, groups: Sequence[Sequence[Trajectory]]) -> dict[str, Any]:
+        cfg = self.config
+        trajs = [t for g in groups for t in g]
+        group_ids = [i for i, g in enumerate(groups) for _ in g]
+        weights = [self._weights_of(t) for t in trajs]
+        extra = None
+        if cfg.overlong_cache_len:
+            extra = [float(overlong_penalty(torch.tensor([len(g.token_ids) for g in t.generations if g] or [0]),
+                                            cfg.max_new_tokens, cfg.overlong_cache_len).sum()) for t in trajs]
+        per_turn, rewards = turn_advantages(
+            trajs, group_ids, weights, task_mode=cfg.advantage, step_mode=cfg.step_advantage,
+            step_weight=cfg.step_advantage_weight, gamma=cfg.gamma, extra_rewards=extra,
+        )
+        examples = [e for e in build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len) if any(e.mask)]
+        flat_adv = [a for turns in per_turn for a in turns]
+        out: dict[str, Any] = {
+            "adv/mean": float(np.mean(flat_adv)) if flat_adv else 0.0,
+            "adv/std": float(np.std(flat_adv)) if flat_adv else 0.0,
+            "adv/min": float(min(flat_adv, default=0.0)),
+            "adv/max": float(max(flat_adv, default=0.0)),
+            "seq_truncated_frac": float(np.mean([e.truncated for e in examples])) if examples else 0.0,
+        }
+        if not examples:
+            return {**out, "loss": 0.0, "_train_tokens": 0}
+        return {**out, **self._optimise(examples)}
+
+    def _optimise(self, examples: list[Example]) -> dict[str, Any]:
+        cfg = self.config
+        pad = self.policy.pad_id
+        micro = [examples[i:i + cfg.micro_batch_size] for i in range(0, len(examples), cfg.micro_batch_size)]
+        batches = [collate(m, pad, self.device) for m in micro]
+        token_mean = cfg.loss in TOKEN_MEAN_LOSSES
+        sizes = [float(b.mask.sum()) if token_mean else float((b.mask.sum(1) > 0).sum()) for b in batches]
+        total = sum(sizes) or 1.0
+        kwargs = self._loss_kwargs()
+        olds: list[torch.Tensor | None] = [None] * len(batches)
+        if cfg.ppo_epochs > 1:
+            with torch.no_grad(), self._autocast():
+                olds = [policy_logprobs(self.model, b, temperature=cfg.temperature,
+                                        chunk_tokens=cfg.logprob_chunk_tokens)[0] for b in batches]
+        sums: dict[str, float] = defaultdict(float)
+        self.model.train()
+        for epoch in range(cfg.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            for i, (batch, size) in enumerate(zip(batches, sizes, strict=True)):
+                with self._autocast():
+                    logp, entropy = policy_logprobs(self.model, batch, temperature=cfg.temperature,
+                                                    chunk_tokens=cfg.logprob_chunk_tokens)
+                    ref = None
+                    if self.ref_model is not None:
+                        with torch.no_grad():
+                            ref = policy_logprobs(self.ref_model, batch, temperature=cfg.temperature,
+                                                  chunk_tokens=cfg.logprob_chunk_tokens)[0]
+                old = olds[i] if olds[i] is not None else logp.detach()
+                result = compute_loss(cfg.loss, logp=logp, old_logp=old, advantages=batch.advantages,
+                                      mask=batch.mask, ref_logp=ref, kl_coef=cfg.kl_coef, **kwargs)
+                (result.loss * (size / total)).backward()
+                if epoch == 0:
+                    share = size / total
+                    sums["loss"] += result.loss.item() * share
+                    for k, v in result.metrics.items():
+                        sums[k] += v * share
+                    sums["entropy"] += float(entropy.mean()) * share if entropy.numel() else 0.0
+                    m = batch.mask.bool()
+                    if m.any():
+                        sums["gen_logprob_gap"] += float((batch.old_logp[m] - logp.detach()[m]).abs().mean()) * share
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                [p for p in self.model.parameters() if p.requires_grad], cfg.max_grad_norm)
+            self.optimizer.step()
+            sums["grad_norm"] = float(grad_norm)
+        sums["_train_tokens"] = float(sum(len(e.ids) for e in examples) * cfg.ppo_epochs)
+        return dict(sums)
+
+    def _loss_kwargs(self) -> dict[str, Any]:
+        cfg = self.config
+        kw: dict[str, Any] = dict(LOSS_DEFAULTS[cfg.loss])
+        if "eps" in kw:
+            kw["eps"] = cfg.eps_low if cfg.eps_low is not None else kw["eps"]
+        else:
+            if cfg.eps_low is not None:
+                kw["eps_low"] = cfg.eps_low
+            if cfg.eps_high is not None:
+                kw["eps_high"] = cfg.eps_high
+        if cfg.loss == "dr_grpo":
+            kw["max_len"] = cfg.max_seq_len
+        return kw
+
+    def _autocast(self) -> Any:
+        enabled = self.device.type == "cuda" and self.config.bf16
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
+
+    def _weights_of(self, traj: Trajectory) -> Mapping[str, float]:
+        return next((s.reward_weights for s in self.sources if traj.task in s.train or traj.task in s.test),
+                    self.sources[0].reward_weights)
+
+    def _rollout_metrics(self, trajs: Sequence[Trajectory]) -> dict[str, Any]:
+        m: dict[str, Any] = {}
+        valid = [t for t in trajs if t.failure is not Failure.INFRA]
+        m["episodes"] = len(trajs)
+        m["reward/task"] = float(np.mean([t.task_reward or 0.0 for t in valid])) if valid else 0.0
+        m["reward/total"] = float(np.mean([t.total_reward for t in valid])) if valid else 0.0
+        m["success_rate"] = float(np.mean([t.success for t in valid])) if valid else 0.0
+        for kind in Failure:
+            m[f"failure/{kind.value}"] = sum(t.failure is kind for t in trajs) / max(len(trajs), 1)
+        components: dict[str, list[float]] = defaultdict(list)
+        for t in valid:
+            per: dict[str, float] = defaultdict(float)
+            for tr in t.transitions:
+                for k, v in {**tr.rewards, **tr.task_rewards}.items():
+                    per[k] += v
+            for k, v in per.items():
+                components[k].append(v)
+        m.update({f"reward/{k}": float(np.mean(v)) for k, v in components.items() if k != "task"})
+        m["turns/mean"] = float(np.mean([t.turns for t in trajs])) if trajs else 0.0
+        gens = [g for t in trajs for g in t.generations if g is not None]
+        m["gen/length_mean"] = float(np.mean([len(g.token_ids) for g in gens])) if gens else 0.0
+        m["gen/truncated_frac"] = float(np.mean([g.finish_reason == "length" for g in gens])) if gens else 0.0
+        by_turn: dict[int, list[tuple[float, bool]]] = defaultdict(list)
+        for t in valid:
+            for k, tr in enumerate(t.transitions):
+                by_turn[k].append((sum(tr.rewards.values()), tr.error_kind == "format"))
+        for k, rows in sorted(by_turn.items()):
+            m[f"turn/{k}/episodes"] = len(rows)
+            m[f"turn/{k}/step_reward"] = float(np.mean([r for r, _ in rows]))
+            m[f"turn/{k}/format_error_rate"] = float(np.mean([e for _, e in rows]))
+        return m
+
+    def _export(self) -> None:
+        """The final model and tokenizer in transformers format, loadable by path."""
+        final = self.run_dir / "final"
+        model = self.model.merge_and_unload() if hasattr(self.model, "merge_and_unload") else self.model
+        if hasattr(model, "save_pretrained"):
+            model.save_pretrained(str(final))
+        if hasattr(self.tokenizer, "save_pretrained"):
+            self.tokenizer.save_pretrained(str(final))
+
+
+class _TimedPolicy:
+    """Counts the seconds spent inside the policy (generation) during a rollout."""
+
+    def __init__(self, inner: TransformersPolicy) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    def act(self, conversations: Sequence[Any]) -> list[Any]:
+        start = time.perf_counter()
+        try:
+            return self.inner.act(conversations)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def _env_weights(envs: Sequence[EnvLike] | Mapping[EnvLike, float]) -> dict[EnvLike, float]:
+    if isinstance(envs, str) or callable(envs):
+        envs = [envs]  # type: ignore[list-item]
+    weights = dict(envs) if isinstance(envs, Mapping) else {e: 1.0 for e in envs}
+    if not weights:
+        raise ValueError("give at least one env (a registered id or a factory)")
+    for env, w in weights.items():
+        if not (isinstance(w, (int, float)) and w > 0 and math.isfinite(w)):
+            raise ValueError(f"weight of env {env!r} must be a positive number, got {w!r}")
+    return weights
+
+
+def _save_config(run_dir: Path, config: GRPOConfig) -> None:
+    import json
+
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=1))
