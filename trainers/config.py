@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,12 +147,12 @@ class GRPOConfig:
                 close = difflib.get_close_matches(str(value), choices, n=1)
                 hint = f" Did you mean {close[0]!r}?" if close else ""
                 p.append(f"{name} must be one of {', '.join(choices)}, got {value!r}.{hint}")
-        if self.model != "tiny" and not Path(self.model).exists() and "/" not in self.model:
+        if self.model != "tiny" and not Path(self.model).exists() and not re.fullmatch(r"[\w.-]+/[\w.-]+", self.model):
             p.append(f"model {self.model!r} is neither 'tiny', an existing path, nor a hub id (org/name)")
         if not self.envs:
             p.append("envs is empty; give at least one registered env id, e.g. {'arithmetic-v0': 1.0}")
         for env_id, weight in self.envs.items():
-            if not weight > 0:
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
                 p.append(f"weight of env {env_id!r} must be > 0, got {weight}")
         positive = ("steps", "max_new_tokens", "max_seq_len", "micro_batch_size", "logprob_chunk_tokens",
                     "ppo_epochs", "max_sampling_rounds", "save_every", "keep_checkpoints")
@@ -186,7 +187,7 @@ class GRPOConfig:
         for name in ("kl_coef", "weight_decay", "max_grad_norm", "step_advantage_weight"):
             if getattr(self, name) < 0:
                 p.append(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+        if self.device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", self.device):
             p.append(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         return p
 

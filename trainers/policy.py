@@ -76,8 +76,8 @@ class TransformersPolicy:
             self._warned_context = True
             warnings.warn(
                 f"an episode reached max_context_tokens={self.max_context_tokens} (it has "
-                f"{max(len(ep.ids) for ep in episodes)} tokens); its turns get no generation and it "
-                "will end by max_turns. Raise max_seq_len or shorten the prompt (tool_prompt='compact').",
+                f"{max(len(ep.ids) for ep in episodes)} tokens); its turns get no generation (empty "
+                "actions, so it ends as a format failure). Raise max_seq_len or shorten the prompt (tool_prompt='compact').",
                 stacklevel=2,
             )
         outputs: list[PolicyOutput] = [
@@ -109,6 +109,10 @@ class TransformersPolicy:
                 text = self.tokenizer.decode(ids[:-1] if stopped else ids, skip_special_tokens=True)
                 outputs[i] = Generation(action=text, prompt_ids=appended[i], token_ids=ids, logprobs=logps,
                                         finish_reason="stop" if stopped else "length")
+        for i, r in enumerate(room):
+            if r <= 0:  # the turn passed without a generation: keep the ids in step with it
+                episodes[i].turns += 1
+                episodes[i].stopped = False  # the next observation closes the empty turn
         return outputs
 
     def _append(self, conv: Conversation) -> list[int]:

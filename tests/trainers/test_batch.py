@@ -1,0 +1,262 @@
+"""From trajectories to training tensors, on hand-made trajectories with known ids.
+
+Also the supervised warm start (`sft`), whose examples are built the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+import agentenv
+from agentenv import Failure, Generation, Task, Trajectory, Transition
+from agentenv.trainers.batch import anchor_keys, build_examples, collate, turn_advantages
+from agentenv.trainers.sft import sft, trajectory_example
+from agentenv.trainers.tokens import ChatDelta, build_tiny_tokenizer
+
+PAD = 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """Tiny tensors gain nothing from intra-op threads, and on a busy machine the thread
+    hand-offs cost more than the work."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _transition(turn: int, action: str = "a", observation: str = "o", progress: float = 0.0) -> Transition:
+    return Transition(turn, action, [], [{"role": "tool", "content": observation}], {"progress": progress}, {}, [],
+                      0.0)
+
+
+def _traj(
+    generations: list[Generation | None],
+    *,
+    failure: Failure = Failure.POLICY,
+    task_reward: float | None = 0.0,
+    steps: list[tuple[str, str]] | None = None,
+    progress: list[float] | None = None,
+) -> Trajectory:
+    steps = steps or [("a", "o")] * len(generations)
+    progress = progress or [0.0] * len(steps)
+    transitions = [_transition(k, a, o, p) for k, ((a, o), p) in enumerate(zip(steps, progress, strict=True))]
+    return Trajectory(task=Task(id="t", prompt="p"), messages=[], transitions=transitions, generations=generations,
+                      failure=failure, task_reward=task_reward)
+
+
+def _gen(prompt: list[int], tokens: list[int], logprobs: list[float] | None = None) -> Generation:
+    return Generation(action="x", prompt_ids=prompt, token_ids=tokens,
+                      logprobs=logprobs if logprobs is not None else [-0.5] * len(tokens))
+
+
+@pytest.fixture
+def two_turns() -> Trajectory:
+    return _traj([_gen([10, 11, 12], [20, 21], [-0.1, -0.2]), _gen([13, 14], [22, 23, 24], [-0.3, -0.4, -0.5])])
+
+
+# --- build_examples ----------------------------------------------------------------------------
+
+
+def test_sequence_is_prompt_and_generated_ids_in_order_with_the_mask_on_generated_ids(two_turns) -> None:
+    [e] = build_examples([two_turns], [[0.5, -1.5]], max_seq_len=100)
+    assert e.ids == [10, 11, 12, 20, 21, 13, 14, 22, 23, 24]
+    assert e.mask == [0, 0, 0, 1, 1, 0, 0, 1, 1, 1]
+    assert e.old_logp == pytest.approx([0, 0, 0, -0.1, -0.2, 0, 0, -0.3, -0.4, -0.5])
+    assert e.turn_lengths == [2, 3]
+    assert e.truncated is False
+
+
+def test_each_turns_advantage_is_broadcast_onto_its_own_tokens(two_turns) -> None:
+    [e] = build_examples([two_turns], [[0.5, -1.5]], max_seq_len=100)
+    assert e.advantages == [0, 0, 0, 0.5, 0.5, 0, 0, -1.5, -1.5, -1.5]
+
+
+def test_a_turn_without_a_generation_keeps_later_advantages_on_their_turn() -> None:
+    # Turn 0 was played by a script: turn 1's tokens still get turn 1's advantage.
+    traj = _traj([None, _gen([1, 2], [3, 4])])
+    [e] = build_examples([traj], [[9.0, 2.0]], max_seq_len=100)
+    assert e.ids == [1, 2, 3, 4]
+    assert e.advantages == [0, 0, 2.0, 2.0]
+
+
+def test_an_infra_trajectory_has_an_all_zero_mask(two_turns) -> None:
+    infra = two_turns.model_copy(update={"failure": Failure.INFRA, "task_reward": None})
+    [e] = build_examples([infra], [[0.0, 0.0]], max_seq_len=100)
+    assert len(e.ids) == 10
+    assert e.mask == [0] * 10
+
+
+def test_a_sequence_longer_than_max_seq_len_is_cut_and_flagged(two_turns) -> None:
+    [cut] = build_examples([two_turns], [[1.0, 1.0]], max_seq_len=6)
+    assert cut.ids == [10, 11, 12, 20, 21, 13]
+    assert len(cut.mask) == len(cut.old_logp) == len(cut.advantages) == 6
+    assert cut.truncated is True
+    [exact] = build_examples([two_turns], [[1.0, 1.0]], max_seq_len=10)
+    assert exact.truncated is False
+
+
+def test_generations_whose_logprobs_are_missing_get_zero_old_logprobs() -> None:
+    traj = _traj([_gen([1], [2, 3], logprobs=[])])
+    [e] = build_examples([traj], [[1.0]], max_seq_len=100)
+    assert e.old_logp == [0.0, 0.0, 0.0]
+    assert e.mask == [0, 1, 1]
+
+
+def test_a_trajectory_without_generations_gives_no_example(two_turns) -> None:
+    scripted = _traj([None, None])
+    examples = build_examples([scripted, two_turns], [[1.0, 1.0], [1.0, 1.0]], max_seq_len=100)
+    assert [e.ids[0] for e in examples] == [10]
+
+
+# --- collate -----------------------------------------------------------------------------------
+
+
+def test_collate_shifts_so_each_position_is_scored_against_the_next_token(two_turns) -> None:
+    short = _traj([_gen([30], [31, 32], [-1.0, -2.0])])
+    examples = build_examples([two_turns, short], [[0.5, -1.5], [2.0]], max_seq_len=100)
+    batch = collate(examples, PAD)
+    assert batch.input_ids.shape == batch.targets.shape == batch.mask.shape == (2, 10)
+    # targets[t] = ids[t + 1]
+    assert batch.targets[0, :9].tolist() == examples[0].ids[1:]
+    assert batch.targets[1, :2].tolist() == [31, 32]
+    # The mask selects exactly the generated ids as targets, with their log-probs and advantages.
+    selected = batch.mask.bool()
+    assert batch.targets[0][selected[0]].tolist() == [20, 21, 22, 23, 24]
+    assert batch.old_logp[0][selected[0]].tolist() == pytest.approx([-0.1, -0.2, -0.3, -0.4, -0.5])
+    assert batch.advantages[0][selected[0]].tolist() == [0.5, 0.5, -1.5, -1.5, -1.5]
+    assert batch.targets[1][selected[1]].tolist() == [31, 32]
+    assert batch.advantages[1][selected[1]].tolist() == [2.0, 2.0]
+
+
+def test_collate_right_pads_and_masks_the_padding(two_turns) -> None:
+    short = _traj([_gen([30], [31, 32])])
+    batch = collate(build_examples([two_turns, short], [[1.0, 1.0], [1.0]], max_seq_len=100), PAD)
+    assert batch.attention_mask[1].tolist() == [1, 1, 1] + [0] * 7
+    assert batch.input_ids[1, 3:].tolist() == [PAD] * 7
+    assert batch.mask[1, 2:].sum() == 0
+    assert batch.mask[0, 9] == 0  # the last token predicts nothing
+
+
+# --- advantages per turn --------------------------------------------------------------------------
+
+
+def test_turn_advantages_without_step_term_are_the_group_advantages_per_turn() -> None:
+    win = _traj([_gen([1], [2]), _gen([3], [4])], task_reward=1.0, failure=Failure.NONE)
+    lose = _traj([_gen([1], [2]), _gen([3], [4]), _gen([5], [6])], task_reward=0.0)
+    per_turn, rewards = turn_advantages([win, lose], [0, 0], [{}, {}], task_mode="std", step_mode="none",
+                                        step_weight=1.0, gamma=0.9)
+    # mean 0.5, population std 0.5: +1 and -1 on every turn
+    assert rewards == [1.0, 0.0]
+    assert per_turn[0] == pytest.approx([1.0, 1.0], abs=1e-5)
+    assert per_turn[1] == pytest.approx([-1.0, -1.0, -1.0], abs=1e-5)
+
+
+def test_an_infra_trajectory_gets_zero_and_does_not_move_its_group() -> None:
+    win = _traj([_gen([1], [2])], task_reward=1.0, failure=Failure.NONE)
+    lose = _traj([_gen([1], [2])], task_reward=0.0)
+    crashed = _traj([_gen([1], [2])], task_reward=None, failure=Failure.INFRA)
+    per_turn, _ = turn_advantages([win, lose, crashed], [0, 0, 0], [{}, {}, {}], task_mode="std",
+                                  step_mode="none", step_weight=1.0, gamma=0.9)
+    assert [a for [a] in per_turn] == pytest.approx([1.0, -1.0, 0.0], abs=1e-5)
+
+
+def test_gigpo_step_term_compares_turns_from_the_same_state() -> None:
+    # Equal task rewards (no task term). Both start from the same state; the first guess
+    # of one eliminates more of the interval than the other's.
+    a = _traj([_gen([1], [2])], steps=[("guess 8", "higher")], progress=[0.5])
+    b = _traj([_gen([1], [2])], steps=[("guess 4", "higher")], progress=[0.25])
+    per_turn, _ = turn_advantages([a, b], [0, 0], [{}, {}], task_mode="std", step_mode="gigpo",
+                                  step_weight=0.5, gamma=1.0)
+    # returns 0.5 and 0.25: mean 0.375, std 0.125 -> +1 / -1, times the step weight 0.5
+    assert [a for [a] in per_turn] == pytest.approx([0.5, -0.5], abs=1e-4)
+
+
+# --- anchor keys -----------------------------------------------------------------------------
+
+
+def test_anchor_keys_are_equal_for_equal_histories() -> None:
+    steps = [("guess 8", "higher"), ("guess 12", "lower"), ("guess 10", "correct")]
+    a, b = _traj([None] * 3, steps=steps), _traj([None] * 3, steps=steps)
+    assert anchor_keys(a) == anchor_keys(b)
+    assert len(anchor_keys(a)) == 3
+    assert len(set(anchor_keys(a))) == 3  # each turn of one episode is a new state
+
+
+def test_higher_after_different_guesses_is_two_states() -> None:
+    a = _traj([None] * 2, steps=[("guess 8", "higher"), ("guess 12", "lower")])
+    b = _traj([None] * 2, steps=[("guess 4", "higher"), ("guess 12", "lower")])
+    ka, kb = anchor_keys(a), anchor_keys(b)
+    assert ka[0] == kb[0]  # the group shares the initial observation
+    assert ka[1] != kb[1]
+
+
+def test_anchor_keys_depend_on_the_whole_history_not_only_the_last_step() -> None:
+    a = _traj([None] * 3, steps=[("guess 8", "higher"), ("guess 12", "lower"), ("x", "y")])
+    b = _traj([None] * 3, steps=[("guess 9", "higher"), ("guess 12", "lower"), ("x", "y")])
+    assert anchor_keys(a)[2] != anchor_keys(b)[2]
+
+
+# --- sft: supervised examples from oracle trajectories ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def oracle_trajectories() -> list[Trajectory]:
+    return agentenv.rollout("guess-number-v0", agentenv.spec("guess-number-v0").make_oracle(), n=20,
+                            env_kwargs={"tool_prompt": "compact"})
+
+
+@pytest.fixture(scope="module")
+def tok(oracle_trajectories: list[Trajectory]) -> Any:
+    return build_tiny_tokenizer([m["content"] for t in oracle_trajectories for m in t.messages])
+
+
+def test_trajectory_example_masks_only_the_assistant_turns(tok, oracle_trajectories) -> None:
+    delta = ChatDelta(tok, tok.eos_token)
+    traj = oracle_trajectories[0]
+    e = trajectory_example(delta, traj, max_seq_len=4096)
+    masked = tok.decode([i for i, m in zip(e.ids, e.mask, strict=True) if m])
+    unmasked = tok.decode([i for i, m in zip(e.ids, e.mask, strict=True) if not m])
+    assistant = [m["content"] for m in traj.messages if m["role"] == "assistant"]
+    assert masked == "".join(a + tok.eos_token for a in assistant)
+    assert "<tool_call>" in masked
+    assert traj.messages[0]["content"] not in masked and traj.messages[0]["content"] in unmasked
+    assert traj.messages[1]["content"] in unmasked
+    assert e.truncated is False
+    # the sequence is the canonical one-shot tokenisation of the conversation
+    assert delta.mismatch(traj.messages[: max(i for i, m in enumerate(traj.messages)
+                                             if m["role"] == "assistant") + 1], e.ids) == 0
+
+
+def test_trajectory_example_is_cut_at_max_seq_len(tok, oracle_trajectories) -> None:
+    delta = ChatDelta(tok, tok.eos_token)
+    e = trajectory_example(delta, oracle_trajectories[0], max_seq_len=20)
+    assert len(e.ids) == len(e.mask) == 20
+    assert e.truncated is True
+
+
+def test_a_few_sft_steps_lower_the_loss_on_oracle_trajectories(tok, oracle_trajectories) -> None:
+    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = Qwen2ForCausalLM(config)
+    logged: list[tuple[int, float]] = []
+    # Sequences cut at 160 tokens (the prompt and two turns) keep this fast on CPU.
+    losses = sft(model, tok, oracle_trajectories, steps=8, learning_rate=3e-2, batch_size=4, max_seq_len=160,
+                 seed=0, log=lambda step, loss: logged.append((step, loss)))
+    assert len(losses) == 8
+    assert logged == list(enumerate(losses))
+    assert sum(losses[-3:]) / 3 < losses[0] - 0.5
+
+
+def test_sft_without_trajectories_is_refused(tok) -> None:
+    config = Qwen2Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    with pytest.raises(ValueError, match="at least one trajectory"):
+        sft(Qwen2ForCausalLM(config), tok, [], steps=1)

@@ -1,0 +1,222 @@
+"""`GRPOConfig`: invalid values fail at construction with a message that says the fix,
+and TOML and YAML files read into the same config."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agentenv.trainers.config import GRPOConfig
+
+
+def _problem(**kwargs) -> str:
+    with pytest.raises(ValueError) as info:
+        GRPOConfig(**kwargs)
+    return str(info.value)
+
+
+def test_defaults_construct_and_round_trip_through_to_dict() -> None:
+    config = GRPOConfig()
+    assert config.batch_size % config.group_size == 0
+    assert GRPOConfig.from_dict(config.to_dict()) == config
+
+
+def test_group_size_1_is_refused_with_a_group_size_to_use() -> None:
+    message = _problem(group_size=1)
+    assert "group_size must be >= 2" in message
+    assert "group_size=4" in message
+
+
+@pytest.mark.parametrize(("batch_size", "group_size"), [(10, 4), (2, 4), (7, 3), (0, 4)])
+def test_batch_size_not_a_multiple_of_group_size_suggests_one_that_is(batch_size, group_size) -> None:
+    message = _problem(batch_size=batch_size, group_size=group_size)
+    assert f"batch_size ({batch_size}) must be a positive multiple of group_size ({group_size})" in message
+    suggested = int(re.search(r"try batch_size=(\d+)", message).group(1))
+    GRPOConfig(batch_size=suggested, group_size=group_size)  # the suggestion is valid
+
+
+@pytest.mark.parametrize(("field", "typo", "meant"), [
+    ("loss", "dr-grpo", "dr_grpo"),
+    ("loss", "dapoo", "dapo"),
+    ("advantage", "batchstd", "batch_std"),
+    ("step_advantage", "gigp", "gigpo"),
+])
+def test_an_unknown_choice_lists_the_choices_and_guesses_the_intended_one(field, typo, meant) -> None:
+    message = _problem(**{field: typo})
+    assert f"{field} must be one of" in message
+    assert f"Did you mean {meant!r}?" in message
+
+
+def test_a_model_that_is_neither_tiny_a_path_nor_a_hub_id_is_refused() -> None:
+    message = _problem(model="my-model")
+    assert "'my-model'" in message and "hub id" in message
+
+
+def test_an_existing_local_model_path_and_a_hub_id_are_accepted(tmp_path) -> None:
+    assert GRPOConfig(model=str(tmp_path)).model == str(tmp_path)
+    assert GRPOConfig(model="Qwen/Qwen2.5-0.5B-Instruct").model == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def test_a_missing_local_model_path_is_refused(tmp_path) -> None:
+    missing = tmp_path / "checkpoints" / "step-10"
+    message = _problem(model=str(missing))
+    assert str(missing) in message
+
+
+def test_max_new_tokens_must_leave_room_in_max_seq_len() -> None:
+    message = _problem(max_new_tokens=256, max_seq_len=256)
+    assert "max_new_tokens (256) must be below max_seq_len (256)" in message
+
+
+def test_a_negative_clip_range_is_refused() -> None:
+    assert "eps_low must be >= 0 or None, got -0.1" in _problem(eps_low=-0.1)
+    assert GRPOConfig(eps_low=None).eps_low is None
+
+
+@pytest.mark.parametrize("device", ["gpu", "cuda0", "tpu"])
+def test_a_bad_device_string_is_refused_naming_the_valid_forms(device) -> None:
+    message = _problem(device=device)
+    assert f"got {device!r}" in message
+    assert "'cuda:N'" in message
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:1"])
+def test_the_documented_device_strings_are_accepted(device) -> None:
+    assert GRPOConfig(device=device).device == device
+
+
+
+def test_a_cuda_device_without_an_index_number_is_refused() -> None:
+    assert "device must be" in _problem(device="cuda:first")
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    message = _problem(group_size=1, loss="nope", top_p=0.0)
+    assert "group_size" in message and "loss" in message and "top_p" in message
+
+
+# --- files ----------------------------------------------------------------------------------
+
+TOML = """\
+model = "tiny"
+seed = 3
+steps = 10
+group_size = 2
+batch_size = 4
+learning_rate = 0.0001
+loss = "dapo"
+eps_high = 0.28
+tool_prompt = "compact"
+
+[envs]
+"arithmetic-v0" = 2.0
+"guess-number-v0" = 1.0
+"""
+
+YAML = """\
+model: tiny
+seed: 3
+steps: 10
+group_size: 2
+batch_size: 4
+learning_rate: 0.0001
+loss: dapo
+eps_high: 0.28
+tool_prompt: compact
+envs:
+  arithmetic-v0: 2.0
+  guess-number-v0: 1.0
+"""
+
+
+def test_toml_and_yaml_files_read_into_equal_configs(tmp_path) -> None:
+    (tmp_path / "run.toml").write_text(TOML)
+    (tmp_path / "run.yaml").write_text(YAML)
+    from_toml = GRPOConfig.from_file(tmp_path / "run.toml")
+    from_yaml = GRPOConfig.from_file(tmp_path / "run.yaml")
+    assert from_toml == from_yaml
+    assert from_toml == GRPOConfig(seed=3, steps=10, group_size=2, batch_size=4, learning_rate=1e-4, loss="dapo",
+                                   eps_high=0.28, tool_prompt="compact",
+                                   envs={"arithmetic-v0": 2.0, "guess-number-v0": 1.0})
+
+
+def test_a_list_of_env_ids_means_equal_weights(tmp_path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("envs: [arithmetic-v0, guess-number-v0]\n")
+    assert GRPOConfig.from_file(path).envs == {"arithmetic-v0": 1.0, "guess-number-v0": 1.0}
+
+
+@pytest.mark.parametrize(("suffix", "text"), [(".toml", "learning_rat = 0.1\n"), (".yaml", "learning_rat: 0.1\n")])
+def test_an_unknown_key_names_the_file_and_the_close_field(tmp_path, suffix, text) -> None:
+    path = tmp_path / f"run{suffix}"
+    path.write_text(text)
+    with pytest.raises(ValueError) as info:
+        GRPOConfig.from_file(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "'learning_rat'" in message and "did you mean 'learning_rate'?" in message
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ('steps = "ten"\n', "steps"),
+    ("steps = 10.0\n", "steps"),
+    ('learning_rate = "fast"\n', "learning_rate"),
+    ('bf16 = "yes"\n', "bf16"),
+    ('envs = "arithmetic-v0"\n', "envs"),
+])
+def test_a_wrongly_typed_value_names_the_field(tmp_path, text, field) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"field '{field}' expects") as info:
+        GRPOConfig.from_file(path)
+    assert str(path) in str(info.value)
+
+
+def test_an_int_is_accepted_where_a_float_is_expected(tmp_path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text("learning_rate = 1\ngamma = 1\n")
+    config = GRPOConfig.from_file(path)
+    assert config.learning_rate == 1 and config.gamma == 1
+
+
+def test_yaml_null_is_accepted_only_for_optional_fields(tmp_path) -> None:
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("max_turns: null\neps_low: null\n")
+    assert GRPOConfig.from_file(ok).max_turns is None
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps: null\n")
+    with pytest.raises(ValueError, match="field 'steps'"):
+        GRPOConfig.from_file(bad)
+
+
+def test_a_non_numeric_env_weight_names_the_env(tmp_path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("envs:\n  arithmetic-v0: high\n")
+    with pytest.raises(ValueError, match="arithmetic-v0"):
+        GRPOConfig.from_file(path)
+
+
+def test_an_invalid_value_in_a_file_fails_like_one_passed_in_python(tmp_path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text("group_size = 4\nbatch_size = 10\n")
+    with pytest.raises(ValueError, match="try batch_size=8"):
+        GRPOConfig.from_file(path)
+
+
+def test_file_errors_say_what_is_wrong(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        GRPOConfig.from_file(tmp_path / "missing.toml")
+    json_file = tmp_path / "run.json"
+    json_file.write_text("{}")
+    with pytest.raises(ValueError, match=r"expected a \.toml, \.yaml or \.yml file"):
+        GRPOConfig.from_file(json_file)
+    broken = tmp_path / "run.toml"
+    broken.write_text("steps = = 3\n")
+    with pytest.raises(ValueError, match="invalid TOML"):
+        GRPOConfig.from_file(broken)
+    listed = tmp_path / "run.yml"
+    listed.write_text("- steps\n")
+    with pytest.raises(ValueError, match="expected a mapping"):
+        GRPOConfig.from_file(listed)
+

@@ -1,0 +1,144 @@
+"""`sample`: batched KV-cache sampling that returns the exact ids and their log-probs.
+
+A tiny random Qwen2 stands in for a model. Its weights are drawn wider than the
+default (initializer_range 0.3) so greedy decoding does not repeat one token
+forever and the logits have a clear argmax.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+import agentenv
+from agentenv.trainers.generation import sample
+from agentenv.trainers.tokens import build_tiny_tokenizer
+
+MAX_NEW = 12
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """Tiny tensors gain nothing from intra-op threads, and on a busy machine the thread
+    hand-offs cost more than the work."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tok() -> Any:
+    trajs = agentenv.rollout("guess-number-v0", agentenv.spec("guess-number-v0").make_oracle(), n=20)
+    return build_tiny_tokenizer([m["content"] for t in trajs for m in t.messages])
+
+
+@pytest.fixture(scope="module")
+def model(tok: Any) -> torch.nn.Module:
+    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
+                         initializer_range=0.3)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return Qwen2ForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="module")
+def prompts(tok: Any) -> list[list[int]]:
+    """A long prompt and a short one (the short one is left-padded in a batch)."""
+    long = tok("Find the secret integer. After each guess you are told", add_special_tokens=False)["input_ids"]
+    short = tok("I am thinking of a number", add_special_tokens=False)["input_ids"]
+    assert len(long) > len(short)
+    return [list(long), list(short)]
+
+
+def _greedy(model, prompts, tok, **kw):
+    return sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id,
+                  max_new_tokens=MAX_NEW, temperature=0, **kw)
+
+
+def _full_forward_logprobs(model, prompt, generated, temperature) -> list[float]:
+    ids = torch.tensor([prompt + generated])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0].float()
+    if temperature not in (0, 1):
+        logits = logits / temperature
+    logp = torch.log_softmax(logits, -1)
+    start = len(prompt) - 1  # the logits at position t predict token t + 1
+    return [logp[start + k, t].item() for k, t in enumerate(generated)]
+
+
+def test_greedy_is_the_same_alone_and_inside_a_left_padded_batch(model, tok, prompts) -> None:
+    long, short = prompts
+    alone = _greedy(model, [short], tok)
+    batched = _greedy(model, [long, short], tok)
+    assert batched.token_ids[1] == alone.token_ids[0]
+    assert batched.logprobs[1] == pytest.approx(alone.logprobs[0], abs=1e-4)
+    assert len(set(alone.token_ids[0])) > 1, "a model that repeats one token makes this test weak"
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7, 1.0])
+def test_logprobs_equal_a_full_forward_pass_over_prompt_and_generation(model, tok, prompts, temperature) -> None:
+    out = sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, max_new_tokens=MAX_NEW,
+                 temperature=temperature, generator=torch.Generator().manual_seed(1))
+    for prompt, generated, logps in zip(prompts, out.token_ids, out.logprobs, strict=True):
+        assert len(logps) == len(generated) > 0
+        expected = _full_forward_logprobs(model, prompt, generated, temperature)
+        assert logps == pytest.approx(expected, abs=1e-4)
+
+
+def test_rows_stop_at_a_stop_id_and_otherwise_run_to_max_new_tokens(model, tok, prompts) -> None:
+    reference = _greedy(model, prompts, tok)
+    assert reference.stopped == [False, False]
+    assert [len(r) for r in reference.token_ids] == [MAX_NEW, MAX_NEW]
+    row0, row1 = reference.token_ids
+    # A token row 0 first produces a few steps in, and row 1 never produces.
+    candidates = [t for k, t in enumerate(row0) if k >= 2 and row0.index(t) == k and t not in row1]
+    assert candidates, "pick other prompts: no usable stop token"
+    stop = candidates[0]
+    at = row0.index(stop)
+
+    out = sample(model, prompts, stop_ids=[stop], pad_id=tok.pad_token_id, max_new_tokens=MAX_NEW, temperature=0)
+    assert out.token_ids[0] == row0[: at + 1]  # the stop token is kept
+    assert out.stopped[0] is True
+    assert len(out.logprobs[0]) == at + 1
+    assert out.token_ids[1] == row1
+    assert out.stopped[1] is False
+
+
+def test_a_seeded_generator_reproduces_the_samples(model, tok, prompts) -> None:
+    def draw(seed: int):
+        return sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id,
+                      max_new_tokens=MAX_NEW, temperature=1.0, generator=torch.Generator().manual_seed(seed))
+
+    first, again, other = draw(7), draw(7), draw(8)
+    assert first.token_ids == again.token_ids
+    assert first.logprobs == again.logprobs
+    assert first.token_ids != other.token_ids
+
+
+def test_top_k_1_is_greedy(model, tok, prompts) -> None:
+    greedy = _greedy(model, prompts, tok)
+    top1 = sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, max_new_tokens=MAX_NEW,
+                  temperature=1.0, top_k=1, generator=torch.Generator().manual_seed(3))
+    assert top1.token_ids == greedy.token_ids
+
+
+def test_a_tiny_top_p_keeps_only_the_most_likely_token(model, tok, prompts) -> None:
+    greedy = _greedy(model, prompts, tok)
+    nucleus = sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, max_new_tokens=MAX_NEW,
+                     temperature=1.0, top_p=1e-6, generator=torch.Generator().manual_seed(3))
+    assert nucleus.token_ids == greedy.token_ids
+
+
+def test_logprobs_are_of_the_untruncated_distribution(model, tok, prompts) -> None:
+    # top-k changes which tokens can be drawn, not the log-prob a drawn token is scored with.
+    top1 = sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, max_new_tokens=MAX_NEW,
+                  temperature=1.0, top_k=1, generator=torch.Generator().manual_seed(3))
+    for prompt, generated, logps in zip(prompts, top1.token_ids, top1.logprobs, strict=True):
+        expected = _full_forward_logprobs(model, prompt, generated, 1.0)
+        assert logps == pytest.approx(expected, abs=1e-4)
+        assert all(lp < 0 for lp in logps)  # not log(1) of the truncated distribution

@@ -1,0 +1,138 @@
+"""`policy_logprobs`: chunked log-probs of the policy tokens, against a plain forward pass."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+import agentenv
+from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate
+from agentenv.trainers.logprobs import policy_logprobs
+from agentenv.trainers.policy import TransformersPolicy
+from agentenv.trainers.tokens import build_tiny_tokenizer
+
+VOCAB = 96
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """Tiny tensors gain nothing from intra-op threads, and on a busy machine the thread
+    hand-offs cost more than the work."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _tiny(vocab_size: int, seed: int = 0) -> Qwen2ForCausalLM:
+    config = Qwen2Config(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
+                         initializer_range=0.3)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return Qwen2ForCausalLM(config)
+
+
+@pytest.fixture(scope="module")
+def model() -> Qwen2ForCausalLM:
+    return _tiny(VOCAB)
+
+
+@pytest.fixture(scope="module")
+def batch() -> TrainBatch:
+    """Two right-padded sequences; the mask marks a few spans as policy tokens."""
+    g = torch.Generator().manual_seed(0)
+    ids = [torch.randint(1, VOCAB, (n,), generator=g).tolist() for n in (14, 9)]
+    masks = [[0] * 4 + [1] * 3 + [0] * 2 + [1] * 5, [0] * 3 + [1] * 2 + [0] * 2 + [1] * 2]
+    examples = [Example(i, m, [0.0] * len(i), [1.0] * len(i), [], False) for i, m in zip(ids, masks, strict=True)]
+    return collate(examples, pad_id=0)
+
+
+def _reference(model: torch.nn.Module, batch: TrainBatch, temperature: float = 1.0
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(target) and entropy from the full logits, over every position."""
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits.float() / temperature
+    logp_all = torch.log_softmax(logits, -1)
+    logp = logp_all.gather(-1, batch.targets[..., None]).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+
+
+@pytest.mark.parametrize("chunk_tokens", [1, 3, 10_000])
+def test_logprobs_equal_log_softmax_of_the_logits_on_the_mask_and_zero_elsewhere(model, batch, chunk_tokens) -> None:
+    with torch.no_grad():
+        logp, entropy = policy_logprobs(model, batch, chunk_tokens=chunk_tokens)
+        ref_logp, ref_entropy = _reference(model, batch)
+    mask = batch.mask.bool()
+    assert logp.shape == batch.mask.shape
+    torch.testing.assert_close(logp[mask], ref_logp[mask], atol=1e-5, rtol=1e-5)
+    assert torch.all(logp[~mask] == 0)
+    assert entropy.shape == (int(mask.sum()),)
+    torch.testing.assert_close(entropy, ref_entropy[mask], atol=1e-5, rtol=1e-5)
+
+
+def test_entropy_is_non_negative_and_at_most_log_vocab(model, batch) -> None:
+    with torch.no_grad():
+        _, entropy = policy_logprobs(model, batch, chunk_tokens=3)
+    assert torch.all(entropy >= 0)
+    assert torch.all(entropy <= math.log(VOCAB) + 1e-4)
+
+
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_temperature_scales_the_logits(model, batch, temperature) -> None:
+    with torch.no_grad():
+        logp, _ = policy_logprobs(model, batch, temperature=temperature, chunk_tokens=4)
+        ref, _ = _reference(model, batch, temperature)
+    mask = batch.mask.bool()
+    torch.testing.assert_close(logp[mask], ref[mask], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("chunk_tokens", [1, 3, 10_000])
+def test_gradients_equal_those_of_the_plain_forward_pass(batch, chunk_tokens) -> None:
+    chunked, plain = _tiny(VOCAB, seed=1), _tiny(VOCAB, seed=1)
+    logp, entropy = policy_logprobs(chunked, batch, chunk_tokens=chunk_tokens)
+    (logp * batch.advantages).sum().backward()
+    assert not entropy.requires_grad  # a diagnostic, not part of the loss
+    ref, _ = _reference(plain, batch)
+    (ref * batch.mask * batch.advantages).sum().backward()
+    for (name, a), (_, b) in zip(chunked.named_parameters(), plain.named_parameters(), strict=True):
+        assert a.grad is not None, name
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-4, msg=name)
+    assert chunked.model.embed_tokens.weight.grad.abs().sum() > 0
+
+
+def test_an_all_zero_mask_gives_zero_logprobs_and_no_entropies(model, batch) -> None:
+    empty = TrainBatch(batch.input_ids, batch.attention_mask, batch.targets, torch.zeros_like(batch.mask),
+                       batch.old_logp, batch.advantages)
+    with torch.no_grad():
+        logp, entropy = policy_logprobs(model, empty)
+    assert torch.all(logp == 0) and entropy.numel() == 0
+
+
+# --- the sampler and the trainer agree ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tok() -> Any:
+    trajs = agentenv.rollout("guess-number-v0", agentenv.spec("guess-number-v0").make_oracle(), n=20)
+    return build_tiny_tokenizer([m["content"] for t in trajs for m in t.messages])
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_recomputed_logprobs_equal_the_sampling_logprobs_of_a_rollout(tok, temperature) -> None:
+    # On-policy, the importance ratio exp(logp - old_logp) must be 1 on every policy token.
+    model = _tiny(len(tok), seed=2)
+    policy = TransformersPolicy(model, tok, max_new_tokens=6, temperature=temperature, seed=0)
+    trajs = agentenv.rollout("guess-number-v0", policy, n=2, env_kwargs={"tool_prompt": "compact", "max_turns": 3})
+    examples = build_examples(trajs, [[1.0] * t.turns for t in trajs], max_seq_len=4096)
+    batch = collate(examples, pad_id=policy.pad_id)
+    model.eval()
+    with torch.no_grad():
+        logp, _ = policy_logprobs(model, batch, temperature=temperature, chunk_tokens=7)
+    mask = batch.mask.bool()
+    assert int(mask.sum()) == sum(len(g.token_ids) for t in trajs for g in t.generations)
+    torch.testing.assert_close(logp[mask], batch.old_logp[mask], atol=1e-4, rtol=1e-4)
