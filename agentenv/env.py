@@ -335,7 +335,8 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         terminated, truncated, failure, task_rewards = self._end_of_step(act)
         self._ended = terminated or truncated
 
-        after = self._state.model_dump(mode="json")  # type: ignore[union-attr]
+        state = self._state
+        after = state.__pydantic_serializer__.to_python(state, mode="json")  # model_dump without its wrapper
         diff = json_diff(self._state_json, after)
         self._state_json = after
         self.messages.extend(act.obs)
@@ -344,7 +345,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         reward = (sum(weights.get(k, 1.0) * v for k, v in all_rewards.items()) if weights
                   else sum(all_rewards.values()))
         self.transitions.append(Transition(
-            turn, action.model_dump() if isinstance(action, ToolCall) else action, act.calls, act.obs, rewards,
+            turn, action.to_dict() if isinstance(action, ToolCall) else action, act.calls, act.obs, rewards,
             task_rewards, diff, time.perf_counter() - start, act.error, act.error_kind,
         ))
         info = {
@@ -487,7 +488,8 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             hint = did_you_mean(call.name, self.tools) or f" Available tools: {', '.join(self.tools)}."
             return CallOutcome(call, call_id, False, error=f"unknown tool {call.name!r}.{hint}", error_kind="format")
         try:
-            args = spec.args_model.model_validate(call.arguments)
+            # The model's own validator, without model_validate's wrapper: this is the hot path.
+            args = spec.args_model.__pydantic_validator__.validate_python(call.arguments)
         except ValidationError as e:
             return CallOutcome(call, call_id, False, error=_validation_message(call.name, e), error_kind="format")
         try:

@@ -70,8 +70,7 @@ def _call_from_obj(obj: Any, index: int) -> ToolCall:
     call_id = obj.get("id")
     if call_id is not None and not isinstance(call_id, str):
         raise ParseError(f'tool call {index}: "id" must be a string')
-    # Every field was checked above: skip pydantic's second pass on the hot path.
-    return ToolCall.model_construct(name=name, arguments=arguments, id=call_id)
+    return ToolCall(name, arguments, call_id)
 
 
 def _loads(text: str, index: int) -> Any:

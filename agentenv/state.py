@@ -38,11 +38,10 @@ def json_diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
     if isinstance(before, dict) and isinstance(after, dict):
         ops: list[dict[str, Any]] = []
         for key, value in before.items():
-            sub = f"{path}/{_escape(str(key))}"
             if key not in after:
-                ops.append({"op": "remove", "path": sub})
-            else:
-                ops.extend(json_diff(value, after[key], sub))
+                ops.append({"op": "remove", "path": f"{path}/{_escape(str(key))}"})
+            elif value != after[key]:  # paths are built only for what changed
+                ops.extend(json_diff(value, after[key], f"{path}/{_escape(str(key))}"))
         for key, value in after.items():
             if key not in before:
                 ops.append({"op": "add", "path": f"{path}/{_escape(str(key))}", "value": value})
@@ -50,6 +49,7 @@ def json_diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
     if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
         ops = []
         for i, (b, a) in enumerate(zip(before, after, strict=True)):
-            ops.extend(json_diff(b, a, f"{path}/{i}"))
+            if b != a:
+                ops.extend(json_diff(b, a, f"{path}/{i}"))
         return ops
     return [{"op": "replace", "path": path or "/", "value": after}]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal, NotRequired, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from dataclasses import dataclass, field
 
 __all__ = ["Action", "Failure", "Message", "ToolCall"]
 
@@ -28,14 +28,28 @@ class Message(TypedDict):
     tool_calls: NotRequired[list[dict[str, Any]]]
 
 
-class ToolCall(BaseModel):
-    """A parsed request to call one tool."""
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A parsed request to call one tool.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    A frozen dataclass (not a pydantic model): one is made per call on the step's hot
+    path. Pydantic still validates it wherever it is a field of a model.
+    """
 
-    name: str = Field(min_length=1, max_length=128)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
     id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not 0 < len(self.name) <= 128:
+            raise ValueError(f"ToolCall.name must be a string of 1 to 128 characters, got {self.name!r:.60}")
+        if not isinstance(self.arguments, dict):
+            raise ValueError(f"ToolCall.arguments must be a dict, got {type(self.arguments).__name__}")
+        if self.id is not None and not isinstance(self.id, str):
+            raise ValueError(f"ToolCall.id must be a string or None, got {type(self.id).__name__}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": self.arguments, "id": self.id}
 
 
 # What a policy may hand to `Env.step`: raw model text, one parsed call, or an

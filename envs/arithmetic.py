@@ -7,6 +7,7 @@ reward, a verifier and a seeded task generator with difficulty levels.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 import operator
 from typing import Annotated, Literal
 
@@ -28,6 +29,11 @@ class ArithmeticEnv(Env[ArithmeticState]):
     state_type = ArithmeticState
     max_turns = 8
     instructions = "Compute the expression. The calculator does one operation per call. Submit the final value."
+
+    def __init__(self, tasks: TaskSet | None = None, *, difficulties: Sequence[int] | None = None, **kwargs) -> None:
+        if tasks is None and difficulties is not None:  # a curriculum slice of the default tasks
+            tasks = _default_tasks().filter(lambda t: t.metadata.difficulty in difficulties)
+        super().__init__(tasks, **kwargs)
 
     def default_tasks(self) -> TaskSet:
         return _default_tasks()

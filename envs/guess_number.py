@@ -7,6 +7,7 @@ well. Step reward: the share of the search interval each guess eliminates.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -25,6 +26,11 @@ class GuessNumberEnv(Env[GuessState]):
     state_type = GuessState
     max_turns = 12
     instructions = "Find the secret integer. After each guess you are told if the secret is higher or lower."
+
+    def __init__(self, tasks: TaskSet | None = None, *, difficulties: Sequence[int] | None = None, **kwargs) -> None:
+        if tasks is None and difficulties is not None:  # a curriculum slice of the default tasks
+            tasks = _default_tasks().filter(lambda t: t.metadata.difficulty in difficulties)
+        super().__init__(tasks, **kwargs)
 
     def default_tasks(self) -> TaskSet:
         return _default_tasks()

@@ -9,12 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # -- what to install: each a one-line change ------------------------------------
-EXTRAS="dev"        # e.g. "dev,train"
+EXTRAS="dev,train"
 APT_PACKAGES=()     # e.g. (docker.io chromium)
-PIP_FIRST=()        # installed before the project, e.g. ("torch==2.13.0")
-# torch must be pinned to exactly 2.13.0 when an extra needs it: that CPU wheel is
-# on local disk, while an unpinned torch may pull a multi-GB CUDA build.
-# PIP_FIRST+=("torch==2.13.0")
+# torch is pinned to exactly 2.13.0 and installed first: that CPU wheel is on local
+# disk, while an unpinned torch may pull a multi-GB CUDA build.
+PIP_FIRST=("torch==2.13.0")
 
 VENV=.venv
 STAMP="$VENV/.agentenv-setup"

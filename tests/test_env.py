@@ -302,3 +302,14 @@ def test_subclass_state_is_typed_and_json_round_trips(counter):
     snap = json.loads(counter.snapshot().model_dump_json())
     assert snap["state"] == {"count": 2, "log": ["é"]}
     assert isinstance(counter.state, State)
+
+
+def test_tool_prompt_modes():
+    json_prompt = CounterEnv().reset(options={"task": "t0"})[0][0]["content"]
+    compact = CounterEnv(tool_prompt="compact").reset(options={"task": "t0"})[0][0]["content"]
+    bare = CounterEnv(tool_prompt="none").reset(options={"task": "t0"})[0][0]["content"]
+    assert '"parameters"' in json_prompt and "add(amount: integer, note: string)" in compact
+    assert "submit()" in compact and "<tool_call>" in compact
+    assert bare == CounterEnv.instructions and len(compact) < len(json_prompt)
+    with pytest.raises(ValueError, match="tool_prompt"):
+        CounterEnv(tool_prompt="yaml")

@@ -31,6 +31,8 @@ class GRPOConfig:
     envs: dict[str, float] = field(default_factory=lambda: {"arithmetic-v0": 1.0})
     """Registered env ids and their sampling weights (used by the CLI; the trainer's
     ``envs`` argument overrides it)."""
+    env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Keyword arguments for `agentenv.make` per env id, e.g. {"guess-number-v0": {"difficulties": [0]}}."""
     output_dir: str = "runs/grpo"
     """Run directory: metrics.jsonl, samples.jsonl, trajectories.jsonl, checkpoints/."""
     seed: int = 0
@@ -92,6 +94,8 @@ class GRPOConfig:
     # -- optimisation ------------------------------------------------------------
     learning_rate: float = 1e-5
     """AdamW learning rate."""
+    warmup_steps: int = 0
+    """Linear learning-rate warm-up over this many steps (then constant)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
@@ -151,6 +155,9 @@ class GRPOConfig:
             p.append(f"model {self.model!r} is neither 'tiny', an existing path, nor a hub id (org/name)")
         if not self.envs:
             p.append("envs is empty; give at least one registered env id, e.g. {'arithmetic-v0': 1.0}")
+        for env_id in self.env_kwargs:
+            if env_id not in self.envs:
+                p.append(f"env_kwargs names {env_id!r}, which is not in envs {sorted(self.envs)}")
         for env_id, weight in self.envs.items():
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
                 p.append(f"weight of env {env_id!r} must be > 0, got {weight}")
@@ -159,7 +166,7 @@ class GRPOConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 p.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("sft_steps", "eval_every", "eval_episodes", "overlong_cache_len", "lora_r", "top_k"):
+        for name in ("warmup_steps", "sft_steps", "eval_every", "eval_episodes", "overlong_cache_len", "lora_r", "top_k"):
             if getattr(self, name) < 0:
                 p.append(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.max_new_tokens >= self.max_seq_len:

@@ -124,6 +124,7 @@ class GRPOTrainer:
         if isinstance(env, str):
             agentenv.spec(env)  # unknown ids fail here, with a did-you-mean
             kwargs = {"tool_prompt": cfg.tool_prompt} if cfg.tool_prompt != "json" else {}
+            kwargs.update(cfg.env_kwargs.get(env, {}))
             name, base = env, (lambda e=env: agentenv.make(e, **kwargs))
         else:
             name, base = getattr(env, "__name__", type(env).__name__), env
@@ -161,7 +162,9 @@ class GRPOTrainer:
             if not resumed and cfg.sft_steps > 0:
                 self._warm_start(logger)
             if not resumed and cfg.eval_episodes > 0:
-                logger.log(0, {"eval/success_rate": self.evaluate()})
+                start = {"eval/success_rate": self.evaluate()}
+                self.history.append({"step": 0, **start})
+                logger.log(0, start)
             while self.step < cfg.steps:
                 metrics = self.train_step()
                 self.step += 1
@@ -346,10 +349,13 @@ class GRPOTrainer:
                     m = batch.mask.bool()
                     if m.any():
                         sums["gen_logprob_gap"] += float((batch.old_logp[m] - logp.detach()[m]).abs().mean()) * share
+            for group in self.optimizer.param_groups:  # a function of the step: nothing to checkpoint
+                group["lr"] = cfg.learning_rate * min(1.0, (self.step + 1) / max(cfg.warmup_steps, 1))
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 [p for p in self.model.parameters() if p.requires_grad], cfg.max_grad_norm)
             self.optimizer.step()
             sums["grad_norm"] = float(grad_norm)
+        sums["lr"] = self.optimizer.param_groups[0]["lr"]
         sums["_train_tokens"] = float(sum(len(e.ids) for e in examples) * cfg.ppo_epochs)
         return dict(sums)
 
