@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # -- what to install: each a one-line change ------------------------------------
-EXTRAS="dev,train"
+EXTRAS="dev,train,lora"
 APT_PACKAGES=()     # e.g. (docker.io chromium)
 # torch is pinned to exactly 2.13.0 and installed first: that CPU wheel is on local
 # disk, while an unpinned torch may pull a multi-GB CUDA build.

@@ -77,7 +77,8 @@ def _cache_argument(model: torch.nn.Module) -> str:
     # transformers renamed `past_key_values` to `cache` during 5.x; accept both.
     import inspect
 
-    forward = getattr(model, "forward", model)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft wraps forward(**kwargs)
+    forward = getattr(base, "forward", base)
     return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
 
 

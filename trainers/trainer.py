@@ -116,7 +116,11 @@ class GRPOTrainer:
             model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
                                                      target_modules="all-linear", task_type="CAUSAL_LM"))
         if cfg.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            # transformers 5 renamed it; keep both spellings working.
+            if hasattr(model, "activation_checkpointing_enable"):
+                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         return model.to(self.device)
 
     def _source(self, env: EnvLike, weight: float) -> EnvSource:
@@ -414,11 +418,11 @@ class GRPOTrainer:
         return m
 
     def _export(self) -> None:
-        """The final model and tokenizer in transformers format, loadable by path."""
+        """The final model (or, with LoRA, its adapter: peft's format) and the tokenizer,
+        loadable by path. The training model is left as it is."""
         final = self.run_dir / "final"
-        model = self.model.merge_and_unload() if hasattr(self.model, "merge_and_unload") else self.model
-        if hasattr(model, "save_pretrained"):
-            model.save_pretrained(str(final))
+        if hasattr(self.model, "save_pretrained"):
+            self.model.save_pretrained(str(final))
         if hasattr(self.tokenizer, "save_pretrained"):
             self.tokenizer.save_pretrained(str(final))
 

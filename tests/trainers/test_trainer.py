@@ -37,6 +37,31 @@ def test_every_loss_changes_the_parameters_with_a_finite_loss(tmp_path, tokenize
     assert changed == len(before)
 
 
+def test_lora_trains_only_the_adapters(tmp_path, tokenizer):
+    pytest.importorskip("peft", reason="LoRA needs the lora extra (peft)")
+    model = tiny_model(tokenizer)
+    base = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    trainer = GRPOTrainer(model, tokenizer, envs=[SayEnv], config=_config(tmp_path, lora_r=4, steps=2))
+    trainer.train()
+    params = dict(trainer.model.named_parameters())
+    lora = [n for n in params if "lora_" in n]
+    assert lora and all(params[n].requires_grad for n in lora)
+    assert all(not p.requires_grad for n, p in params.items() if "lora_" not in n)
+    assert any(not torch.equal(params[n].detach(), torch.zeros_like(params[n])) for n in lora if "lora_B" in n)
+    unwrapped = trainer.model.get_base_model().state_dict()
+    assert all(torch.equal(unwrapped[k], v) for k, v in base.items() if k in unwrapped)
+
+
+def test_gradient_checkpointing_trains(tmp_path, tokenizer):
+    model = tiny_model(tokenizer)
+    before = [p.detach().clone() for p in model.parameters()]
+    history = GRPOTrainer(model, tokenizer, envs=[SayEnv],
+                          config=_config(tmp_path, gradient_checkpointing=True, overlong_cache_len=4)).train()
+    assert getattr(model, "is_activation_checkpointing", None) or model.is_gradient_checkpointing
+    assert math.isfinite(history[-1]["loss"])
+    assert any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(), strict=True))
+
+
 def test_infra_episodes_are_masked_out_and_never_stop_training(tmp_path, tokenizer):
     class Crashy(SayEnv):
         def default_tasks(self):
