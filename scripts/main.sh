@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Set up (idempotent, see setup.sh), then the main job: train a model with GRPO.
+# Set up (idempotent, see setup.sh), then the main job: evaluate the scripted
+# oracle on each built-in env, trajectories to runs/<env>.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# Train the tiny model on the CPU: a supervised warm start, then GRPO; prints the
-# learning curve and leaves runs/tiny (metrics.jsonl, checkpoints/, final/).
-# Extra arguments go to `agentenv train`, e.g. --model PATH for a real model.
-exec .venv/bin/agentenv train examples/tiny.toml "$@"
+for env_id in arithmetic-v0 guess-number-v0; do
+    .venv/bin/agentenv eval "$env_id" --policy scripted --episodes 100 --out "runs/$env_id.jsonl"
+done

@@ -71,6 +71,7 @@ def turn_advantages(
     step_weight: float,
     gamma: float,
     extra_rewards: Sequence[float] | None = None,
+    extra_step_rewards: Sequence[Sequence[float]] | None = None,
 ) -> tuple[list[list[float]], list[float]]:
     """Per trajectory, the combined advantage of each turn; and the episode rewards used.
 
@@ -84,7 +85,13 @@ def turn_advantages(
     if step_mode == "none" or step_weight == 0:
         step_adv = [[0.0] * t.turns for t in trajs]
     else:
-        returns = [adv.discounted_returns(step_rewards(t, w), gamma) for t, w in zip(trajs, weights, strict=True)]
+        returns = []
+        for i, (t, w) in enumerate(zip(trajs, weights, strict=True)):
+            rewards_i = step_rewards(t, w)
+            if extra_step_rewards is not None:  # trainer-side shaping, per turn
+                rewards_i = [r + (extra_step_rewards[i][k] if k < len(extra_step_rewards[i]) else 0.0)
+                             for k, r in enumerate(rewards_i)]
+            returns.append(adv.discounted_returns(rewards_i, gamma))
         if step_mode == "gigpo":
             keys = [anchor_keys(t) for t in trajs]
             step_adv = adv.anchor_state_advantages(returns, keys, group_ids, valid=valid)

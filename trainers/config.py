@@ -55,6 +55,8 @@ class GRPOConfig:
     """Tokens the model may generate per turn; a turn cut here is flagged as truncated."""
     max_seq_len: int = 2048
     """Longest training sequence (prompt + all turns); longer episodes stop generating."""
+    stop: list[str] = field(default_factory=list)
+    """Strings that end a turn besides the end-of-turn token, e.g. ["</tool_call>"] (one call per turn)."""
     temperature: float = 1.0
     """Sampling temperature (log-probs are computed at the same temperature)."""
     top_p: float = 1.0
@@ -88,6 +90,9 @@ class GRPOConfig:
     """Weight of the k3 KL to the initial (reference) model; 0 = no reference model."""
     overlong_cache_len: int = 0
     """DAPO overlong shaping: penalise turns longer than max_new_tokens - this (0 = off)."""
+    truncation_penalty: float = 0.0
+    """Times the share of an episode's turns cut at max_new_tokens (no end-of-turn token),
+    subtracted from its episode reward."""
     ppo_epochs: int = 1
     """Passes over each batch; above 1 the importance ratio departs from 1 and clipping acts."""
 
@@ -191,7 +196,7 @@ class GRPOConfig:
         for name in ("eps_low", "eps_high"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 p.append(f"{name} must be >= 0 or None, got {getattr(self, name)}")
-        for name in ("kl_coef", "weight_decay", "max_grad_norm", "step_advantage_weight"):
+        for name in ("truncation_penalty", "kl_coef", "weight_decay", "max_grad_norm", "step_advantage_weight"):
             if getattr(self, name) < 0:
                 p.append(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", self.device):
@@ -255,6 +260,8 @@ def _type_ok(value: Any, annotation: str) -> bool:
         return isinstance(value, {"bool": bool, "str": str}[base])
     if annotation.startswith("dict"):
         return isinstance(value, dict)
+    if annotation.startswith("list"):
+        return isinstance(value, list)
     if annotation.startswith("Literal"):
         return isinstance(value, str)
     return True

@@ -8,7 +8,7 @@ only one step of full-vocabulary logits at a time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -21,7 +21,7 @@ class Sampled:
     token_ids: list[list[int]]
     logprobs: list[list[float]]
     stopped: list[bool]
-    """True where the row ended with a stop token, False where it hit max_new_tokens."""
+    """True where the row ended with a stop token or string, False where it hit max_new_tokens."""
 
 
 @torch.no_grad()
@@ -36,9 +36,14 @@ def sample(
     top_p: float = 1.0,
     top_k: int = 0,
     generator: torch.Generator | None = None,
+    stop_strings: Sequence[str] = (),
+    decode: Callable[[list[int]], str] | None = None,
 ) -> Sampled:
     """Sample continuations of ``prompts`` (left-padded into one batch) until a stop
-    token or ``max_new_tokens``. ``temperature=0`` is greedy."""
+    token, a stop string (matched on the decoded text, so any split of it into tokens
+    counts; needs ``decode``) or ``max_new_tokens``. ``temperature=0`` is greedy."""
+    if stop_strings and decode is None:
+        raise ValueError("stop_strings needs decode")
     device = next(model.parameters()).device
     width = max(len(p) for p in prompts)
     input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
@@ -56,13 +61,23 @@ def sample(
     past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
     done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
     tokens, logps = [], []
+    rows: list[list[int]] = [[] for _ in prompts]
+    ends: list[int | None] = [None] * len(prompts)
     next_pos = positions[:, -1] + 1
-    for _ in range(max_new_tokens):
+    longest = max((len(s) for s in stop_strings), default=0)
+    for step in range(max_new_tokens):
         token, logp = _pick(logits.float(), temperature, top_p, top_k, generator)
         token = torch.where(done, torch.full_like(token, pad_id), token)
         tokens.append(token)
         logps.append(logp)
-        done |= torch.isin(token, stops)
+        hit = torch.isin(token, stops) & ~done
+        for row, t in enumerate(token.tolist()):
+            if ends[row] is not None:
+                continue
+            rows[row].append(t)
+            if hit[row] or (longest and _ends_with(decode, rows[row], stop_strings, longest)):  # type: ignore[arg-type]
+                ends[row] = step + 1
+        done |= torch.tensor([e is not None for e in ends], device=device)
         if bool(done.all()):
             break
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
@@ -70,7 +85,19 @@ def sample(
                     use_cache=True, **{cache_arg: past})
         past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
         next_pos = next_pos + 1
-    return _unpack(torch.stack(tokens, 1).tolist(), torch.stack(logps, 1).tolist(), set(stop_ids))
+    all_logps = torch.stack(logps, 1).tolist()
+    out = Sampled([], [], [])
+    for row, end in enumerate(ends):
+        n = end if end is not None else len(tokens)
+        out.token_ids.append(rows[row][:n])
+        out.logprobs.append(all_logps[row][:n])
+        out.stopped.append(end is not None)
+    return out
+
+
+def _ends_with(decode: Callable[[list[int]], str], ids: list[int], stops: Sequence[str], longest: int) -> bool:
+    tail = decode(ids[-(longest + 2):])  # a few tokens more than the longest stop string's characters
+    return any(tail.endswith(s) for s in stops)
 
 
 def _cache_argument(model: torch.nn.Module) -> str:
@@ -102,12 +129,3 @@ def _pick(
     return token, logp.gather(-1, token[:, None]).squeeze(-1)
 
 
-def _unpack(tokens: list[list[int]], logps: list[list[float]], stops: set[int]) -> Sampled:
-    out = Sampled([], [], [])
-    for row_tokens, row_logps in zip(tokens, logps, strict=True):
-        end = next((i + 1 for i, t in enumerate(row_tokens) if t in stops), None)
-        out.stopped.append(end is not None)
-        end = end or len(row_tokens)
-        out.token_ids.append(row_tokens[:end])
-        out.logprobs.append(row_logps[:end])
-    return out

@@ -47,6 +47,7 @@ class TransformersPolicy:
         top_p: float = 1.0,
         top_k: int = 0,
         seed: int | None = None,
+        stop: Sequence[str] = (),
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -56,6 +57,7 @@ class TransformersPolicy:
         self.temperature = temperature
         self.top_p = top_p
         self.top_k = top_k
+        self.stop = tuple(stop)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.delta.end_of_turn_id
         self.generator: torch.Generator | None = None
         if seed is not None:
@@ -97,16 +99,19 @@ class TransformersPolicy:
                     top_p=self.top_p,
                     top_k=self.top_k,
                     generator=self.generator,
+                    stop_strings=self.stop,
+                    decode=self._decode,
                 )
             finally:
                 self.model.train(was_training)
             for j, i in enumerate(rows):
                 ids, logps = result.token_ids[j][: room[i]], result.logprobs[j][: room[i]]
                 stopped = result.stopped[j] and len(ids) == len(result.token_ids[j])
+                ended_turn = stopped and ids[-1] == self.delta.end_of_turn_id  # not by a stop string
                 episodes[i].ids += ids
-                episodes[i].stopped = stopped
+                episodes[i].stopped = ended_turn  # otherwise the next observation closes the turn
                 episodes[i].turns += 1
-                text = self.tokenizer.decode(ids[:-1] if stopped else ids, skip_special_tokens=True)
+                text = self._decode(ids[:-1] if ended_turn else ids)
                 outputs[i] = Generation(action=text, prompt_ids=appended[i], token_ids=ids, logprobs=logps,
                                         finish_reason="stop" if stopped else "length")
         for i, r in enumerate(room):
@@ -114,6 +119,9 @@ class TransformersPolicy:
                 episodes[i].turns += 1
                 episodes[i].stopped = False  # the next observation closes the empty turn
         return outputs
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def _append(self, conv: Conversation) -> list[int]:
         """Bring the episode's ids up to date with ``conv``; returns the ids appended."""

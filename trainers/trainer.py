@@ -88,12 +88,12 @@ class GRPOTrainer:
         self.policy = TransformersPolicy(
             self.model, tokenizer, end_of_turn=end_of_turn, max_new_tokens=config.max_new_tokens,
             max_context_tokens=config.max_seq_len, temperature=config.temperature, top_p=config.top_p,
-            top_k=config.top_k,
+            top_k=config.top_k, stop=config.stop,
         )
         self.eval_policy = TransformersPolicy(
             self.model, tokenizer, end_of_turn=end_of_turn, max_new_tokens=config.max_new_tokens,
             max_context_tokens=config.max_seq_len, temperature=config.eval_temperature,
-            seed=config.seed,
+            seed=config.seed, stop=config.stop,
         )
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
@@ -292,13 +292,15 @@ class GRPOTrainer:
         trajs = [t for g in groups for t in g]
         group_ids = [i for i, g in enumerate(groups) for _ in g]
         weights = [self._weights_of(t) for t in trajs]
-        extra = None
-        if cfg.overlong_cache_len:
-            extra = [float(overlong_penalty(torch.tensor([len(g.token_ids) for g in t.generations if g] or [0]),
-                                            cfg.max_new_tokens, cfg.overlong_cache_len).sum()) for t in trajs]
+        # Length shaping: DAPO's soft overlong penalty per turn, and a penalty for the share
+        # of turns cut at max_new_tokens (no end-of-turn token), at the episode level so a
+        # short episode is not cheaper than a long one. Without it a model loses nothing by
+        # never ending its turn once its call parses, and drifts there.
+        turn_shaping = [self._overlong(t) for t in trajs]
+        extra = [sum(shape) - cfg.truncation_penalty * _cut_share(t) for shape, t in zip(turn_shaping, trajs, strict=True)]
         per_turn, rewards = turn_advantages(
             trajs, group_ids, weights, task_mode=cfg.advantage, step_mode=cfg.step_advantage,
-            step_weight=cfg.step_advantage_weight, gamma=cfg.gamma, extra_rewards=extra,
+            step_weight=cfg.step_advantage_weight, gamma=cfg.gamma, extra_rewards=extra, extra_step_rewards=turn_shaping,
         )
         examples = [e for e in build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len) if any(e.mask)]
         flat_adv = [a for turns in per_turn for a in turns]
@@ -312,6 +314,13 @@ class GRPOTrainer:
         if not examples:
             return {**out, "loss": 0.0, "_train_tokens": 0}
         return {**out, **self._optimise(examples)}
+
+    def _overlong(self, traj: Trajectory) -> list[float]:
+        cfg = self.config
+        if not cfg.overlong_cache_len:
+            return [0.0] * len(traj.generations)
+        lengths = torch.tensor([len(g.token_ids) if g is not None else 0 for g in traj.generations])
+        return overlong_penalty(lengths, cfg.max_new_tokens, cfg.overlong_cache_len).tolist()
 
     def _optimise(self, examples: list[Example]) -> dict[str, Any]:
         cfg = self.config
@@ -440,6 +449,11 @@ class _TimedPolicy:
             return self.inner.act(conversations)
         finally:
             self.seconds += time.perf_counter() - start
+
+
+def _cut_share(traj: Trajectory) -> float:
+    gens = [g for g in traj.generations if g is not None]
+    return sum(g.finish_reason == "length" for g in gens) / len(gens) if gens else 0.0
 
 
 def _env_weights(envs: Sequence[EnvLike] | Mapping[EnvLike, float]) -> dict[EnvLike, float]:

@@ -20,16 +20,6 @@ from agentenv.trainers.tokens import ChatDelta, build_tiny_tokenizer
 PAD = 0
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Tiny tensors gain nothing from intra-op threads, and on a busy machine the thread
-    hand-offs cost more than the work."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _transition(turn: int, action: str = "a", observation: str = "o", progress: float = 0.0) -> Transition:
     return Transition(turn, action, [], [{"role": "tool", "content": observation}], {"progress": progress}, {}, [],
                       0.0)

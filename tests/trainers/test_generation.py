@@ -20,16 +20,6 @@ from agentenv.trainers.tokens import build_tiny_tokenizer
 MAX_NEW = 12
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Tiny tensors gain nothing from intra-op threads, and on a busy machine the thread
-    hand-offs cost more than the work."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tok() -> Any:
     trajs = agentenv.rollout("guess-number-v0", agentenv.spec("guess-number-v0").make_oracle(), n=20)
@@ -142,3 +132,15 @@ def test_logprobs_are_of_the_untruncated_distribution(model, tok, prompts) -> No
         expected = _full_forward_logprobs(model, prompt, generated, 1.0)
         assert logps == pytest.approx(expected, abs=1e-4)
         assert all(lp < 0 for lp in logps)  # not log(1) of the truncated distribution
+
+
+def test_a_stop_string_ends_the_row_whatever_its_token_split(model, tok, prompts) -> None:
+    free = sample(model, prompts, stop_ids=[], pad_id=tok.pad_token_id, max_new_tokens=12, temperature=0.0)
+    text = tok.decode(free.token_ids[0][:5])  # what greedy decoding writes first, as a stop string
+    stopped = sample(model, prompts, stop_ids=[], pad_id=tok.pad_token_id, max_new_tokens=12, temperature=0.0,
+                     stop_strings=[text[-3:]], decode=tok.decode)
+    assert stopped.stopped[0] and tok.decode(stopped.token_ids[0]).endswith(text[-3:])
+    assert len(stopped.token_ids[0]) <= 5 and stopped.token_ids[0] == free.token_ids[0][: len(stopped.token_ids[0])]
+    assert len(stopped.logprobs[0]) == len(stopped.token_ids[0])
+    with pytest.raises(ValueError, match="needs decode"):
+        sample(model, prompts, stop_ids=[], pad_id=0, max_new_tokens=2, stop_strings=["x"])

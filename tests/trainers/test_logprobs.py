@@ -18,16 +18,6 @@ from agentenv.trainers.tokens import build_tiny_tokenizer
 VOCAB = 96
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Tiny tensors gain nothing from intra-op threads, and on a busy machine the thread
-    hand-offs cost more than the work."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _tiny(vocab_size: int, seed: int = 0) -> Qwen2ForCausalLM:
     config = Qwen2Config(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                          num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,

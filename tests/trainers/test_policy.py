@@ -25,16 +25,6 @@ ENV_KWARGS = {"tool_prompt": "compact"}
 MAX_TURNS = 12  # GuessNumberEnv.max_turns
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Tiny tensors gain nothing from intra-op threads, and on a busy machine the thread
-    hand-offs cost more than the work."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tok() -> Any:
     trajs = agentenv.rollout(ENV, agentenv.spec(ENV).make_oracle(), n=20)
