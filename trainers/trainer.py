@@ -97,9 +97,7 @@ class GRPOTrainer:
         )
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
-        self.ref_model = None
-        if config.kl_coef > 0:
-            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.ref_model: torch.nn.Module | None = None  # made when training starts, after any warm start
         self.run_dir = Path(config.output_dir)
         self.step = 0
         self.history: list[dict[str, Any]] = []
@@ -165,6 +163,9 @@ class GRPOTrainer:
         try:
             if not resumed and cfg.sft_steps > 0:
                 self._warm_start(logger)
+            if cfg.kl_coef > 0 and self.ref_model is None:
+                # The reference is the policy RL starts from (on resume: the resumed weights).
+                self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
             if not resumed and cfg.eval_episodes > 0:
                 start = {"eval/success_rate": self.evaluate()}
                 self.history.append({"step": 0, **start})
@@ -303,6 +304,10 @@ class GRPOTrainer:
             step_weight=cfg.step_advantage_weight, gamma=cfg.gamma, extra_rewards=extra, extra_step_rewards=turn_shaping,
         )
         examples = [e for e in build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len) if any(e.mask)]
+        if not any(a for e in examples for a, m in zip(e.advantages, e.mask, strict=True) if m):
+            # No signal (every group's rewards were equal). An optimiser step now would only
+            # replay Adam's momentum from earlier batches, which is drift, not learning.
+            examples = []
         flat_adv = [a for turns in per_turn for a in turns]
         out: dict[str, Any] = {
             "adv/mean": float(np.mean(flat_adv)) if flat_adv else 0.0,
@@ -312,7 +317,7 @@ class GRPOTrainer:
             "seq_truncated_frac": float(np.mean([e.truncated for e in examples])) if examples else 0.0,
         }
         if not examples:
-            return {**out, "loss": 0.0, "_train_tokens": 0}
+            return {**out, "loss": 0.0, "skipped_update": 1.0, "_train_tokens": 0}
         return {**out, **self._optimise(examples)}
 
     def _overlong(self, traj: Trajectory) -> list[float]:

@@ -176,3 +176,26 @@ def test_sigkill_then_resume_continues_with_the_same_data_order(tmp_path):
     for s in range(resumed_at + 1, 9):  # same weights, optimiser and seeds: the same episodes
         assert b[s]["reward/task"] == pytest.approx(a[s]["reward/task"])
         assert b[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-4, abs=1e-6)
+
+
+def test_a_batch_without_signal_leaves_the_model_alone(tmp_path, tokenizer):
+    class Flat(SayEnv):
+        def default_tasks(self):
+            return TaskSet([Task(id=f"const-{i}", prompt=f"Task c{i}.") for i in range(10)])
+
+        def step_rewards(self, outcomes):
+            return {}
+
+    model = tiny_model(tokenizer)
+    before = [p.detach().clone() for p in model.parameters()]
+    history = GRPOTrainer(model, tokenizer, envs=[Flat], config=_config(tmp_path, steps=2)).train()
+    assert [h["skipped_update"] for h in history] == [1.0, 1.0]
+    assert all(torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(), strict=True))
+
+
+def test_the_kl_reference_is_the_policy_rl_starts_from(tmp_path, tokenizer):
+    model = tiny_model(tokenizer)
+    trainer = GRPOTrainer(model, tokenizer, envs=[SayEnv], config=_config(tmp_path, kl_coef=0.1, steps=1))
+    trainer.train()
+    first = trainer.history[-1]
+    assert first["kl_ref"] == pytest.approx(0.0, abs=1e-6)  # measured before the first update
