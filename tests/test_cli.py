@@ -275,10 +275,7 @@ def test_play_unknown_task_gives_did_you_mean() -> None:
 
 
 def test_eval_openai_policy_end_to_end_through_installed_script(tmp_path: Path) -> None:
-    try:
-        from tests.openai_server import OpenAIServer, Request, chat_reply, tool_call
-    except ImportError:  # the scripted server is another test module's helper
-        pytest.skip("tests/openai_server.py is not available")
+    from tests.openai_server import OpenAIServer, Request, chat_reply, tool_call
 
     def model(request: Request) -> Any:
         # A "model" that reads the task and submits the value at once.
