@@ -100,7 +100,9 @@ class GRPOConfig:
     learning_rate: float = 1e-5
     """AdamW learning rate."""
     warmup_steps: int = 0
-    """Linear learning-rate warm-up over this many steps (then constant)."""
+    """Linear learning-rate warm-up over this many steps."""
+    lr_decay: Literal["constant", "linear"] = "constant"
+    """After warm-up: keep the learning rate, or decay it linearly to 10% at the last step."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
@@ -191,6 +193,8 @@ class GRPOConfig:
         for name in ("learning_rate", "sft_learning_rate"):
             if not getattr(self, name) > 0:
                 p.append(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.lr_decay not in ("constant", "linear"):
+            p.append(f"lr_decay must be 'constant' or 'linear', got {self.lr_decay!r}")
         if self.tool_prompt not in ("json", "compact", "none"):
             p.append(f"tool_prompt must be 'json', 'compact' or 'none', got {self.tool_prompt!r}")
         for name in ("eps_low", "eps_high"):

@@ -368,7 +368,7 @@ class GRPOTrainer:
                     if m.any():
                         sums["gen_logprob_gap"] += float((batch.old_logp[m] - logp.detach()[m]).abs().mean()) * share
             for group in self.optimizer.param_groups:  # a function of the step: nothing to checkpoint
-                group["lr"] = cfg.learning_rate * min(1.0, (self.step + 1) / max(cfg.warmup_steps, 1))
+                group["lr"] = self._learning_rate()
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 [p for p in self.model.parameters() if p.requires_grad], cfg.max_grad_norm)
             self.optimizer.step()
@@ -376,6 +376,14 @@ class GRPOTrainer:
         sums["lr"] = self.optimizer.param_groups[0]["lr"]
         sums["_train_tokens"] = float(sum(len(e.ids) for e in examples) * cfg.ppo_epochs)
         return dict(sums)
+
+    def _learning_rate(self) -> float:
+        cfg = self.config
+        scale = min(1.0, (self.step + 1) / max(cfg.warmup_steps, 1))
+        if cfg.lr_decay == "linear" and self.step >= cfg.warmup_steps:
+            span = max(cfg.steps - cfg.warmup_steps, 1)
+            scale *= 1.0 - 0.9 * (self.step - cfg.warmup_steps) / span
+        return cfg.learning_rate * scale
 
     def _loss_kwargs(self) -> dict[str, Any]:
         cfg = self.config

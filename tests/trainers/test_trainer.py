@@ -199,3 +199,16 @@ def test_the_kl_reference_is_the_policy_rl_starts_from(tmp_path, tokenizer):
     trainer.train()
     first = trainer.history[-1]
     assert first["kl_ref"] == pytest.approx(0.0, abs=1e-6)  # measured before the first update
+
+
+def test_learning_rate_warms_up_then_decays_linearly(tmp_path, tokenizer):
+    cfg = _config(tmp_path, steps=12, warmup_steps=2, lr_decay="linear", learning_rate=1.0)
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
+    rates = []
+    for step in range(12):
+        trainer.step = step
+        rates.append(trainer._learning_rate())
+    assert rates[:3] == pytest.approx([0.5, 1.0, 1.0])
+    assert rates[-1] == pytest.approx(1.0 - 0.9 * 9 / 10) and rates == sorted(rates[:2]) + sorted(rates[2:], reverse=True)
+    with pytest.raises(ValueError, match="lr_decay"):
+        GRPOConfig(lr_decay="cosine")
