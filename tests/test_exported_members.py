@@ -1,0 +1,31 @@
+"""The public API is what `agentenv.__all__` says: pinned, so a change to it is deliberate."""
+
+import agentenv
+import agentenv.trainers
+
+PUBLIC = {
+    "Action", "ActionParser", "ActionSpace", "AgentEnvError", "AutoParser", "CallOutcome", "Conversation", "Env",
+    "EnvCheckError", "EnvSpec", "EnvStateError", "Failure", "Generation", "HermesParser", "HumanPolicy",
+    "InfraError", "JSONParser", "Message", "MessagesSpace", "OpenAIParser", "OpenAIPolicy", "ParseError", "Policy",
+    "PolicyFailure", "ScriptedPolicy", "Snapshot", "State", "Task", "TaskFileError", "TaskMeta", "TaskSet",
+    "ToolCall", "ToolError", "ToolSpec", "Trajectory", "Transition", "UnicodeText", "UnknownEnvError", "check_env",
+    "envs_list", "json_diff", "make", "register", "rollout", "spec", "tool", "tool_call_text",
+}
+
+
+def test_all_is_pinned_and_sorted():
+    assert set(agentenv.__all__) == PUBLIC
+    assert agentenv.__all__ == sorted(agentenv.__all__)
+
+
+def test_every_exported_name_exists_and_says_where_it_lives():
+    import inspect
+
+    for name in agentenv.__all__:
+        member = getattr(agentenv, name)
+        if inspect.isclass(member) or inspect.isfunction(member):
+            assert member.__module__.startswith("agentenv."), (name, member.__module__)
+
+
+def test_trainer_exports():
+    assert set(agentenv.trainers.__all__) == {"GRPOConfig", "GRPOTrainer", "TransformersPolicy"}
