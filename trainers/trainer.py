@@ -259,7 +259,7 @@ class GRPOTrainer:
         metrics["groups"] = len(kept)
         metrics["tasks"] = [d.task.id for d in draws_used]
         start = time.perf_counter()
-        metrics.update(self._update(kept))
+        metrics.update(self._update(kept, [d.source for d in draws_used]))
         timer["train_s"] = time.perf_counter() - start
         metrics.update({f"time/{k}": v for k, v in timer.items()})
         gen_tokens = sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None)
@@ -288,11 +288,11 @@ class GRPOTrainer:
         timer["env_s"] += time.perf_counter() - start - timed.seconds
         return groups
 
-    def _update(self, groups: Sequence[Sequence[Trajectory]]) -> dict[str, Any]:
+    def _update(self, groups: Sequence[Sequence[Trajectory]], sources: Sequence[int]) -> dict[str, Any]:
         cfg = self.config
         trajs = [t for g in groups for t in g]
         group_ids = [i for i, g in enumerate(groups) for _ in g]
-        weights = [self._weights_of(t) for t in trajs]
+        weights = [self.sources[src].reward_weights for src, g in zip(sources, groups, strict=True) for _ in g]
         # Length shaping: DAPO's soft overlong penalty per turn, and a penalty for the share
         # of turns cut at max_new_tokens (no end-of-turn token), at the episode level so a
         # short episode is not cheaper than a long one. Without it a model loses nothing by
@@ -402,10 +402,6 @@ class GRPOTrainer:
     def _autocast(self) -> Any:
         enabled = self.device.type == "cuda" and self.config.bf16
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
-
-    def _weights_of(self, traj: Trajectory) -> Mapping[str, float]:
-        return next((s.reward_weights for s in self.sources if traj.task in s.train or traj.task in s.test),
-                    self.sources[0].reward_weights)
 
     def _rollout_metrics(self, trajs: Sequence[Trajectory]) -> dict[str, Any]:
         m: dict[str, Any] = {}
