@@ -395,7 +395,7 @@ def _print_curve(history: Sequence[dict[str, Any]], run_dir: str) -> None:
         table.add_row(str(row["step"]), f"{row.get('success_rate', 0):.0%}", f"{row.get('reward/task', 0):.3f}",
                       "" if held_out is None else f"{held_out:.0%}")
     _out().print(table)
-    _out().print(f"run directory: {run_dir} (metrics.jsonl, checkpoints/, final/)")
+    _out().print(f"run directory: {run_dir} (metrics.jsonl, trajectories/, checkpoints/, final/)")
 
 
 if __name__ == "__main__":

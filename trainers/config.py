@@ -34,7 +34,7 @@ class GRPOConfig:
     env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Keyword arguments for `agentenv.make` per env id, e.g. {"guess-number-v0": {"difficulties": [0]}}."""
     output_dir: str = "runs/grpo"
-    """Run directory: metrics.jsonl, samples.jsonl, trajectories.jsonl, checkpoints/."""
+    """Run directory: config.json, metrics.jsonl, trajectories/, checkpoints/, final/."""
     seed: int = 0
     """Seeds task sampling, generation and initialisation; a resumed run repeats them."""
     device: str = "auto"
@@ -131,6 +131,8 @@ class GRPOConfig:
     """Held-out episodes per evaluation (0 = no evaluation)."""
     eval_temperature: float = 0.0
     """Sampling temperature of evaluation episodes (0 = greedy)."""
+    save_trajectories: bool = True
+    """Write each step's episodes to output_dir/trajectories/step-NNNNNN.jsonl."""
     save_every: int = 10
     """Checkpoint every this many steps (and at the end)."""
     keep_checkpoints: int = 2

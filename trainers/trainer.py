@@ -4,6 +4,7 @@ Each step: draw groups of tasks, roll out G episodes per task with the
 transformers policy (all live episodes batched per turn), compute task-level and
 step-level advantages, and update the model with the configured loss on the
 token-exact sequences. Metrics go to metrics.jsonl, the console and TensorBoard;
+the episodes of each step to trajectories/step-NNNNNN.jsonl;
 checkpoints to output_dir/checkpoints.
 """
 
@@ -254,6 +255,8 @@ class GRPOTrainer:
                 break
         trajs = [t for g in kept for t in g]
         self.sampler.update(self.step, trajs)
+        if cfg.save_trajectories:
+            self._save_trajectories(trajs)
         metrics = self._rollout_metrics(trajs)
         metrics["zero_variance_frac"] = zero_var / max(groups_seen, 1)
         metrics["groups"] = len(kept)
@@ -434,6 +437,14 @@ class GRPOTrainer:
             m[f"turn/{k}/step_reward"] = float(np.mean([r for r, _ in rows]))
             m[f"turn/{k}/format_error_rate"] = float(np.mean([e for _, e in rows]))
         return m
+
+    def _save_trajectories(self, trajs: Sequence[Trajectory]) -> None:
+        # One file per step, written whole: a step redone after a resume replaces its file.
+        folder = self.run_dir / "trajectories"
+        folder.mkdir(exist_ok=True)
+        tmp = folder / f".step-{self.step + 1:06d}.jsonl.tmp"
+        tmp.write_text("".join(t.to_json() + "\n" for t in trajs), encoding="utf-8")
+        tmp.replace(folder / f"step-{self.step + 1:06d}.jsonl")
 
     def _export(self) -> None:
         """The final model (or, with LoRA, its adapter: peft's format) and the tokenizer,

@@ -11,6 +11,7 @@ import torch
 
 from agentenv import Task, TaskSet
 from agentenv.trainers import GRPOConfig, GRPOTrainer
+from agentenv.trajectory import Trajectory
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
 
@@ -176,6 +177,12 @@ def test_sigkill_then_resume_continues_with_the_same_data_order(tmp_path):
     for s in range(resumed_at + 1, 9):  # same weights, optimiser and seeds: the same episodes
         assert b[s]["reward/task"] == pytest.approx(a[s]["reward/task"])
         assert b[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-4, abs=1e-6)
+    # Every step's episodes are on disk once, whole, steps redone after the kill included.
+    files = sorted(p.name for p in (killed / "trajectories").iterdir())
+    assert files == [f"step-{s:06d}.jsonl" for s in range(1, 9)]
+    for s in range(1, 9):
+        trajs = list(Trajectory.read_jsonl(killed / "trajectories" / f"step-{s:06d}.jsonl"))
+        assert [t.task.id for t in trajs[::2]] == b[s]["tasks"]
 
 
 def test_a_batch_without_signal_leaves_the_model_alone(tmp_path, tokenizer):
