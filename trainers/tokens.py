@@ -53,6 +53,7 @@ LLAMA3_TEMPLATE = (
 )
 TEMPLATES = {"chatml": CHATML_TEMPLATE, "qwen": QWEN_TOOL_TEMPLATE, "llama3": LLAMA3_TEMPLATE}
 END_OF_TURN = {"chatml": "<|im_end|>", "qwen": "<|im_end|>", "llama3": "<|eot_id|>"}
+TOOL_CALL_TOKENS = ["<tool_call>", "</tool_call>"]
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>",
                   "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
 
@@ -125,8 +126,9 @@ class ChatDelta:
 
 def build_tiny_tokenizer(corpus: Iterable[str] = (), *, vocab_size: int = 512, template: str = "chatml") -> Any:
     """A byte-level BPE tokenizer trained offline on ``corpus`` (any text is still
-    encodable: bytes are the base alphabet). Digits are split one per token."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    encodable: bytes are the base alphabet). Digits are split one per token; the
+    tool-call tags are one token each, as in Qwen's tokenizer, and stay in decoded text."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -141,6 +143,7 @@ def build_tiny_tokenizer(corpus: Iterable[str] = (), *, vocab_size: int = 512, t
         show_progress=False,
     )
     tok.train_from_iterator(list(corpus) or [""], trainer)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_CALL_TOKENS])
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token=END_OF_TURN[template],
