@@ -1,0 +1,483 @@
+"""The process backend: untrusted code in a local subprocess, for machines without Docker.
+
+Weaker than the Docker backend, and said plainly here. Each run is a fresh process
+started by a small launcher (`agentenv.sandboxes._process_launch`); what it gets
+depends on what the host allows, and `ProcessSandbox.isolation` says which applied.
+
+Protects against, when the launcher can create namespaces (as root, or through an
+unprivileged user namespace; `Isolation.namespaces`):
+
+- **Runaway processes**: a PID namespace per run whose init the kernel tears down
+  when the command exits or the wall-clock timeout kills the launcher's process
+  group, so daemonised grandchildren and processes that moved to new sessions
+  die too; no zombies remain. `ps` and ``/proc`` show only the run's own processes.
+- **Network**: with ``network="isolate"`` a fresh network namespace with only a
+  downed loopback: no egress, no DNS, no reaching servers on the host's 127.0.0.1.
+  Raw sockets also need CAP_NET_RAW, which the command never holds.
+- **Host files**: a private ``/tmp`` (also at ``/var/tmp``, ``/dev/shm``,
+  ``/run/lock``) that `reset` wipes; ``/root``, ``/home`` and the caller's home are
+  covered by empty tmpfs mounts, with the workspace and the Python installation
+  bound back in read-only (workspace: read-write) where they live under them.
+- **Privilege**: as root, each sandbox runs as its own unnamed uid (allocated
+  under a lock, never shared by two live sandboxes), so it holds no capability,
+  cannot write /etc, /usr or other sandboxes' workspaces, and RLIMIT_NPROC counts
+  exactly its own processes. ``no_new_privs`` stops setuid binaries from raising it.
+  The workspace and /tmp are tmpfs mounts sized by `Limits.workspace_mb` /
+  `Limits.tmp_mb` (mounted in the host's mount namespace and removed by `close`,
+  by garbage collection or at exit; a SIGKILLed host process leaves them behind).
+  An unnamed uid per sandbox, not ``nobody``: sandboxes sharing ``nobody`` could
+  read each other's workspaces and would share one RLIMIT_NPROC count.
+
+Always, namespaces or not: a scrubbed environment (PATH, HOME=workspace, LANG,
+PYTHONDONTWRITEBYTECODE; nothing of the caller's ``os.environ``), rlimits set
+before exec (RLIMIT_AS = memory_mb, RLIMIT_CPU = timeout + 1 s, RLIMIT_FSIZE =
+the larger disk limit, RLIMIT_NPROC = pids, RLIMIT_CORE = 0), a wall-clock
+timeout that SIGKILLs the process group, output read in chunks and capped per
+stream, and workspace file access that refuses ``..``, absolute paths and symlinks.
+
+Does NOT protect against:
+
+- **The shared kernel.** A kernel exploit escapes; there is no seccomp filter and
+  no separate kernel (gVisor, a VM). Use the Docker backend, or better, for code
+  that is actively hostile rather than merely buggy.
+- **Reading world-readable host files.** The filesystem is the host's, read-only
+  only where permissions make it so. What the caller's uid can read outside the
+  covered homes, the sandbox can read (as root: whatever ``others`` may read).
+- **Memory as a total.** RLIMIT_AS caps each process's address space, not the sum
+  over processes (``pids`` x ``memory_mb`` at worst), and it also counts
+  reserved-but-unused address space, so runtimes that reserve big arenas (the
+  JVM, some Go and CUDA programs) fail under it. No cgroup is used.
+- **Out-of-memory detection is inferred**: ``oom_killed`` is set when the command
+  died of SIGKILL that this module did not send (the kernel's OOM killer sends
+  that), or exited non-zero with an allocation failure at the end of stderr
+  (Python's ``MemoryError``, ``Cannot allocate memory``, ``std::bad_alloc``).
+- **CPU share**: `Limits.cpus` is not enforced (no cgroup); RLIMIT_CPU bounds
+  the CPU seconds of each process only.
+
+Without namespaces (non-root with user namespaces disabled, or a seccomp policy
+that forbids ``unshare``), only the "always" list holds: processes can escape the
+run through a new session (as root they are still killed by uid after each run),
+``/tmp`` is shared (``TMPDIR`` points to a private one), the network is the
+host's (``network="isolate"`` then raises), and as non-root RLIMIT_NPROC counts
+all of the caller's processes, so it is set to their current number plus ``pids``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import json
+import logging
+import math
+import os
+import pwd
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from agentenv.sandboxes import _workspace
+from agentenv.sandboxes._capture import capture
+from agentenv.sandboxes._mounts import mount_tmpfs, unmount
+from agentenv.sandboxes.base import ExecResult, Limits, SandboxError, SandboxInfraError
+
+__all__ = ["Isolation", "ProcessSandbox"]
+
+logger = logging.getLogger("agentenv.sandboxes")
+
+Network = Literal["auto", "isolate", "host"]
+_LAUNCHER = str(Path(__file__).with_name("_process_launch.py"))
+_SETUP_FAILED = 125
+_PRIVATE_TMP_AT = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+_UID_LOCK_DIR = "/run/agentenv-sandbox-uids"
+_OOM_PATTERN = re.compile(rb"(?m)^MemoryError\b|Cannot allocate memory|std::bad_alloc|[Oo]ut of memory")
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What a `ProcessSandbox` could put in place on this host (see the module docstring)."""
+
+    namespaces: bool
+    """PID, mount, IPC and UTS namespaces per run: runaway processes die with the run, private /tmp."""
+    network_isolated: bool
+    """A network namespace per run: no egress, no DNS, no host loopback."""
+    dedicated_uid: int | None
+    """The sandbox's own uid (the caller is root), or None: it runs as the caller."""
+    disk_quota: bool
+    """Workspace and /tmp are size-limited tmpfs mounts; otherwise only RLIMIT_FSIZE (per file)."""
+    why_not: str = ""
+    """Why namespaces are unavailable, when they are."""
+
+
+class ProcessSandbox:
+    """A workspace directory and fresh subprocesses confined as well as the host allows.
+
+    >>> with ProcessSandbox(Limits(timeout_s=5)) as sb:
+    ...     sb.run_python("print(6 * 7)").stdout
+    '42\\n'
+    """
+
+    limits: Limits
+    isolation: Isolation
+
+    def __init__(self, limits: Limits | None = None, *, network: Network = "auto") -> None:
+        if network not in ("auto", "isolate", "host"):
+            raise SandboxError(f"expected network 'auto', 'isolate' or 'host', got {network!r}")
+        self.limits = limits if limits is not None else Limits()
+        support = _host_support()
+        if network == "isolate" and not support.namespaces:
+            raise SandboxError(f"network='isolate' needs a network namespace, unavailable here: {support.why}; "
+                               "use the Docker backend or network='host'")
+        if network == "auto" and not support.namespaces:
+            logger.warning("process sandbox: the network is NOT isolated (%s)", support.why)
+        self._closed = False
+        self._held = _Held(root=tempfile.mkdtemp(prefix="agentenv-sandbox-"))
+        self._root = self._held.root
+        # What is held is released by close(), or when garbage-collected, or at exit.
+        self._finalizer = weakref.finalize(self, _release, self._held)
+        try:
+            uid = _allocate_uid(self._held) if os.geteuid() == 0 else None
+            self.workspace = os.path.join(self._root, "workspace")
+            self._tmp = os.path.join(self._root, "tmp")
+            quota = self._make_dirs(uid)
+        except BaseException:
+            self.close()
+            raise
+        self.isolation = Isolation(
+            namespaces=support.namespaces, network_isolated=support.namespaces and network != "host",
+            dedicated_uid=uid, disk_quota=quota, why_not=support.why)
+        self._env = _scrubbed_env(self.workspace, None if support.namespaces else self._tmp)
+
+    # --- setup ---------------------------------------------------------------------
+
+    def _make_dirs(self, uid: int | None) -> bool:
+        """Create workspace and /tmp; as root, as tmpfs mounts owned by ``uid``. True if sized."""
+        os.chmod(self._root, 0o711)  # the sandbox uid must traverse it to reach its workspace
+        os.mkdir(self.workspace, 0o700)
+        os.mkdir(self._tmp, 0o700)
+        if uid is None:
+            return False
+        quota = True
+        for path, size_mb in ((self.workspace, self.limits.workspace_mb), (self._tmp, self.limits.tmp_mb)):
+            try:
+                mount_tmpfs(path, size_mb=size_mb, uid=uid)
+                self._held.mounts.append(path)
+            except OSError as exc:
+                logger.warning("process sandbox: no tmpfs at %s (%s); disk use is limited per file only", path, exc)
+                os.chown(path, uid, uid)
+                quota = False
+        return quota
+
+    # --- running -------------------------------------------------------------------
+
+    def run_python(self, code: str, *, timeout_s: float | None = None, stdin: str | None = None) -> ExecResult:
+        """Run ``code`` with this interpreter in isolated mode (``-I``) in the workspace."""
+        if len(code.encode()) > 100_000:  # beyond what one argv string may hold
+            self._put_private("main.py", code.encode())
+            return self.run([sys.executable, "-I", "/tmp/.agentenv/main.py" if self.isolation.namespaces
+                             else os.path.join(self._tmp, ".agentenv", "main.py")], timeout_s=timeout_s, stdin=stdin)
+        return self.run([sys.executable, "-I", "-c", code], timeout_s=timeout_s, stdin=stdin)
+
+    def run(self, command: str | Sequence[str], *, timeout_s: float | None = None,
+            stdin: str | None = None) -> ExecResult:
+        """Run ``command`` (a string goes to ``/bin/sh -c``) as a fresh process in the workspace."""
+        self._check_open()
+        argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
+        if not argv:
+            raise SandboxError("expected a command, got an empty sequence")
+        timeout = self.limits.timeout_s if timeout_s is None else timeout_s
+        if timeout <= 0:
+            raise SandboxError(f"expected timeout_s > 0, got {timeout_s}")
+        started = time.monotonic()
+        proc = self._spawn(argv, timeout, stdin is not None)
+        killer = functools.partial(self._kill_run, proc)
+        got = capture(proc, None if stdin is None else stdin.encode(), self.limits.output_bytes, timeout, killer)
+        killed_late = _wait_rest(proc, started + timeout, killer)  # always: it reaps the launcher
+        timed_out = got.timed_out or killed_late
+        if not self.isolation.namespaces:
+            self._kill_strays()
+        return _result(proc.returncode, got, timed_out, time.monotonic() - started)
+
+    def _spawn(self, argv: list[str], timeout_s: float, with_stdin: bool) -> subprocess.Popen[bytes]:
+        config = self._launch_config(argv, timeout_s)
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-I", "-S", _LAUNCHER, json.dumps(config)],
+                stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=self._env, cwd=self._root, start_new_session=True, close_fds=True)
+        except OSError as exc:
+            raise SandboxInfraError(f"cannot start the sandbox launcher: {exc}") from exc
+
+    def _launch_config(self, argv: list[str], timeout_s: float) -> dict[str, Any]:
+        iso = self.isolation
+        return {
+            "mode": "run", "argv": argv, "env": self._env, "cwd": self.workspace,
+            "uid": iso.dedicated_uid, "gid": iso.dedicated_uid,
+            "namespaces": iso.namespaces, "userns": iso.namespaces and os.geteuid() != 0,
+            "isolate_net": iso.network_isolated, "tmp": self._tmp,
+            "private_tmp_at": list(_PRIVATE_TMP_AT), "hide": _homes(),
+            "reveal": [[self.workspace, True]] + [[p, False] for p in _interpreter_dirs()],
+            "rlimits": self._rlimits(timeout_s),
+        }
+
+    def _rlimits(self, timeout_s: float) -> dict[str, int]:
+        mib = 1024 * 1024
+        pids = self.limits.pids
+        if self.isolation.dedicated_uid is None:
+            # RLIMIT_NPROC counts every task of the real uid, not just this sandbox's.
+            pids += _tasks_of_uid(os.getuid())
+        return {
+            "RLIMIT_AS": self.limits.memory_mb * mib,
+            "RLIMIT_CPU": math.ceil(timeout_s) + 1,  # a backstop: the wall clock kills first
+            "RLIMIT_FSIZE": max(self.limits.workspace_mb, self.limits.tmp_mb) * mib,
+            "RLIMIT_NPROC": pids,
+            "RLIMIT_CORE": 0,
+        }
+
+    def _kill_run(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL the run's process group; with namespaces that takes the whole PID namespace."""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if not self.isolation.namespaces:
+            self._kill_strays()
+
+    def _kill_strays(self) -> None:
+        """Without a PID namespace, processes that left the group are found only by uid."""
+        uid = self.isolation.dedicated_uid
+        if uid is None:
+            return  # runs as the caller: nothing tells its strays from the caller's processes
+        config = {"mode": "killall", "uid": uid}
+        subprocess.run([sys.executable, "-I", "-S", _LAUNCHER, json.dumps(config)],
+                       env=self._env, stdin=subprocess.DEVNULL, check=False)
+
+    # --- files ---------------------------------------------------------------------
+
+    def write_files(self, files: Mapping[str, str | bytes]) -> None:
+        """Write files into the workspace (UTF-8 for str), creating directories."""
+        self._check_open()
+        for path, content in files.items():
+            data = content.encode() if isinstance(content, str) else bytes(content)
+            _workspace.write_file(self.workspace, path, data, self._owner)
+
+    def read_file(self, path: str) -> bytes:
+        """Read a workspace file; symlinks and non-regular files are refused."""
+        self._check_open()
+        return _workspace.read_file(self.workspace, path)
+
+    def snapshot(self) -> bytes:
+        """The workspace as an uncompressed tar archive."""
+        self._check_open()
+        return _workspace.snapshot_tar(self.workspace)
+
+    def restore(self, archive: bytes) -> None:
+        """Replace the workspace with a `snapshot`; members that would escape it are refused."""
+        self._check_open()
+        _workspace.restore_tar(self.workspace, archive, self._owner)
+
+    def _put_private(self, name: str, data: bytes) -> None:
+        _workspace.write_file(self._tmp, f".agentenv/{name}", data, self._owner)
+
+    @property
+    def _owner(self) -> tuple[int, int] | None:
+        uid = self.isolation.dedicated_uid
+        return None if uid is None else (uid, uid)
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Kill anything left from earlier runs and empty the workspace and /tmp."""
+        self._check_open()
+        self._kill_strays()
+        _workspace.wipe(self.workspace)
+        _workspace.wipe(self._tmp)
+
+    def close(self) -> None:
+        """Kill leftovers, unmount and delete the workspace, free the uid. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if getattr(self, "isolation", None) is not None:
+            self._kill_strays()
+        self._finalizer()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxError("this sandbox is closed; create a new one")
+
+    def __enter__(self) -> ProcessSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else self.workspace
+        return f"ProcessSandbox({state}, {self.isolation})" if hasattr(self, "isolation") else "ProcessSandbox()"
+
+
+# --- results -------------------------------------------------------------------------
+
+
+def _wait_rest(proc: subprocess.Popen[bytes], deadline: float, kill: Any) -> bool:
+    """Wait for the launcher after its pipes closed; True if it had to be killed at the deadline."""
+    try:
+        proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        return False
+    except subprocess.TimeoutExpired:
+        kill()
+        proc.wait()
+        return True
+
+
+def _result(returncode: int, got: Any, timed_out: bool, duration_s: float) -> ExecResult:
+    if returncode == _SETUP_FAILED and got.stderr.startswith(b"agentenv sandbox: cannot set up"):
+        raise SandboxInfraError(got.stderr.decode(errors="replace").strip())
+    signalled = returncode < 0
+    timed_out = timed_out or returncode == -signal.SIGXCPU
+    return ExecResult(
+        stdout=got.stdout.decode(errors="replace"), stderr=got.stderr.decode(errors="replace"),
+        exit_code=None if signalled or timed_out else returncode,
+        timed_out=timed_out, oom_killed=not timed_out and _looks_out_of_memory(returncode, got.stderr_tail),
+        duration_s=duration_s, stdout_truncated=got.stdout_truncated, stderr_truncated=got.stderr_truncated)
+
+
+def _looks_out_of_memory(returncode: int, stderr_tail: bytes) -> bool:
+    """An inference, see the module docstring: SIGKILL we did not send, or an allocation failure."""
+    if returncode == -signal.SIGKILL:
+        return True
+    return returncode != 0 and _OOM_PATTERN.search(stderr_tail) is not None
+
+
+# --- host facts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Support:
+    namespaces: bool
+    why: str
+
+
+@functools.cache
+def _host_support() -> _Support:
+    """Probe once whether the launcher can create its namespaces here."""
+    config = {"mode": "run", "argv": ["true"], "env": {"PATH": "/usr/bin:/bin"}, "cwd": "/",
+              "uid": None, "gid": None, "namespaces": True, "userns": os.geteuid() != 0,
+              "isolate_net": True, "tmp": "/tmp", "private_tmp_at": [], "hide": [], "reveal": [],
+              "rlimits": {}}
+    try:
+        probe = subprocess.run([sys.executable, "-I", "-S", _LAUNCHER, json.dumps(config)],
+                               capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return _Support(False, f"the namespace probe failed: {exc}")
+    if probe.returncode == 0:
+        return _Support(True, "")
+    why = probe.stderr.decode(errors="replace").strip() or f"exit status {probe.returncode}"
+    return _Support(False, why)
+
+
+def _scrubbed_env(workspace: str, tmpdir: str | None) -> dict[str, str]:
+    """The whole environment of sandboxed code: nothing is inherited from ``os.environ``."""
+    bindir = os.path.dirname(sys.executable)
+    env = {"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": workspace, "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    if tmpdir is not None:  # without a private /tmp, point temp files somewhere private
+        env["TMPDIR"] = tmpdir
+    return env
+
+
+def _homes() -> list[str]:
+    homes = {"/root", "/home", os.path.expanduser("~")}
+    try:
+        homes.add(pwd.getpwuid(os.getuid()).pw_dir)
+    except KeyError:
+        pass
+    return sorted(h for h in homes if h not in ("/", "") and os.path.isdir(h))
+
+
+def _interpreter_dirs() -> list[str]:
+    """What the sandboxed interpreter needs to see, shortest first so outer binds come first."""
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+            os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))}
+    return sorted((d for d in dirs if os.path.isdir(d)), key=len)
+
+
+def _tasks_of_uid(uid: int) -> int:
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+            except OSError:
+                continue  # exited meanwhile
+    return count
+
+
+def _allocate_uid(held: _Held) -> int:
+    """A uid no account and no other live sandbox uses, held by a lock until close."""
+    os.makedirs(_UID_LOCK_DIR, mode=0o700, exist_ok=True)
+    low, high = _uid_range()
+    for _ in range(200):
+        uid = random.randrange(low, high)
+        if _uid_has_account(uid):
+            continue
+        fd = os.open(os.path.join(_UID_LOCK_DIR, str(uid)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        held.uid_lock = fd
+        return uid
+    raise SandboxInfraError(f"no free sandbox uid in [{low}, {high}) after 200 tries")
+
+
+def _uid_range() -> tuple[int, int]:
+    """Unnamed uids this (possibly user-namespaced) root can switch to."""
+    with open("/proc/self/uid_map") as f:
+        for line in f:
+            start, _, count = (int(x) for x in line.split())
+            if start <= 100_000 and start + count >= 1_100_000:
+                return (100_000, 1_100_000)
+    return (20_000, 60_000)  # a user namespace of 65536 ids, as Docker's userns-remap gives
+
+
+def _uid_has_account(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        return False
+
+
+@dataclass
+class _Held:
+    """What a sandbox holds on the host, kept apart from it so a finalizer can free it."""
+
+    root: str
+    mounts: list[str] = field(default_factory=list)
+    uid_lock: int | None = None
+
+
+def _release(held: _Held) -> None:
+    """Unmount, delete, free the uid lock. Runs once (weakref.finalize)."""
+    for path in held.mounts:
+        try:
+            unmount(path)
+        except OSError as exc:
+            logger.warning("process sandbox: cannot unmount %s: %s", path, exc)
+    shutil.rmtree(held.root, ignore_errors=True)
+    if held.uid_lock is not None:
+        os.close(held.uid_lock)  # the uid is free again once its processes are gone (close killed them)

@@ -1,0 +1,437 @@
+"""One test per property a user of a sandbox relies on, each run against every backend.
+
+Each test plays the hostile code and checks the outcome from both sides where it
+can: inside the sandbox (what the code could do) and on the host (what it left
+behind). A process-backend case is skipped only where the host lacks the feature,
+and the skip says which (see `ProcessSandbox.isolation`).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import resource
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentenv.sandboxes import ExecResult, Sandbox, SandboxError
+from tests.sandboxes.conftest import LIMITS, NewSandbox
+
+# Prints, as JSON, the argv of every process the code can see (zombies as "<zombie>").
+LIST_PROCESSES = r"""
+import json, os
+seen = []
+for pid in os.listdir("/proc"):
+    if not pid.isdigit():
+        continue
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        continue
+    seen.append("<zombie>" if state == b"Z" else argv)
+print(json.dumps(seen))
+"""
+
+# Double-fork into a new session with stdio closed: a daemon the run does not wait for.
+DAEMONIZE = r"""
+import os, sys
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        fd = os.open("/dev/null", os.O_RDWR)
+        for std in (0, 1, 2):
+            os.dup2(fd, std)
+        os.execvp("sleep", ["sleep", sys.argv[1]])
+    os._exit(0)
+os.wait()
+"""
+
+
+def last_json(result: ExecResult) -> object:
+    assert result.stdout.strip(), f"no output; stderr: {result.stderr[-2000:]}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def marker(seconds: int = 900) -> str:
+    """A `sleep` argument (about ``seconds``) that no other process on the machine has in its argv."""
+    return f"{seconds}.{secrets.randbelow(10**9):09d}"
+
+
+def needs(sb: Sandbox, *features: str) -> None:
+    """Skip when the process backend could not put a feature in place on this host."""
+    iso = getattr(sb, "isolation", None)
+    if iso is None:
+        return
+    missing = [f for f in features if not getattr(iso, f)]
+    if missing and len(missing) == len(features):
+        why = f": {iso.why_not}" if iso.why_not else ""
+        pytest.skip(f"the process backend has no {' / '.join(features)} on this host{why}")
+
+
+def host_pids_with(text: str) -> list[int]:
+    """Host processes whose argv contains ``text`` (the test process sees every PID)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and pid != str(os.getpid()):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+def wait_until_gone(text: str, within_s: float = 10.0) -> list[int]:
+    """Host processes still matching after a grace (SIGKILL is delivered asynchronously)."""
+    end = time.monotonic() + within_s
+    while (left := host_pids_with(text)) and time.monotonic() < end:
+        time.sleep(0.05)
+    return left
+
+
+def visible_processes(sb: Sandbox) -> list[str]:
+    return last_json(sb.run_python(LIST_PROCESSES))  # type: ignore[return-value]
+
+
+# --- resources ---------------------------------------------------------------------
+
+
+def test_fork_bomb_is_contained_and_the_sandbox_works_afterwards(sandbox: Sandbox) -> None:
+    code = r"""
+import os, time
+children = refused = 0
+for _ in range(5000):
+    try:
+        pid = os.fork()
+    except OSError:
+        refused += 1
+        if refused >= 20:
+            break
+        continue
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    children += 1
+print(children, refused, flush=True)
+"""
+    result = sandbox.run_python(code)
+    counts = result.stdout.split()
+    assert len(counts) == 2, f"the bomb's parent never got to report: {result}"
+    children, refused = map(int, counts)
+    assert refused > 0, "fork never failed: no process limit"
+    assert children < LIMITS.pids
+    after = sandbox.run("echo still alive")
+    assert after.ok and after.stdout == "still alive\n"
+
+
+def test_memory_bomb_is_reported_as_oom_not_timeout(sandbox: Sandbox) -> None:
+    code = "hog = []\nwhile True:\n    hog.append(bytearray(16 * 1024 * 1024))\n"
+    result = sandbox.run_python(code)
+    assert result.oom_killed, result
+    assert not result.timed_out
+    assert not result.ok
+
+
+def test_cpu_burn_is_killed_at_the_timeout_with_its_process_group(sandbox: Sandbox) -> None:
+    tag = marker()
+    code = f"""
+import subprocess
+subprocess.Popen(["sh", "-c", "while :; do :; done # {tag}"])
+print("spawned", flush=True)
+while True:
+    pass
+"""
+    result = sandbox.run_python(code, timeout_s=1)
+    assert result.timed_out
+    assert result.exit_code is None and not result.oom_killed
+    assert "spawned" in result.stdout, "the output before the kill was lost"
+    assert wait_until_gone(tag) == [], "the burner's child survived the timeout"
+    assert not any(tag in argv for argv in visible_processes(sandbox))
+
+
+def test_sleep_is_killed_at_the_timeout(sandbox: Sandbox) -> None:
+    result = sandbox.run("echo before; sleep 600", timeout_s=1)
+    assert result.timed_out and not result.oom_killed
+    assert result.exit_code is None and not result.ok
+    assert result.stdout == "before\n"
+
+
+def test_huge_output_is_capped_without_growing_host_memory(sandbox: Sandbox) -> None:
+    code = r"""
+import sys
+chunk = b"x" * (1 << 20)
+for _ in range(256):
+    sys.stdout.buffer.write(chunk)
+    sys.stderr.buffer.write(chunk)
+"""
+    peak_before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = sandbox.run_python(code, timeout_s=30)
+    peak_growth_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before_kib) / 1024
+    assert result.exit_code == 0, "the writer was blocked or killed instead of drained"
+    assert result.stdout_truncated and result.stderr_truncated
+    assert 0 < len(result.stdout.encode()) <= LIMITS.output_bytes
+    assert 0 < len(result.stderr.encode()) <= LIMITS.output_bytes
+    assert peak_growth_mib < 64, f"host memory grew {peak_growth_mib:.0f} MiB for 512 MiB of output"
+
+
+def test_disk_fill_stops_at_the_limit(sandbox: Sandbox) -> None:
+    needs(sandbox, "disk_quota")
+    code = r"""
+import json, os, sys
+report = {}
+for where in (".", "/tmp"):
+    written, error = 0, None
+    try:
+        for i in range(256):
+            with open(os.path.join(where, f"fill{i}"), "wb") as f:
+                f.write(b"\1" * (1 << 20))
+            written += 1
+    except OSError as exc:
+        error = exc.strerror
+    report[where] = [written, error]
+print(json.dumps(report))
+"""
+    report = last_json(sandbox.run_python(code, timeout_s=20))
+    assert isinstance(report, dict)
+    workspace_written, workspace_error = report["."]
+    tmp_written, tmp_error = report["/tmp"]
+    assert workspace_error is not None and workspace_written <= LIMITS.workspace_mb
+    assert tmp_error is not None and tmp_written <= LIMITS.tmp_mb
+
+
+# --- network -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def host_http_server() -> Iterator[int]:
+    """An HTTP server on the host's 127.0.0.1; yields its port."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_network_egress_is_blocked(sandbox: Sandbox, host_http_server: int) -> None:
+    needs(sandbox, "network_isolated")
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{host_http_server}/", timeout=5) as reply:
+        assert reply.status == 200  # the server is up: a refusal below is the sandbox's doing
+    code = f"""
+import json, socket, urllib.request
+def attempt(fn):
+    try:
+        fn()
+        return "open"
+    except Exception as exc:
+        return "blocked: " + type(exc).__name__
+report = {{
+    "host_loopback": attempt(lambda: urllib.request.urlopen("http://127.0.0.1:{host_http_server}/", timeout=2)),
+    "external": attempt(lambda: socket.create_connection(("1.1.1.1", 80), timeout=2)),
+    "dns": attempt(lambda: socket.getaddrinfo("example.com", 80)),
+    "packet_socket": attempt(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW)),
+    "raw_icmp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)),
+}}
+print(json.dumps(report))
+"""
+    report = last_json(sandbox.run_python(code, timeout_s=20))
+    assert isinstance(report, dict)
+    opened = {what: how for what, how in report.items() if not how.startswith("blocked")}
+    assert opened == {}, f"reachable from inside the sandbox: {opened}"
+
+
+# --- the host's files and secrets ----------------------------------------------------
+
+
+def test_writes_outside_the_workspace_fail(sandbox: Sandbox) -> None:
+    needs(sandbox, "dedicated_uid")
+    name = f"agentenv-probe-{secrets.token_hex(4)}"
+    targets = [f"/etc/{name}", f"/usr/{name}", f"/usr/bin/{name}", str(Path.home() / name), f"/{name}"]
+    code = f"""
+import json
+report = {{}}
+for path in {targets!r}:
+    try:
+        with open(path, "w") as f:
+            f.write("pwned")
+        report[path] = "written"
+    except OSError as exc:
+        report[path] = "refused: " + exc.strerror
+print(json.dumps(report))
+"""
+    try:
+        report = last_json(sandbox.run_python(code))
+        assert isinstance(report, dict)
+        written = [path for path, how in report.items() if not how.startswith("refused")]
+        assert written == []
+        assert [p for p in targets if os.path.exists(p)] == []
+    finally:
+        for path in targets:  # never leave a probe behind, even when the test fails
+            if os.path.isfile(path):
+                os.unlink(path)
+
+
+def test_host_environment_and_secrets_are_unreachable(new_sandbox: NewSandbox,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = f"s3cret-{secrets.token_hex(8)}"
+    monkeypatch.setenv("AGENTENV_TEST_SECRET", secret)
+    sb = new_sandbox()  # created after the secret is set: it must not inherit it
+    needs(sb, "namespaces", "dedicated_uid")
+    code = f"""
+import json, os
+found = []
+if any({secret!r} in v for v in os.environ.values()):
+    found.append("os.environ")
+for pid in ["self", "1"] + [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        with open(f"/proc/{{pid}}/environ", "rb") as f:
+            if {secret!r}.encode() in f.read():
+                found.append(pid)
+    except OSError:
+        pass  # unreadable is unreachable
+print(json.dumps({{"found": found, "keys": sorted(os.environ)}}))
+"""
+    report = last_json(sb.run_python(code))
+    assert isinstance(report, dict)
+    assert report["found"] == []
+    assert "AGENTENV_TEST_SECRET" not in report["keys"]
+
+
+@pytest.mark.parametrize("path", ["../x", "/etc/passwd", "a/../../x", "..", ""])
+def test_path_traversal_is_refused(sandbox: Sandbox, path: str) -> None:
+    with pytest.raises(SandboxError):
+        sandbox.write_files({path: "pwned"})
+    with pytest.raises(SandboxError):
+        sandbox.read_file(path)
+
+
+def test_symlinks_out_of_the_workspace_are_refused(sandbox: Sandbox, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("original")
+    made = sandbox.run(f"ln -s /etc/passwd passwd && ln -s {victim} victim && ln -s {tmp_path} outside "
+                       f"&& ln -s / rootdir && mkdir -p sub && ln -s ../../.. sub/up")
+    assert made.ok, made.stderr
+    for path in ["passwd", "victim", "outside/victim.txt", "rootdir/etc/passwd", "sub/up/etc/passwd"]:
+        with pytest.raises(SandboxError):
+            sandbox.read_file(path)
+    for path in ["victim", "outside/planted.txt", "sub/up/tmp/planted.txt"]:
+        with pytest.raises(SandboxError):
+            sandbox.write_files({path: "pwned"})
+    assert victim.read_text() == "original"
+    assert not (tmp_path / "planted.txt").exists()
+
+
+# --- processes ---------------------------------------------------------------------
+
+
+def test_orphans_are_reaped(sandbox: Sandbox) -> None:
+    needs(sandbox, "namespaces", "dedicated_uid")
+    tag = marker()
+    started = sandbox.run_python(DAEMONIZE.replace("sys.argv[1]", repr(tag)))
+    assert not started.timed_out, "the run waited for a daemon that closed its output"
+    sandbox.reset()
+    assert wait_until_gone(tag) == [], "the daemonised grandchild outlived reset"
+    inside = visible_processes(sandbox)
+    assert not any(tag in argv for argv in inside)
+    assert "<zombie>" not in inside
+    zombies_of_ours = [p for p in os.listdir("/proc") if p.isdigit() and _is_zombie_child(int(p))]
+    assert zombies_of_ours == []
+
+
+def _is_zombie_child(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] == b"Z" and int(fields[1]) == os.getpid()
+
+
+def test_no_privilege_escalation(sandbox: Sandbox) -> None:
+    code = r"""
+import json, os
+caps = {k: int(v, 16) for k, v in (line.split(":\t") for line in open("/proc/self/status").read().splitlines()
+        if line.startswith("Cap"))}
+try:
+    os.setuid(0)
+    setuid = "succeeded"
+except PermissionError:
+    setuid = "refused"
+print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "caps": caps, "setuid": setuid}))
+"""
+    report = last_json(sandbox.run_python(code))
+    assert isinstance(report, dict)
+    assert report["uid"] != 0 and report["euid"] != 0
+    assert report["caps"]["CapEff"] == 0 and report["caps"]["CapPrm"] == 0
+    assert report["setuid"] == "refused"
+
+
+def test_nothing_survives_reset(sandbox: Sandbox) -> None:
+    needs(sandbox, "namespaces")
+    tag = marker()
+    sandbox.write_files({"given.txt": "from the host"})
+    made = sandbox.run_python(
+        "open('made.txt', 'w').write('x'); open('/tmp/agentenv-left.txt', 'w').write('x')\n"
+        + DAEMONIZE.replace("sys.argv[1]", repr(tag)))
+    assert made.ok, made.stderr
+    sandbox.reset()
+    after = sandbox.run_python(
+        "import json, os; print(json.dumps([os.listdir('.'), os.path.exists('/tmp/agentenv-left.txt')]))")
+    assert last_json(after) == [[], False]
+    with pytest.raises(FileNotFoundError):
+        sandbox.read_file("given.txt")
+    assert wait_until_gone(tag) == []
+    assert not any(tag in argv for argv in visible_processes(sandbox))
+
+
+def test_two_sandboxes_cannot_see_each_other(new_sandbox: NewSandbox) -> None:
+    a, b = new_sandbox(), new_sandbox()
+    needs(a, "namespaces")
+    secret = secrets.token_hex(8)
+    a.write_files({"secret.txt": secret})
+    a_workspace = a.run("pwd").stdout.strip()
+    tag = marker(3)  # long enough for B to look, short enough not to wait for the timeout
+    sleeper = threading.Thread(target=a.run, args=(f"sleep {tag}",), kwargs={"timeout_s": 8})
+    sleeper.start()
+    try:
+        _wait_for_host_process(tag)
+        code = f"""
+import json, os
+report = {{}}
+try:
+    report["listing"] = os.listdir({a_workspace!r})
+except OSError as exc:
+    report["listing"] = exc.strerror
+try:
+    report["secret"] = open(os.path.join({a_workspace!r}, "secret.txt")).read()
+except OSError as exc:
+    report["secret"] = exc.strerror
+print(json.dumps(report))
+"""
+        report = last_json(b.run_python(code))
+        seen_by_b = visible_processes(b)
+    finally:
+        sleeper.join()
+    assert isinstance(report, dict)
+    # The path may exist in B as B's own workspace (Docker mounts each at the same place): not A's files.
+    assert report["secret"] != secret and "secret.txt" not in report["listing"], report
+    assert not any(tag in argv for argv in seen_by_b), "B sees A's process"
+
+
+def _wait_for_host_process(text: str, within_s: float = 10.0) -> None:
+    """Wait until the sleeper runs; where the host cannot see it (a VM engine), go on after the wait."""
+    end = time.monotonic() + within_s
+    while not host_pids_with(text) and time.monotonic() < end:
+        time.sleep(0.05)

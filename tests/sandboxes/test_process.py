@@ -1,0 +1,145 @@
+"""The process backend's own contract: results as data, its environment, snapshots, the factory."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import tarfile
+from collections.abc import Iterator
+
+import pytest
+
+from agentenv.sandboxes import Limits, ProcessSandbox, Sandbox, SandboxError, make_sandbox
+from agentenv.sandboxes import factory
+from tests.sandboxes.conftest import LIMITS
+
+
+@pytest.fixture
+def sb() -> Iterator[ProcessSandbox]:
+    with ProcessSandbox(LIMITS) as sandbox:
+        yield sandbox
+
+
+def test_environment_is_the_minimal_one(sb: ProcessSandbox) -> None:
+    result = sb.run_python("import json, os; print(json.dumps([dict(os.environ), os.getcwd()]))")
+    env, cwd = __import__("json").loads(result.stdout)
+    expected = {"PATH", "HOME", "LANG", "PYTHONDONTWRITEBYTECODE"}
+    if not sb.isolation.namespaces:
+        expected.add("TMPDIR")  # a private temp dir stands in for the missing private /tmp
+    assert set(env) - {"LC_CTYPE"} == expected  # Python may set LC_CTYPE when coercing the C locale
+    assert env["HOME"] == cwd == sb.workspace
+
+
+def test_exec_result_fields(sb: ProcessSandbox) -> None:
+    result = sb.run("echo out; echo err >&2; exit 3")
+    assert (result.stdout, result.stderr, result.exit_code) == ("out\n", "err\n", 3)
+    assert not result.ok and not result.timed_out and not result.oom_killed
+    assert result.duration_s > 0
+    assert sb.run(["cat"], stdin="piped in").stdout == "piped in"
+    assert sb.run_python("print('é')").ok
+    killed = sb.run("kill -SEGV $$")
+    assert killed.exit_code is None and not killed.ok and not killed.timed_out
+
+
+def test_files_round_trip_and_are_visible_to_runs(sb: ProcessSandbox) -> None:
+    sb.write_files({"a/b/c.txt": "hello", "bin.dat": b"\x00\xff"})
+    assert sb.read_file("a/b/c.txt") == b"hello"
+    assert sb.read_file("bin.dat") == b"\x00\xff"
+    assert sb.run("cat a/b/c.txt && echo more >> a/b/c.txt").stdout == "hello"
+    assert sb.read_file("a/b/c.txt") == b"hellomore\n"
+    with pytest.raises(FileNotFoundError):
+        sb.read_file("missing.txt")
+
+
+def test_read_file_refuses_a_fifo_instead_of_hanging(sb: ProcessSandbox) -> None:
+    assert sb.run("mkfifo pipe").ok
+    with pytest.raises(SandboxError, match="not a regular file"):
+        sb.read_file("pipe")
+
+
+def test_snapshot_restore_round_trip(sb: ProcessSandbox) -> None:
+    sb.write_files({"keep.txt": "v1", "dir/nested.txt": "n"})
+    assert sb.run("ln -s keep.txt link").ok
+    archive = sb.snapshot()
+    sb.write_files({"keep.txt": "v2", "extra.txt": "x"})
+    sb.restore(archive)
+    assert sb.read_file("keep.txt") == b"v1"
+    assert sb.read_file("dir/nested.txt") == b"n"
+    assert sb.run("readlink link; ls").stdout == "keep.txt\ndir\nkeep.txt\nlink\n"
+    assert sb.run("echo rewritten > keep.txt").ok, "restored files must stay writable by the sandbox"
+
+
+@pytest.mark.parametrize("member", ["../escape.txt", "/abs.txt", "a/../../escape.txt"])
+def test_restore_refuses_members_that_escape(sb: ProcessSandbox, member: str) -> None:
+    sb.write_files({"keep.txt": "v1"})
+    with pytest.raises(SandboxError):
+        sb.restore(_tar({member: b"x"}))
+    assert sb.read_file("keep.txt") == b"v1", "a refused archive must leave the workspace as it was"
+
+
+def test_restore_refuses_symlinks_that_point_out(sb: ProcessSandbox) -> None:
+    link = tarfile.TarInfo("out")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+    with pytest.raises(SandboxError):
+        sb.restore(_tar({}, extra=[link]))
+
+
+def _tar(files: dict[str, bytes], extra: list[tarfile.TarInfo] | None = None) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for info in extra or []:
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+def test_large_code_runs(sb: ProcessSandbox) -> None:
+    code = "x = 1\n" * 30_000 + "print('done')\n"  # beyond what one argv string may hold
+    assert sb.run_python(code).stdout == "done\n"
+
+
+def test_close_is_idempotent_and_final() -> None:
+    sandbox = ProcessSandbox(LIMITS)
+    workspace = sandbox.workspace
+    sandbox.close()
+    sandbox.close()
+    assert not os.path.exists(workspace)
+    with pytest.raises(SandboxError, match="closed"):
+        sandbox.run("true")
+
+
+def test_sandboxes_get_distinct_uids_as_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("dedicated uids are allocated only when the caller is root")
+    with ProcessSandbox(LIMITS) as a, ProcessSandbox(LIMITS) as b:
+        assert a.isolation.dedicated_uid not in (None, b.isolation.dedicated_uid)
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(SandboxError, match="network"):
+        ProcessSandbox(LIMITS, network="none")  # type: ignore[arg-type]
+    with ProcessSandbox(LIMITS, network="host") as sandbox:
+        assert not sandbox.isolation.network_isolated
+        with pytest.raises(SandboxError):
+            sandbox.run([])
+
+
+def test_make_sandbox_process() -> None:
+    with make_sandbox("process", Limits(timeout_s=2)) as sandbox:
+        assert isinstance(sandbox, ProcessSandbox) and isinstance(sandbox, Sandbox)
+        assert sandbox.limits.timeout_s == 2
+    with pytest.raises(SandboxError, match="expected kind"):
+        make_sandbox("vm")  # type: ignore[arg-type]
+
+
+def test_make_sandbox_auto_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(factory, "docker_available", lambda: "no engine in this test")
+    with caplog.at_level(logging.INFO, logger="agentenv.sandboxes"):
+        with make_sandbox("auto", LIMITS) as sandbox:
+            assert isinstance(sandbox, ProcessSandbox)
+    assert "process" in caplog.text and "no engine in this test" in caplog.text
