@@ -33,6 +33,7 @@ from rich.table import Table
 
 import agentenv
 from agentenv.registry import EnvSpec
+from agentenv.sandboxes.cli import app as sandbox_app
 from agentenv.types import Failure
 
 __all__ = ["EvalSummary", "app", "main"]
@@ -44,6 +45,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(sandbox_app, name="sandbox")
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130

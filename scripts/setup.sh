@@ -9,8 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # -- what to install: each a one-line change ------------------------------------
-EXTRAS="dev,train,lora"
-APT_PACKAGES=()     # e.g. (docker.io chromium)
+EXTRAS="dev,train,lora,sandbox"
+# docker.io: the engine behind the Docker sandbox (scripts/dockerd.sh starts it);
+# debootstrap: builds the sandbox base image offline (scripts/build_sandbox_image.sh).
+APT_PACKAGES=(docker.io debootstrap)
 # torch is pinned to exactly 2.13.0 and installed first: that CPU wheel is on local
 # disk, while an unpinned torch may pull a multi-GB CUDA build.
 PIP_FIRST=("torch==2.13.0")

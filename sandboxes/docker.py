@@ -1,0 +1,493 @@
+"""`DockerSandbox`: untrusted code in a hardened, long-lived Docker container.
+
+    from agentenv.sandboxes import DockerSandbox, Limits
+    with DockerSandbox(limits=Limits(timeout_s=5)) as sb:
+        sb.write_files({"main.py": "print(6 * 7)"})
+        print(sb.run("python3 main.py").stdout)
+
+One container per sandbox, started once; `sandboxes/runner.py` runs inside it and
+answers requests over the container's attached stdin/stdout, so each run costs a
+fork inside the container (a few ms), not a ``docker exec`` or a new container.
+Build the image first: ``agentenv sandbox build`` (``agentenv sandbox doctor``
+checks the whole set-up).
+
+What it protects against, by default:
+  - network access: no network at all (``network_mode="none"``, loopback only);
+  - privilege: uid 1000, every capability dropped, ``no-new-privileges``, Docker's
+    default seccomp profile;
+  - changing the image or the host's files: read-only root; writable only the
+    size-capped tmpfs mounts /workspace and /tmp, gone with the container; no host
+    mounts, no host environment variables;
+  - exhaustion: memory (no swap), process count, CPU quota, output bytes per run,
+    a wall-clock timeout per run that kills its whole process group;
+  - leftovers: ``reset`` kills every process but init and the runner and wipes
+    /workspace and /tmp; init (``--init``) reaps orphans.
+
+What it does not protect against: kernel exploits and container escapes (the
+kernel is shared with the host: use gVisor/Kata or VMs for hostile code at scale),
+CPU/cache side channels and timing between sandboxes, disk I/O bandwidth, the
+Docker daemon itself (whoever reaches its socket is root on the host). Code inside
+can see how the host's kernel is configured (``/proc``, ``uname``).
+
+A container that dies or stops answering raises `SandboxInfraError`; an
+unreachable engine too, with the fix in its message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentenv.sandboxes.base import ExecResult, Limits, SandboxError, SandboxInfraError, workspace_path
+from agentenv.sandboxes.build import IMAGE
+from agentenv.sandboxes.runner import FRAME, PROTOCOL
+
+if TYPE_CHECKING:
+    import docker
+    from docker.models.containers import Container
+
+__all__ = ["DockerSandbox", "container_options", "docker_client", "reap_stale_containers"]
+
+SANDBOX_LABEL = "agentenv.sandbox"
+OWNER_PID_LABEL = "agentenv.owner.pid"
+OWNER_HOST_LABEL = "agentenv.owner.host"
+OWNER_STARTED_LABEL = "agentenv.owner.started"  # tells a live owner from a reused pid
+USER = "1000:1000"
+COMMAND = ["python3", "/opt/agentenv/runner.py", "--kill-all"]
+START_TIMEOUT_S = 30.0
+# Beyond a run's own timeout: killing the group, draining pipes, a loaded host.
+ANSWER_SLACK_S = 15.0
+FILE_OP_TIMEOUT_S = 60.0
+ENGINE_FIX = (
+    "start the engine (scripts/dockerd.sh, or `sudo dockerd`, or `systemctl start docker`) "
+    "or point DOCKER_HOST at one that runs"
+)
+
+
+# -- the engine --------------------------------------------------------------------
+
+
+def docker_client(base_url: str | None = None) -> docker.DockerClient:
+    """A client of the engine (``DOCKER_HOST`` or the default socket) that answered a ping."""
+    try:
+        import docker
+    except ImportError as e:
+        raise SandboxInfraError("the Docker sandbox needs the docker SDK: pip install 'agentenv[sandbox]'") from e
+    try:
+        client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
+        client.ping()
+    except Exception as e:  # noqa: BLE001 - docker, requests and urllib3 each have their own
+        raise engine_unreachable(e, base_url) from e
+    return client
+
+
+def engine_unreachable(error: BaseException, where: str | None = None) -> SandboxInfraError:
+    where = where or os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
+    return SandboxInfraError(f"the Docker engine at {where} does not answer ({_short(error)}); fix: {ENGINE_FIX}")
+
+
+def _short(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
+def owner_labels() -> dict[str, str]:
+    """Labels that let `reap_stale_containers` find containers whose owner died."""
+    return {
+        SANDBOX_LABEL: "1",
+        OWNER_PID_LABEL: str(os.getpid()),
+        OWNER_HOST_LABEL: socket.gethostname(),
+        OWNER_STARTED_LABEL: _process_start(os.getpid()) or "",
+    }
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of ``pid`` in clock ticks since boot (/proc/PID/stat field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_alive(labels: Mapping[str, str]) -> bool:
+    try:
+        pid = int(labels.get(OWNER_PID_LABEL, ""))
+    except ValueError:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, someone else's
+    started = labels.get(OWNER_STARTED_LABEL)
+    return not started or _process_start(pid) in (None, started)
+
+
+def reap_stale_containers(client: docker.DockerClient | None = None) -> list[str]:
+    """Remove sandbox containers made on this host by processes that have exited;
+    returns their ids. Containers of live owners, and of other hosts, are left alone."""
+    import docker.errors
+
+    client = client or docker_client()
+    host_filter = [f"{SANDBOX_LABEL}=1", f"{OWNER_HOST_LABEL}={socket.gethostname()}"]
+    removed = []
+    try:
+        candidates = client.containers.list(all=True, filters={"label": host_filter}, ignore_removed=True)
+    except docker.errors.APIError as e:
+        raise SandboxInfraError(f"listing sandbox containers failed: {_short(e)}") from e
+    except Exception as e:  # noqa: BLE001 - connection errors from below docker
+        raise engine_unreachable(e) from e
+    for container in candidates:
+        if _owner_alive(container.labels):
+            continue
+        try:
+            container.remove(force=True)
+            removed.append(container.id)
+        except docker.errors.NotFound:
+            pass
+    return removed
+
+
+def container_options(limits: Limits, image: str = IMAGE, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The arguments of ``client.containers.create``: every hardening option in one place."""
+    from docker.types import LogConfig, Ulimit
+
+    memory = f"{limits.memory_mb}m"
+    return {
+        "image": image,
+        "command": COMMAND,
+        "user": USER,
+        "working_dir": "/workspace",
+        "hostname": "sandbox",
+        "environment": {},  # never the host's
+        "network_mode": "none",
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "read_only": True,
+        "tmpfs": {
+            "/workspace": f"rw,nosuid,nodev,size={limits.workspace_mb}m,uid=1000,gid=1000,mode=0755",
+            "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,uid=1000,gid=1000,mode=1777",
+        },
+        "mem_limit": memory,
+        "memswap_limit": memory,  # equal: no swap
+        "pids_limit": limits.pids,
+        "nano_cpus": int(limits.cpus * 1e9),
+        "ulimits": [Ulimit(name="core", soft=0, hard=0)],
+        "init": True,  # reaps orphans; the runner is its only child
+        "stdin_open": True,
+        "tty": False,
+        # The protocol runs over stdout: a logging driver would copy every byte to disk.
+        "log_config": LogConfig(type=LogConfig.types.NONE),
+        "labels": {**owner_labels(), **(labels or {})},
+    }
+
+
+# -- the channel to the runner -------------------------------------------------------
+
+
+class _Channel:
+    """Frames to and from the runner over the attached socket.
+
+    Without a TTY, Docker multiplexes the attached output: each chunk comes behind
+    an 8-byte header (stream type, 3 zero bytes, big-endian length). Only stdout
+    (type 1) carries frames; anything else is dropped.
+    """
+
+    def __init__(self, attached: Any) -> None:
+        self._attached = attached  # keeps the HTTP response (and so the socket) alive
+        self._sock: socket.socket = getattr(attached, "_sock", attached)
+        self._raw = bytearray()
+        self._stdout = bytearray()
+
+    def send(self, header: Mapping[str, Any], blob: bytes = b"") -> None:
+        data = json.dumps(header, separators=(",", ":")).encode()
+        self._sock.settimeout(FILE_OP_TIMEOUT_S)
+        self._sock.sendall(FRAME.pack(len(data), len(blob)) + data + blob)
+
+    def receive(self, deadline: float) -> tuple[dict[str, Any], bytes]:
+        header_len, blob_len = FRAME.unpack(self._take(FRAME.size, deadline))
+        body = self._take(header_len + blob_len, deadline)
+        return json.loads(body[:header_len]), body[header_len:]
+
+    def _take(self, n: int, deadline: float) -> bytes:
+        while len(self._stdout) < n:
+            self._demux(deadline)
+        out = bytes(self._stdout[:n])
+        del self._stdout[:n]
+        return out
+
+    def _demux(self, deadline: float) -> None:
+        while len(self._raw) < 8:
+            self._recv(deadline)
+        stream, size = self._raw[0], int.from_bytes(self._raw[4:8], "big")
+        while len(self._raw) < 8 + size:
+            self._recv(deadline)
+        if stream == 1:
+            self._stdout += self._raw[8 : 8 + size]
+        del self._raw[: 8 + size]
+
+    def _recv(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        self._sock.settimeout(remaining)
+        chunk = self._sock.recv(1 << 20)
+        if not chunk:
+            raise EOFError
+        self._raw += chunk
+
+    def close(self) -> None:
+        for closeable in (self._sock, self._attached):
+            try:
+                closeable.close()
+            except Exception:  # noqa: BLE001, S110 - closing a dead socket
+                pass
+
+
+# -- the sandbox ---------------------------------------------------------------------
+
+
+class DockerSandbox:
+    """A hardened container with the runner inside; see the module docstring.
+
+    ``client`` defaults to the engine of ``DOCKER_HOST`` (or the default socket);
+    ``labels`` are added to the container's (the owner labels are always set).
+    Safe to share between threads: calls on one sandbox run one at a time.
+    """
+
+    def __init__(
+        self,
+        image: str = IMAGE,
+        limits: Limits | None = None,
+        *,
+        client: docker.DockerClient | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        if limits is not None and not isinstance(limits, Limits):
+            raise SandboxError(f"expected limits to be a Limits, got {type(limits).__name__}")
+        self.limits = limits or Limits()
+        self.image = image
+        self._client = client if client is not None else docker_client()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._broken: str | None = None
+        self._container = self._create(labels)
+        # Remove the container even if close() is never called (also at interpreter exit).
+        self._finalizer = weakref.finalize(self, _remove_quietly, self._container)
+        try:
+            self._channel = self._attach_and_start()
+        except BaseException:
+            self._finalizer()
+            raise
+
+    # -- life cycle
+
+    @property
+    def id(self) -> str:
+        """The container's id."""
+        return str(self._container.id)
+
+    @property
+    def container(self) -> Container:
+        """The docker SDK's container object (for inspection; do not start or stop it)."""
+        return self._container
+
+    @property
+    def alive(self) -> bool:
+        """Not closed, and no call has found the container dead or mute."""
+        return not self._closed and self._broken is None
+
+    def _create(self, labels: Mapping[str, str] | None) -> Container:
+        import docker.errors
+
+        try:
+            return self._client.containers.create(**container_options(self.limits, self.image, labels))
+        except docker.errors.ImageNotFound as e:
+            raise SandboxInfraError(
+                f"image {self.image!r} not found; build it with `agentenv sandbox build` "
+                "(or scripts/build_sandbox_image.sh)"
+            ) from e
+        except docker.errors.APIError as e:
+            raise SandboxInfraError(f"creating a sandbox container failed: {e.explanation or e}") from e
+        except Exception as e:  # noqa: BLE001 - connection errors from below docker
+            raise engine_unreachable(e) from e
+
+    def _attach_and_start(self) -> _Channel:
+        # Attach before start: the runner writes only when asked, and nothing is lost.
+        try:
+            attached = self._client.api.attach_socket(
+                self._container.id, params={"stdin": 1, "stdout": 1, "stream": 1}
+            )
+            self._container.start()
+        except Exception as e:  # noqa: BLE001 - APIError or a connection error
+            raise SandboxInfraError(f"starting the sandbox container failed: {_short(e)}") from e
+        channel = _Channel(attached)
+        try:
+            channel.send({"op": "ping"})
+            answer, _ = channel.receive(time.monotonic() + START_TIMEOUT_S)
+        except (OSError, EOFError) as e:
+            channel.close()
+            raise SandboxInfraError(f"the sandbox runner did not start: {self._death_note(e)}") from e
+        if answer.get("protocol") != PROTOCOL:
+            channel.close()
+            raise SandboxInfraError(
+                f"image {self.image!r} runs runner protocol {answer.get('protocol')}, this agentenv speaks "
+                f"{PROTOCOL}: rebuild it with `agentenv sandbox build`"
+            )
+        return channel
+
+    def close(self) -> None:
+        """Remove the container; idempotent. A call in progress on another thread
+        ends with `SandboxInfraError` (its container is gone) rather than delaying this."""
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer()  # outside the lock: it is what ends a call in progress
+        with self._lock:
+            self._channel.close()
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("broken" if self._broken else "alive")
+        return f"DockerSandbox(id={self.id[:12]}, image={self.image!r}, {state})"
+
+    # -- requests
+
+    def _call(self, header: dict[str, Any], blob: bytes = b"", *, wait_s: float) -> tuple[dict[str, Any], bytes]:
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox is closed")
+            if self._broken is not None:
+                raise SandboxInfraError(f"the sandbox is unusable: {self._broken}")
+            try:
+                self._channel.send(header, blob)
+                return self._channel.receive(time.monotonic() + wait_s)
+            except TimeoutError as e:
+                self._broken = f"the runner did not answer {header['op']!r} within {wait_s:.0f} s"
+                raise SandboxInfraError(self._broken) from e
+            except (OSError, EOFError) as e:
+                note = "the sandbox was closed" if self._closed else self._death_note(e)
+                self._broken = f"the container died during {header['op']!r}: {note}"
+                raise SandboxInfraError(self._broken) from e
+            except BaseException:
+                # Interrupted (or a garbled frame) between request and answer: the
+                # stream is out of step, so no later answer could be trusted.
+                self._broken = f"a {header['op']!r} call was interrupted; the channel is out of step"
+                raise
+
+    def _death_note(self, error: BaseException) -> str:
+        """What the engine says about the container, for an error message."""
+        try:
+            self._container.reload()
+            state = self._container.attrs.get("State", {})
+            return (f"container {state.get('Status')}, exit code {state.get('ExitCode')}, "
+                    f"OOM-killed {state.get('OOMKilled')}")
+        except Exception:  # noqa: BLE001 - gone entirely, or the engine is
+            return _short(error) if str(error) else f"{type(error).__name__} (connection closed)"
+
+    def _checked(self, answer: dict[str, Any], path: str | None = None) -> dict[str, Any]:
+        if answer.get("ok"):
+            return answer
+        kind, message = answer.get("kind"), answer.get("message", "")
+        if kind == "not_found":
+            raise FileNotFoundError(f"no file {path!r} in the workspace" if path else message)
+        if kind == "refused":
+            raise SandboxError(message)
+        raise SandboxError(f"the sandbox refused the request: {message}")
+
+    def _timeout(self, timeout_s: float | None) -> float:
+        if timeout_s is None:
+            return self.limits.timeout_s
+        if not isinstance(timeout_s, int | float) or isinstance(timeout_s, bool) or not timeout_s > 0:
+            raise SandboxError(f"expected timeout_s > 0 seconds, got {timeout_s!r}")
+        return float(timeout_s)
+
+    def _exec(self, request: dict[str, Any], timeout_s: float | None, stdin: str | None) -> ExecResult:
+        if stdin is not None and not isinstance(stdin, str):
+            raise SandboxError(f"expected stdin as str, got {type(stdin).__name__}")
+        timeout = self._timeout(timeout_s)
+        header = {"op": "run", **request, "timeout_s": timeout, "stdin": stdin,
+                  "output_bytes": self.limits.output_bytes}
+        answer, _ = self._call(header, wait_s=timeout + ANSWER_SLACK_S)
+        if not answer.get("ok"):
+            raise SandboxInfraError(f"the runner failed to run the code: {answer.get('message')}")
+        return ExecResult(**{k: answer[k] for k in ExecResult.model_fields})
+
+    def run_python(self, code: str, *, timeout_s: float | None = None, stdin: str | None = None) -> ExecResult:
+        """Run ``code`` as a fresh Python process (a fork of the warm runner) in /workspace."""
+        if not isinstance(code, str):
+            raise SandboxError(f"expected code as str, got {type(code).__name__}")
+        return self._exec({"python": code}, timeout_s, stdin)
+
+    def run(self, command: str | Sequence[str], *, timeout_s: float | None = None,
+            stdin: str | None = None) -> ExecResult:
+        """Run a command in /workspace; a string goes to ``sh -c``."""
+        if isinstance(command, str):
+            argv = ["sh", "-c", command]
+        elif isinstance(command, Sequence) and command and all(isinstance(a, str) for a in command):
+            argv = list(command)
+        else:
+            raise SandboxError(f"expected a command string or a non-empty list of str, got {command!r}")
+        return self._exec({"argv": argv}, timeout_s, stdin)
+
+    def write_files(self, files: Mapping[str, str | bytes]) -> None:
+        """Write files into /workspace, creating directories; symlinks out of it are refused."""
+        if not isinstance(files, Mapping):
+            raise SandboxError(f"expected a mapping of path -> str | bytes, got {type(files).__name__}")
+        entries, blobs = [], []
+        for path, content in files.items():
+            rel = workspace_path(path)
+            if isinstance(content, str):
+                content = content.encode()
+            elif not isinstance(content, bytes | bytearray):
+                raise SandboxError(f"expected str or bytes for {path!r}, got {type(content).__name__}")
+            entries.append([rel, len(content)])
+            blobs.append(bytes(content))
+        self._checked(self._call({"op": "write_files", "files": entries}, b"".join(blobs),
+                                 wait_s=FILE_OP_TIMEOUT_S)[0])
+
+    def read_file(self, path: str) -> bytes:
+        """A file of /workspace; `FileNotFoundError` when absent."""
+        answer, blob = self._call({"op": "read_file", "path": workspace_path(path)}, wait_s=FILE_OP_TIMEOUT_S)
+        self._checked(answer, path)
+        return blob
+
+    def snapshot(self) -> bytes:
+        """/workspace as a tar archive."""
+        answer, blob = self._call({"op": "snapshot"}, wait_s=FILE_OP_TIMEOUT_S)
+        self._checked(answer)
+        return blob
+
+    def restore(self, archive: bytes) -> None:
+        """Replace /workspace with a `snapshot`."""
+        if not isinstance(archive, bytes | bytearray):
+            raise SandboxError(f"expected a tar archive as bytes, got {type(archive).__name__}")
+        self._checked(self._call({"op": "restore"}, bytes(archive), wait_s=FILE_OP_TIMEOUT_S)[0])
+
+    def reset(self) -> None:
+        """Kill every process from earlier runs and wipe /workspace and /tmp."""
+        answer, _ = self._call({"op": "reset"}, wait_s=FILE_OP_TIMEOUT_S)
+        if not answer.get("ok"):
+            with self._lock:
+                self._broken = f"reset failed: {answer.get('message')}"
+            raise SandboxInfraError(self._broken)
+
+
+def _remove_quietly(container: Container) -> None:
+    try:
+        container.remove(force=True)
+    except Exception:  # noqa: BLE001, S110 - already gone, or the engine is; the reaper gets it later
+        pass
