@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# Set up (idempotent, see setup.sh), then the main job: evaluate the scripted
-# oracle on each built-in env, trajectories to runs/<env>.jsonl.
+# Set up (idempotent, see setup.sh), then the main job: multi-turn GRPO.
+#
+#   bash scripts/main.sh                 tiny Qwen2 (random init) on the CPU, examples/tiny.toml
+#   bash scripts/main.sh --model PATH    a real model (local path or hub id) on the GPU, examples/gpu.toml
+#
+# Either prints a progress line per step and the learning curve at the end, and leaves
+# the run directory (metrics.jsonl, trajectories/, checkpoints/, final/). Rerunning the
+# same command resumes from the last checkpoint. Other arguments go to `agentenv train`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-for env_id in arithmetic-v0 guess-number-v0; do
-    .venv/bin/agentenv eval "$env_id" --policy scripted --episodes 100 --out "runs/$env_id.jsonl"
+config=examples/tiny.toml
+for arg in "$@"; do
+    case "$arg" in --model|--model=*) config=examples/gpu.toml ;; esac
 done
+exec .venv/bin/agentenv train "$config" "$@"
