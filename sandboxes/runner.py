@@ -187,6 +187,7 @@ def _child(req: dict[str, Any], workspace: str, stdin_fd: int, out_fd: int, err_
     status = 127
     try:
         os.setsid()
+        set_dumpable(True)  # the run is an ordinary process; only the runner hides its memory
         for target, fd in ((0, stdin_fd), (1, out_fd), (2, err_fd)):
             os.dup2(fd, target)
         for fd in close:
@@ -584,8 +585,21 @@ def _error(e: BaseException) -> dict[str, Any]:
     return {"ok": False, "kind": kind, "message": f"{type(e).__name__}: {e}"}
 
 
+def set_dumpable(on: bool) -> None:
+    """prctl(PR_SET_DUMPABLE): a non-dumpable process's memory cannot be read through
+    /proc/PID/mem or ptrace by other processes of the same uid. The runner holds each
+    request (files, stdin of runs) in memory, so runs must not be able to read it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, int(on), 0, 0, 0)  # 4 = PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str]) -> int:
     cfg = Config(argv)
+    set_dumpable(False)
     os.environ.clear()
     os.environ.update(CHILD_ENV)
     os.umask(0o022)

@@ -316,3 +316,24 @@ def test_a_run_that_cannot_start_is_a_result_not_a_crash(sb: Sandbox) -> None:
     assert blocked and "reset" in blocked[0].stderr, results[-1]
     sb.reset()
     assert sb.run_python("print(1)").stdout == "1\n"
+
+
+def test_runs_cannot_read_the_runners_memory(sb: Sandbox) -> None:
+    # The runner holds every request (files, a run's stdin: a verifier's hidden tests)
+    # in memory; a run of the same uid must not open it through /proc (nor ptrace it:
+    # both need the same access check).
+    probe = (
+        "import os\n"
+        "def cmd(p):\n"
+        "    return open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')\n"
+        "pid = next(p for p in os.listdir('/proc') if p.isdigit() and p != '1'\n"
+        "           and cmd(p)[:2] == [b'python3', b'/opt/agentenv/runner.py'])\n"
+        "for name in ('mem', 'environ'):\n"
+        "    try:\n"
+        "        open(f'/proc/{pid}/{name}', 'rb').close()\n"
+        "        print(name, 'opened')\n"
+        "    except PermissionError:\n"
+        "        print(name, 'refused')\n"
+    )
+    result = sb.run_python(probe)
+    assert result.stdout.split("\n")[:2] == ["mem refused", "environ refused"], result
