@@ -134,6 +134,20 @@ def _register_builtins() -> None:
         description="Find a secret number from higher/lower feedback.",
         oracle="agentenv.envs.guess_number:oracle",
     )
+    register(
+        "retail-v0",
+        "agentenv.envs.tools.env:ToolsEnv",
+        description="Customer service for a shop through a real HTTP API over SQLite: cancel, change, return.",
+        oracle="agentenv.envs.tools.env:oracle",
+        domain="agentenv.envs.tools.domains.retail:DOMAIN",
+    )
+    register(
+        "calendar-v0",
+        "agentenv.envs.tools.env:ToolsEnv",
+        description="Book, move and cancel meeting rooms through a real HTTP API over SQLite.",
+        oracle="agentenv.envs.tools.env:oracle",
+        domain="agentenv.envs.tools.domains.calendar:DOMAIN",
+    )
 
 
 _register_builtins()

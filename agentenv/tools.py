@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-__all__ = ["ToolSpec", "tool"]
+__all__ = ["ToolSpec", "spec_from_model", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,14 +94,28 @@ def build_spec(fn: Callable[..., Any], *, method_name: str, name: str, terminal:
         fields[param.name] = (hints[param.name], Field(default, description=arg_docs.get(param.name)))
     model_name = "".join(part.title() for part in re.split(r"[_-]", name)) + "Args"
     args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
+    return spec_from_model(name, summary, args_model, method_name=method_name, terminal=terminal)
+
+
+def spec_from_model(
+    name: str, description: str, args_model: type[BaseModel], *, method_name: str, terminal: bool = False
+) -> ToolSpec:
+    """A `ToolSpec` whose arguments are an existing pydantic model.
+
+    For envs whose tools are not methods (the tools env's HTTP routes): the model
+    validates the arguments and its JSON schema is what the agent is shown. The
+    env must have an attribute ``method_name`` to call with the validated fields.
+    """
+    if not _NAME_RE.match(name):
+        raise TypeError(f"tool name must match {_NAME_RE.pattern}, got {name!r}")
     parameters = _strip_titles(args_model.model_json_schema())
     parameters.setdefault("properties", {})
     parameters.setdefault("required", [])
     schema = {
         "type": "function",
-        "function": {"name": name, "description": summary, "parameters": parameters},
+        "function": {"name": name, "description": description, "parameters": parameters},
     }
-    return ToolSpec(name, summary, args_model, method_name, terminal, schema)
+    return ToolSpec(name, description, args_model, method_name, terminal, schema)
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
