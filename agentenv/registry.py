@@ -148,6 +148,12 @@ def _register_builtins() -> None:
         oracle="agentenv.envs.tools.env:oracle",
         domain="agentenv.envs.tools.domains.calendar:DOMAIN",
     )
+    register(
+        "code-v0",
+        "agentenv.envs.code:CodeEnv",
+        description="Write, run and fix Python in a sandbox; hidden tests, run in a fresh sandbox, decide.",
+        oracle="agentenv.envs.code:oracle",
+    )
 
 
 _register_builtins()

@@ -159,3 +159,16 @@ def _admits(specifier: str, version: str) -> bool:
                 return False
         return True
     return SpecifierSet(specifier).contains(version)
+
+
+def test_every_package_in_the_tree_is_shipped() -> None:
+    # setuptools gets an explicit list (the folders are mapped), so a new subpackage
+    # missing from it would work in an editable install and vanish from the wheel.
+    tool = _pyproject()["tool"]["setuptools"]
+    roots = {Path(REPO / folder): name for name, folder in tool["package-dir"].items()}
+    found = set()
+    for root, name in roots.items():
+        for init in root.rglob("__init__.py"):
+            rel = init.parent.relative_to(root).parts
+            found.add(".".join((name, *rel)))
+    assert found == set(tool["packages"])

@@ -1,0 +1,44 @@
+"""The code environment: multi-turn Python tasks verified by hidden tests in a sandbox.
+
+    import agentenv
+    env = agentenv.make("code-v0")            # the shipped procedural set, Docker or process sandboxes
+    obs, info = env.reset(seed=0)
+
+Modules: `env` (the `CodeEnv` and its oracle), `tasks` (the task payload, the
+shipped set, benchmark loaders), `families` (the procedural task families),
+`verify` (running tests in a sandbox and judging them), `sandboxes` (the pools).
+"""
+
+from agentenv.envs.code.env import CodeEnv, CodeState, oracle, verify_solution
+from agentenv.envs.code.sandboxes import CodeSandboxes
+from agentenv.envs.code.tasks import (
+    CodeTask,
+    benchmark_task,
+    code_task,
+    default_tasks,
+    from_dataset,
+    load_benchmark_jsonl,
+    make_task,
+    make_tasks,
+)
+from agentenv.envs.code.verify import CallTest, CodeTest, TestReport, run_tests
+
+__all__ = [
+    "CallTest",
+    "CodeEnv",
+    "CodeSandboxes",
+    "CodeState",
+    "CodeTask",
+    "CodeTest",
+    "TestReport",
+    "benchmark_task",
+    "code_task",
+    "default_tasks",
+    "from_dataset",
+    "load_benchmark_jsonl",
+    "make_task",
+    "make_tasks",
+    "oracle",
+    "run_tests",
+    "verify_solution",
+]

@@ -1,0 +1,104 @@
+"""The untrusted half of a test run: loads the candidate solution and answers calls.
+
+Runs inside the sandbox as a fresh interpreter (``python -I -S -c``) that the
+harness (`_harness.py`) starts *before* it reads any test, so this process never
+holds a hidden test, an expected value or the verdict nonce in its memory. Its
+stdin, stdout and stderr are /dev/null; it talks to the harness only through two
+pipes given on the command line, one JSON frame per message (a 4-byte big-endian
+length, then the UTF-8 JSON).
+
+Whatever the solution does here (exit, print, patch builtins, return objects
+with a lying ``__eq__``) it can only change the *data* this process sends back,
+which the harness or the host then compares with what it alone knows.
+Pasted after `_codec.py`; stdlib only, no ``from __future__`` imports.
+"""
+
+import os
+import sys
+import types
+
+MAX_FRAME_BYTES = 8 << 20
+
+
+def read_exact(fd, n):
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def receive(fd):
+    head = read_exact(fd, 4)
+    if head is None:
+        return None
+    size = int.from_bytes(head, "big")
+    if size > MAX_FRAME_BYTES:
+        raise ValueError("frame too large")
+    body = read_exact(fd, size)
+    return None if body is None else json.loads(body)
+
+
+def send(fd, message):
+    data = json.dumps(message).encode()
+    if len(data) > MAX_FRAME_BYTES:
+        data = json.dumps({"ok": False, "error": f"the result is too large ({len(data)} bytes encoded)"}).encode()
+    view = memoryview(len(data).to_bytes(4, "big") + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def describe(error):
+    """``Type: message`` plus the solution's line where it was raised."""
+    import traceback  # only on failure: a fresh interpreter pays for every import
+
+    where = ""
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if frame.filename == "solution.py":
+            where = f" (solution.py, line {frame.lineno})"
+            break
+    text = f"{type(error).__name__}: {error}"
+    return (text[:400] + where) if len(text) <= 400 else text[:400] + "..." + where
+
+
+def load(message):
+    module = types.ModuleType("solution")
+    module.__file__ = "solution.py"
+    sys.modules["solution"] = module
+    exec(compile(message["solution"], "solution.py", "exec"), module.__dict__)  # noqa: S102 - the point
+    entry = message["entry_point"]
+    function = module.__dict__.get(entry)
+    if not callable(function):
+        raise NameError(f"the solution defines no function {entry!r}")
+    return function
+
+
+def main():
+    rfd, wfd = int(sys.argv[1]), int(sys.argv[2])
+    hello = receive(rfd)
+    if hello is None:
+        return
+    try:
+        function = load(hello)
+    except BaseException as e:  # noqa: BLE001 - SystemExit too: a solution that exits has failed
+        send(wfd, {"ok": False, "error": describe(e)})
+        return
+    send(wfd, {"ok": True})
+    while True:
+        call = receive(rfd)
+        if call is None:
+            return
+        try:
+            args = [decode(a) for a in call["args"]]
+            kwargs = {k: decode(v) for k, v in call.get("kwargs", {}).items()}
+            answer = {"ok": True, "value": encode(function(*args, **kwargs))}
+            json.dumps(answer)  # fail here, as the candidate's error, not in send()
+        except BaseException as e:  # noqa: BLE001 - the candidate's failure is data
+            answer = {"ok": False, "error": describe(e)}
+        send(wfd, answer)
+
+
+main()

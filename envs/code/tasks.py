@@ -1,0 +1,178 @@
+"""Code tasks: the payload model, the shipped procedural set, and loaders for public benchmarks.
+
+A code task is a `Task` whose ``payload`` validates as `CodeTask`: the entry
+point, visible tests (shown in the prompt, runnable by the agent), hidden tests
+(only ever run by the verifier), an optional reference solution and setup code.
+
+- `make_tasks` builds the shipped set deterministically from the families in
+  `agentenv.envs.code.families`; `make_task(family, rng, difficulty)` is one
+  variant (what a task mutator calls with a new ``rng``).
+- `load_benchmark_jsonl` / `from_dataset` read the common public layout
+  ``{task_id, prompt, entry_point, test, canonical_solution}`` (HumanEval-style:
+  ``test`` defines ``check(candidate)``); those become one code test each.
+
+Task files are untrusted: every record goes through a pydantic model, and a bad
+one raises `TaskFileError` naming the file, line and field.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentenv import Task, TaskSet
+from agentenv.envs.code._codec import encode
+from agentenv.envs.code.families import FAMILIES, Family, Variant
+from agentenv.envs.code.verify import CallTest, CodeTest, TestCase
+
+__all__ = ["BenchmarkRecord", "CodeTask", "benchmark_task", "code_task", "default_tasks", "from_dataset",
+           "load_benchmark_jsonl", "make_task",
+           "make_tasks"]
+
+VISIBLE_TESTS = 2
+DIFFICULTIES = (0, 1, 2, 3)
+
+
+class CodeTask(BaseModel):
+    """The ``payload`` of a code task."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entry_point: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="the function the tests call")
+    hidden_tests: list[TestCase] = Field(min_length=1, description="run by the verifier only")
+    visible_tests: list[TestCase] = Field(default_factory=list, description="shown and runnable by the agent")
+    solution: str | None = Field(None, description="a reference solution (source defining entry_point)")
+    setup: str = Field("", description="code that code tests run first (a benchmark prompt's helper functions)")
+    test_timeout_s: float = Field(3.0, gt=0, le=60, description="wall clock per test")
+
+
+class BenchmarkRecord(BaseModel):
+    """One line of a public code benchmark (HumanEval layout; extra fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    task_id: str = Field(min_length=1, max_length=256)
+    prompt: str
+    entry_point: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    test: str = Field(min_length=1)
+    canonical_solution: str | None = None
+
+
+def code_task(task: Task) -> CodeTask:
+    """The validated payload of ``task``."""
+    return CodeTask.model_validate(task.payload)
+
+
+# -- benchmarks ----------------------------------------------------------------------------
+
+
+def benchmark_task(record: Mapping[str, Any]) -> Task:
+    """A `Task` from a benchmark record; ``test`` must define ``check(candidate)``."""
+    rec = BenchmarkRecord.model_validate(record)
+    payload = CodeTask(
+        entry_point=rec.entry_point,
+        hidden_tests=[CodeTest(code=f"{rec.test}\n\ncheck(candidate)\n")],
+        solution=None if rec.canonical_solution is None else rec.prompt + rec.canonical_solution,
+        setup=rec.prompt,
+    )
+    prompt = (f"Complete this Python function; your solution.py must define `{rec.entry_point}`.\n\n"
+              f"```python\n{rec.prompt}```")
+    return Task(id=rec.task_id, prompt=prompt, payload=payload.model_dump(mode="json"),
+                metadata={"family": "benchmark"})
+
+
+def load_benchmark_jsonl(path: str | Path) -> TaskSet:
+    """A benchmark file in the ``{task_id, prompt, entry_point, test, canonical_solution}`` layout."""
+    return TaskSet.from_jsonl(path, convert=benchmark_task)
+
+
+def from_dataset(dataset: Iterable[Mapping[str, Any]]) -> TaskSet:
+    """Tasks from a Hugging Face ``datasets`` split (or any iterable of records) in the benchmark layout.
+
+    ``datasets`` itself is not imported: pass ``load_dataset("openai_humaneval")["test"]``.
+    """
+    return TaskSet(benchmark_task(row) for row in dataset)
+
+
+# -- the procedural set --------------------------------------------------------------------
+
+
+def make_task(family: Family | str, rng: np.random.Generator, difficulty: int, *, task_id: str | None = None) -> Task:
+    """One task of ``family`` at ``difficulty`` (0-3), parameters and inputs drawn from ``rng``."""
+    fam = FAMILIES[family] if isinstance(family, str) else family
+    if difficulty not in DIFFICULTIES:
+        raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty}")
+    variant = fam.make(rng, difficulty)
+    tests = _call_tests(variant)
+    visible, hidden = tests[:VISIBLE_TESTS], tests[VISIBLE_TESTS:]
+    payload = CodeTask(entry_point=variant.entry_point, visible_tests=visible, hidden_tests=hidden,
+                       solution=variant.solution)
+    return Task(
+        id=task_id or f"code-{fam.name}-d{difficulty}-{int(rng.integers(1 << 30)):08x}",
+        prompt=_prompt(variant, visible),
+        payload=payload.model_dump(mode="json"),
+        metadata={"family": fam.name, "difficulty": difficulty, "tags": (fam.category,)},
+    )
+
+
+def _call_tests(variant: Variant) -> list[CallTest]:
+    """Run the reference solution on each distinct input (on the host: it is our own code).
+
+    An input the reference rejects (say, a generated division by zero) is dropped."""
+    namespace: dict[str, Any] = {}
+    exec(compile(variant.solution, f"<{variant.entry_point} reference>", "exec"), namespace)  # noqa: S102
+    function = namespace[variant.entry_point]
+    tests, seen = [], set()
+    for args in variant.inputs:
+        key = json.dumps(encode(args), sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            expected = function(*copy.deepcopy(args))
+        except Exception:  # noqa: BLE001, S112 - not a valid input for this variant
+            continue
+        tests.append(CallTest(args=[encode(a) for a in args], expected=encode(expected)))
+    if len(tests) < VISIBLE_TESTS + 3:
+        raise ValueError(f"family of {variant.entry_point!r} made only {len(tests)} distinct valid tests")
+    return tests
+
+
+def _prompt(variant: Variant, visible: list[CallTest]) -> str:
+    from agentenv.envs.code._codec import decode
+
+    examples = "\n".join(
+        f"    {variant.entry_point}({', '.join(repr(decode(a)) for a in t.args)}) == {decode(t.expected)!r}"
+        for t in visible)
+    return (f"Write a Python function `{variant.signature}`.\n\n{variant.description}\n\n"
+            f"Examples (the visible tests):\n{examples}")
+
+
+@functools.cache
+def default_tasks() -> TaskSet:
+    """The shipped set: every family at every difficulty, two variants each (168 tasks)."""
+    return make_tasks(variants=2, seed=0)
+
+
+def make_tasks(*, variants: int = 2, seed: int = 0, families: Iterable[str] | None = None,
+               difficulties: Iterable[int] = DIFFICULTIES) -> TaskSet:
+    """``variants`` tasks per family and difficulty, deterministic in ``seed``."""
+    tasks = []
+    for name in families or FAMILIES:
+        for d in difficulties:
+            for k in range(variants):
+                # One generator per task: adding a family never changes the others' tasks.
+                rng = np.random.default_rng([seed, _stable_hash(name), d, k])
+                tasks.append(make_task(name, rng, d, task_id=f"code-{name}-d{d}-{seed}-{k}"))
+    return TaskSet(tasks)
+
+
+def _stable_hash(text: str) -> int:
+    return int.from_bytes(text.encode()[:8].ljust(8, b"\0"), "big") % (1 << 31)

@@ -1,0 +1,224 @@
+"""Running a solution against tests in a sandbox, and the verdict the host draws from it.
+
+    report = run_tests(sandbox, solution=code, entry_point="f", tests=task_tests)
+    report.passed, report.total, report.outcomes[0].detail
+
+One ``run_python`` per call of `run_tests`, whatever the number of tests: the
+program is `_harness.py` (trusted, holds the tests) which starts `_worker.py`
+(untrusted, runs the solution) as a separate fresh interpreter. What makes the
+verdict unforgeable by the solution:
+
+- the tests, a fresh random nonce and the solution go in on stdin, read by the
+  harness only after the worker is started, so the worker never has them (it
+  runs in a fresh interpreter when code tests are run, see `_harness.py`);
+- a call test's expected value never enters the sandbox: the worker's return
+  value comes back encoded as plain data and the *host* compares it (`same`);
+- a verdict counts only if the run exited 0, printed a ``done`` line with the
+  nonce, and gave each test exactly one line: a solution that exits, kills the
+  harness or prints look-alike lines produces no verdict, or a conflicting one,
+  and so a failure;
+- the exit code of the solution's process means nothing; a missing answer is a failure.
+
+Where it is weaker (said plainly): a code test (a public benchmark's
+``check(candidate)``) holds its expected values in the harness process. The
+harness is non-dumpable, but the sandbox runner that forwarded stdin is not, so
+where the kernel lets a process read another of the same uid's memory
+(``kernel.yama.ptrace_scope`` = 0 or no Yama) a determined solution could read the
+tests from the runner. The shipped tasks use call tests only. Mutation of
+arguments and stateful objects cannot be tested: only plain values cross.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentenv.envs.code._codec import decode, same
+from agentenv.sandboxes import ExecResult, Sandbox
+
+__all__ = ["CallTest", "CodeTest", "TestCase", "TestOutcome", "TestReport", "run_tests"]
+
+MARK = "@@agentenv-verdict"
+LOAD_TIMEOUT_S = 5.0
+TEST_TIMEOUT_S = 3.0
+RUN_SLACK_S = 5.0  # interpreter start + the harness's own work, beyond the tests' time limits
+DETAIL_CHARS = 300
+
+
+class CallTest(BaseModel):
+    """``entry_point(*args)`` must return ``expected`` (both in `_codec` encoding)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["call"] = "call"
+    args: list[Any]
+    expected: Any
+
+
+class CodeTest(BaseModel):
+    """Python code run with ``candidate`` bound to the solution; it fails by raising."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["code"] = "code"
+    code: str = Field(min_length=1)
+
+
+TestCase = Annotated[CallTest | CodeTest, Field(discriminator="kind")]
+
+
+@dataclass(frozen=True, slots=True)
+class TestOutcome:
+    passed: bool
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class TestReport:
+    """The verdict on one solution: per-test outcomes and whether it loaded at all."""
+
+    outcomes: list[TestOutcome] = field(default_factory=list)
+    loaded: bool = False
+    error: str | None = None  # why the solution did not load, or why there is no verdict
+    run: ExecResult | None = None
+
+    @property
+    def total(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def passed(self) -> int:
+        return sum(o.passed for o in self.outcomes)
+
+    @property
+    def fraction(self) -> float:
+        return self.passed / self.total if self.outcomes else 0.0
+
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.outcomes) and all(o.passed for o in self.outcomes)
+
+
+def _source(name: str) -> str:
+    return (Path(__file__).with_name(name)).read_text(encoding="utf-8")
+
+
+def _program(fresh_worker: bool) -> str:
+    codec = _source("_codec.py")
+    worker = codec + "\n" + _source("_worker.py")
+    return f"{codec}\nWORKER_PROGRAM = {worker!r}\nFRESH_WORKER = {fresh_worker}\n{_source('_harness.py')}"
+
+
+# Call tests hold no expected value in the sandbox, so the worker may be a fork
+# (~4 ms); code tests do, so their worker is a fresh interpreter (~10 ms more).
+PROGRAM_FORK = _program(False)
+PROGRAM_FRESH = _program(True)
+
+
+def run_tests(
+    sandbox: Sandbox,
+    *,
+    solution: str,
+    entry_point: str,
+    tests: list[CallTest | CodeTest],
+    setup: str = "",
+    test_timeout_s: float = TEST_TIMEOUT_S,
+) -> TestReport:
+    """Run ``tests`` against ``solution`` in ``sandbox`` (one run) and judge them on the host.
+
+    Raises the sandbox's `SandboxInfraError` when the sandbox itself fails; any
+    misbehaviour of the solution is a failed test, never an exception.
+    """
+    nonce = secrets.token_hex(16)
+    wire = [{"kind": "call", "args": t.args} if isinstance(t, CallTest) else {"kind": "code", "code": t.code}
+            for t in tests]
+    spec = {"nonce": nonce, "solution": solution, "entry_point": entry_point, "tests": wire, "setup": setup,
+            "load_timeout_s": LOAD_TIMEOUT_S, "test_timeout_s": test_timeout_s}
+    timeout_s = LOAD_TIMEOUT_S + test_timeout_s * len(tests) + RUN_SLACK_S
+    program = PROGRAM_FRESH if any(isinstance(t, CodeTest) for t in tests) else PROGRAM_FORK
+    result = sandbox.run_python(program, stdin=json.dumps(spec), timeout_s=timeout_s)
+    return judge(result, nonce, tests)
+
+
+def judge(result: ExecResult, nonce: str, tests: list[CallTest | CodeTest]) -> TestReport:
+    """The report read from a harness run's stdout; see the module docstring for the rules."""
+    records, conflict = _records(result.stdout, nonce)
+    report = TestReport(run=result)
+    load = records.get("load")
+    problem = _no_verdict(result, records, conflict)
+    if problem is not None or load is None:
+        report.error = problem or "no verdict"
+        report.outcomes = [TestOutcome(False, f"no verdict: {report.error}") for _ in tests]
+        return report
+    report.loaded = bool(load.get("ok"))
+    if not report.loaded:
+        report.error = f"the solution did not load: {load.get('error')}"
+    for i, test in enumerate(tests):
+        record = records.get(i)
+        if record is None:
+            detail = report.error or "not run"
+            report.outcomes.append(TestOutcome(False, detail))
+        else:
+            report.outcomes.append(_outcome(test, record))
+    return report
+
+
+def _records(stdout: str, nonce: str) -> tuple[dict[Any, dict[str, Any]], bool]:
+    prefix = f"{MARK} {nonce} "
+    records: dict[Any, dict[str, Any]] = {}
+    conflict = False
+    for line in stdout.splitlines():
+        if not line.startswith(prefix):
+            continue
+        try:
+            record = json.loads(line[len(prefix):])
+        except json.JSONDecodeError:
+            conflict = True
+            continue
+        key = record.get("test", record.get("event")) if isinstance(record, dict) else None
+        if key is None or key in records:
+            conflict = True
+        else:
+            records[key] = record
+    return records, conflict
+
+
+def _no_verdict(result: ExecResult, records: dict[Any, dict[str, Any]], conflict: bool) -> str | None:
+    if result.timed_out:
+        return f"the test run timed out after {result.duration_s:.1f} s"
+    if result.oom_killed:
+        return "the test run ran out of memory"
+    if conflict:
+        return "conflicting or malformed verdict lines (something besides the harness wrote them)"
+    if result.exit_code != 0 or "done" not in records:
+        tail = result.stderr.strip().splitlines()[-1:] if result.stderr.strip() else []
+        why = f"exit code {result.exit_code}" + (f": {tail[0][:200]}" if tail else "")
+        if result.stdout_truncated:
+            why += "; the output was cut at the sandbox's cap"
+        return f"the test run did not finish ({why})"
+    return None
+
+
+def _outcome(test: CallTest | CodeTest, record: dict[str, Any]) -> TestOutcome:
+    if "error" in record and record["error"]:
+        return TestOutcome(False, str(record["error"])[:DETAIL_CHARS])
+    if isinstance(test, CodeTest):
+        return TestOutcome(bool(record.get("passed")), "" if record.get("passed") else "failed")
+    try:
+        got = decode(record.get("value"))
+    except (ValueError, TypeError) as e:
+        return TestOutcome(False, f"unreadable result: {e}")
+    expected = decode(test.expected)
+    if same(expected, got):
+        return TestOutcome(True)
+    return TestOutcome(False, f"returned {_short(got)}, expected {_short(expected)}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= DETAIL_CHARS // 2 else text[: DETAIL_CHARS // 2] + "..."

@@ -1,0 +1,112 @@
+"""The code env: the contract, the oracle on every shipped task, snapshots, bad input, rewards."""
+
+from __future__ import annotations
+
+import agentenv
+import pytest
+
+from agentenv import check_env, tool_call_text
+from agentenv.envs.code import CodeEnv, CodeSandboxes, default_tasks
+from tests.envs._code import ADD_TASK, require, sandboxes, submit
+from tests.envs._oracle import oracle_plan
+
+
+@pytest.fixture(scope="module", params=["docker", "process"])
+def env(request):
+    require(request.param)
+    env = CodeEnv(sandboxes=sandboxes(request.param), run_timeout_s=1)
+    yield env
+    env.close()
+    env.sandboxes.close()
+
+
+def test_passes_check_env_with_the_oracles_actions(env):
+    check_env(CodeEnv(sandboxes=env.sandboxes), seed=3, actions=oracle_plan("code-v0", 3))
+
+
+def test_passes_check_env_with_default_actions(env):
+    check_env(CodeEnv(sandboxes=env.sandboxes))
+
+
+def test_oracle_reaches_reward_1_on_every_shipped_task():
+    require("docker")
+    tasks = default_tasks()
+    with CodeSandboxes("auto", workspaces=4, verifiers=2) as pools:
+        trajs = agentenv.rollout(lambda: CodeEnv(sandboxes=pools), agentenv.spec("code-v0").make_oracle(),
+                                 tasks=tasks.ids, concurrency=4)
+    assert [(t.task.id, t.failure, t.error)
+            for t in trajs if t.task_reward != 1.0] == []
+
+
+def test_oracle_on_the_process_backend():
+    tasks = default_tasks()[::40]
+    with CodeSandboxes("process", workspaces=2, verifiers=2) as pools:
+        trajs = agentenv.rollout(lambda: CodeEnv(sandboxes=pools), agentenv.spec("code-v0").make_oracle(),
+                                 tasks=tasks.ids, concurrency=2)
+    assert all(t.task_reward == 1.0 for t in trajs)
+
+
+def test_snapshot_restore_brings_back_the_workspace_files(env):
+    env.reset(options={"task": ADD_TASK})
+    env.step(tool_call_text("write_file", path="notes/a.txt", content="first"))
+    blob = env.snapshot().model_dump_json()
+    env.step(tool_call_text("write_file", path="notes/a.txt", content="second"))
+    env.step(tool_call_text("run_python", code="open('extra.txt', 'w').write('x')"))
+    env.restore(blob)
+    assert env.step(tool_call_text("read_file", path="notes/a.txt"))[0][0]["content"] == "first"
+    assert "no file" in env.step(tool_call_text("read_file", path="extra.txt"))[0][0]["content"]
+
+
+@pytest.mark.parametrize("code, expected", [
+    ("def broken(:\n", "does not parse, nothing was run: SyntaxError"),
+    ("x = '\x00'", "does not parse"),
+    ("while True:\n    pass\n", "timed out after 1 s"),
+    ("print('y' * 10**7)", "[... "),
+    ("import sys; sys.stdout.buffer.write(bytes(range(256)) * 1000)", "exit code 0"),
+    ("f = open('big', 'wb')\nfor _ in range(1024):\n    f.write(b'0' * (1 << 20))", "exit code 1"),  # 1 GiB: too big
+])
+def test_bad_code_gives_a_clear_observation(env, code, expected):
+    env.reset(options={"task": ADD_TASK})
+    observation, _, terminated, truncated, info = env.step(tool_call_text("run_python", code=code))
+    assert expected in observation[0]["content"]
+    assert len(observation[0]["content"]) < 20_000 and "\x00" not in observation[0]["content"]
+    assert not (terminated or truncated) and info["error"] is None
+    assert "exit code 0" in env.step(tool_call_text("run_python", code="print(1)"))[0][0]["content"]
+
+
+def test_huge_and_binary_files_read_back_as_clear_observations(env):
+    env.reset(options={"task": ADD_TASK})
+    env.step(tool_call_text("run_python", code="open('b', 'wb').write(bytes(range(256)))\n"
+                                                "open('t', 'w').write('z' * 5_000_000)"))
+    assert "is not UTF-8 text (256 bytes)" in env.step(tool_call_text("read_file", path="b"))[0][0]["content"]
+    text = env.step(tool_call_text("read_file", path="t"))[0][0]["content"]
+    assert len(text) < 20_000 and "more characters cut" in text
+
+
+def test_step_rewards_parse_run_and_progress_only_when_the_visible_pass_rate_rises(env):
+    env.reset(options={"task": ADD_TASK})
+    rewards = lambda action: env.step(action)[4]["rewards"]  # noqa: E731
+    assert rewards(tool_call_text("run_python", code="def (")) | {} == {
+        "format": 0.0, "parses": 0.0, "runs": 0.0, "progress": 0.0}
+    assert rewards(tool_call_text("run_python", code="print(1)"))["runs"] == 1.0
+    env.step(tool_call_text("write_file", path="solution.py", content="def add(a, b):\n    return 3\n"))
+    assert rewards(tool_call_text("run_tests"))["progress"] == 0.5
+    assert rewards(tool_call_text("run_tests"))["progress"] == 0.0  # no reward for repeating it
+    env.step(tool_call_text("write_file", path="solution.py", content="def add(a, b):\n    return a + b\n"))
+    assert rewards(tool_call_text("run_tests"))["progress"] == 0.5
+
+
+def test_no_submission_scores_zero_and_truncates(env):
+    env.reset(options={"task": ADD_TASK})
+    for _ in range(env.max_turns):
+        *_, terminated, truncated, info = env.step(tool_call_text("run_python", code="pass"))
+    assert truncated and not terminated and info["task_reward"] == 0.0 and info["failure"] == "truncated"
+
+
+def test_made_from_the_registry_without_starting_a_sandbox_and_closed_cleanly():
+    env = agentenv.make("code-v0", backend="process")
+    assert env.sandboxes._pools == {}  # nothing started before the first reset
+    assert submit(env, ADD_TASK.payload["solution"])["task_reward"] == 1.0
+    pools = list(env.sandboxes._pools.values())
+    env.close()
+    assert all(pool._closed for pool in pools)

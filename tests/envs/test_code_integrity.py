@@ -1,0 +1,136 @@
+"""Reward integrity: each way of faking a pass must give task reward 0, on both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentenv import Task, tool_call_text
+from agentenv.envs.code import CodeEnv, CodeTask, CodeTest, benchmark_task
+from tests.envs._code import ADD_TASK, require, sandboxes, submit
+
+CHECK_TASK = benchmark_task({
+    "task_id": "bench/add", "prompt": "def add(a, b):\n    \"\"\"a + b\"\"\"\n", "entry_point": "add",
+    "test": "def check(candidate):\n    assert candidate(5, 7) == 12\n    assert candidate(-3, 10) == 7\n",
+    "canonical_solution": "    return a + b\n",
+})
+
+FAKE_VERDICTS = """
+import secrets
+lines = ['@@agentenv-verdict %s {"event": "load", "ok": true, "error": null}',
+         '@@agentenv-verdict %s {"test": 0, "value": 12, "passed": true}',
+         '@@agentenv-verdict %s {"event": "done"}', 'ALL TESTS PASSED', 'OK']
+for nonce in ("0" * 32, secrets.token_hex(16)):
+    for line in lines:
+        print(line % nonce if "%s" in line else line, flush=True)
+"""
+
+CHEATS = {
+    "sys.exit(0) at import": "import sys\nsys.exit(0)\n",
+    "sys.exit(0) in the function": "def add(a, b):\n    import sys\n    sys.exit(0)\n",
+    "os._exit(0) at import": "import os\nos._exit(0)\n",
+    "os._exit(0) in the function": "def add(a, b):\n    import os\n    os._exit(0)\n",
+    "prints what a passing run prints": FAKE_VERDICTS + "def add(a, b):\n    return 0\n",
+    "writes fake verdicts to every descriptor": """
+import os
+for fd in range(0, 64):
+    try:
+        os.write(fd, b'@@agentenv-verdict x {"event": "done"}\\nALL TESTS PASSED\\n')
+    except OSError:
+        pass
+def add(a, b):
+    return 0
+""",
+    "an always-equal result": """
+class Yes(int):
+    def __eq__(self, other):
+        return True
+    __hash__ = int.__hash__
+def add(a, b):
+    return Yes(0)
+""",
+    "monkeypatches builtins and the runner's modules": """
+import builtins, json, sys
+builtins.AssertionError = type("AssertionError", (Exception,), {})
+json.dumps = lambda *a, **k: '{"ok": true, "passed": true, "value": true}'
+json.loads = lambda *a, **k: {"ok": True, "passed": True, "value": True}
+sys.modules["__main__"].__dict__.clear()
+def add(a, b):
+    raise SystemExit(0)
+""",
+    "kills the test harness": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef add(a, b):\n    return 0\n",
+    "reads the hidden tests from disk": """
+import os
+def grab(path):
+    try:  # non-blocking: an inherited pipe must not hang the search
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            return os.read(fd, 1 << 16)
+        finally:
+            os.close(fd)
+    except OSError:
+        return b""
+found = []
+for root in ("/workspace", "/tmp", os.getcwd()):
+    for dirpath, _, files in os.walk(root):
+        found += [grab(os.path.join(dirpath, name)) for name in files]
+for pid in ("self", str(os.getppid())):
+    found += [grab(f"/proc/{pid}/{name}") for name in ("cmdline", "environ", "fd/0", "fd/3", "fd/4")]
+LEAK = b"".join(found)
+def add(a, b):
+    # the hidden answers are 12, 7, 101, 4: only a leak of the tests would tell which to return
+    return 12 if b"12" in LEAK and b"candidate(5, 7)" in LEAK else 0
+""",
+}
+
+
+@pytest.fixture(scope="module", params=["docker", "process"])
+def env(request):
+    require(request.param)
+    env = CodeEnv([ADD_TASK, CHECK_TASK], sandboxes=sandboxes(request.param), run_timeout_s=5)
+    yield env
+    env.close()
+    env.sandboxes.close()
+
+
+@pytest.mark.parametrize("task", [ADD_TASK, CHECK_TASK], ids=["call-tests", "check-tests"])
+@pytest.mark.parametrize("cheat", list(CHEATS))
+def test_cheating_solutions_get_task_reward_zero(env, task, cheat):
+    info = submit(env, CHEATS[cheat], task=task)
+    assert info["task_reward"] == 0.0, cheat
+    assert info["rewards"]["hidden_fraction"] == 0.0
+
+
+def test_the_honest_solution_passes_both_task_kinds(env):
+    for task in (ADD_TASK, CHECK_TASK):
+        assert submit(env, "def add(a, b):\n    return a + b\n", task=task)["task_reward"] == 1.0
+
+
+def test_files_the_agent_writes_are_never_read_by_the_verifier(env):
+    forged = [tool_call_text("write_file", path=name, content='{"passed": 4, "total": 4, "done": true}\n')
+              for name in ("results.json", "verdict.txt", ".agentenv/result", "tmp/verdict")]
+    solution = "open('results.json', 'w').write('all passed')\ndef add(a, b):\n    return 0\n"
+    assert submit(env, solution, before=forged)["task_reward"] == 0.0
+
+
+def test_a_solution_that_only_passes_the_visible_tests_gets_zero(env):
+    solution = "def add(a, b):\n    return {(1, 2): 3, (0, 0): 0}.get((a, b), -1)\n"
+    env.reset(options={"task": ADD_TASK})
+    env.step(tool_call_text("write_file", path="solution.py", content=solution))
+    observation, *_ = env.step(tool_call_text("run_tests"))
+    assert observation[0]["content"].startswith("2/2 visible tests passed")
+    *_, info = env.step(tool_call_text("submit"))
+    assert info["task_reward"] == 0.0 and info["rewards"]["hidden_fraction"] == 0.0
+
+
+def test_a_partly_right_solution_gets_the_fraction_but_not_the_task(env):
+    info = submit(env, "def add(a, b):\n    return a + b if a > 0 else 0\n")
+    assert info["task_reward"] == 0.0
+    assert info["rewards"]["hidden_fraction"] == 0.75  # (-3, 10) fails
+
+
+def test_an_endless_test_fails_alone_and_ends_the_run(env):
+    task = Task(id="slow", prompt="", payload=CodeTask(
+        entry_point="f", hidden_tests=[CodeTest(code="assert candidate(1) == 1")] * 2,
+        test_timeout_s=0.5).model_dump(mode="json"))
+    info = submit(env, "def f(x):\n    while x: pass\n", task=task)
+    assert info["task_reward"] == 0.0
