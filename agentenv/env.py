@@ -13,8 +13,13 @@ override a few hooks:
     verify(task)               the task reward, on the final state
     is_done()                  extra stop conditions
     sample_task()              which task a seeded reset draws
+    mutate(task, rng)          a new task like ``task`` (variants for the failure miner)
     snapshot_external() / restore_external(data) / on_close()
                                state that lives outside the pydantic model
+
+``reset(options={"snapshot": snap})`` starts an episode from a snapshot (the
+failure miner's resume tasks): the conversation, state and turn number are the
+snapshot's, and the episode continues from there.
 
 `reset`, `step`, `snapshot`, `restore` and `close` are final: defining them in a
 subclass is a TypeError. A bad action is data, never an exception: it comes back
@@ -208,6 +213,12 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             )
         return self.tasks.sample(self.np_random)
 
+    def mutate(self, task: Task, rng: np.random.Generator) -> Task | None:
+        """A new task like ``task`` (same family and difficulty, new content), drawn with
+        ``rng``; None when the env makes no variants (the default). The failure miner
+        validates every variant (it must be solvable) before training on it."""
+        return None
+
     def initial_state(self, task: Task) -> S:
         """The state an episode of ``task`` starts from. Use ``self.np_random`` for randomness."""
         return self.state_type()  # type: ignore[return-value]
@@ -294,8 +305,11 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         super().reset(seed=seed)
         options = dict(options or {})
         task_opt = options.pop("task", None)
+        snapshot_opt = options.pop("snapshot", None)
         if options:
-            raise ValueError(f"unknown reset option(s) {sorted(options)}; supported: 'task'")
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; supported: 'task', 'snapshot'")
+        if snapshot_opt is not None:
+            return self._reset_from_snapshot(snapshot_opt, task_opt)
         if task_opt is None:
             task = self.sample_task()
         elif isinstance(task_opt, Task):
@@ -317,6 +331,23 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         self._state_json = self._state.model_dump(mode="json")
         self.messages = self.render_intro(task)
         return list(self.messages), {"task_id": task.id, "turn": 0}
+
+    def _reset_from_snapshot(self, snapshot: Any, task: Any) -> tuple[list[Message], dict[str, Any]]:
+        """Start an episode where ``snapshot`` left off. ``task``, when given, relabels it
+        (a resume task has its own id) and must have the snapshot task's prompt and payload."""
+        snap = _as_snapshot(snapshot)
+        if snap.ended:
+            raise ValueError("cannot resume from a snapshot of an episode that had ended; take one before its last turn")
+        if task is not None:
+            if not isinstance(task, Task):
+                raise TypeError(f'with options["snapshot"], options["task"] must be a Task, got {type(task).__name__}')
+            if task.prompt != snap.task.prompt or task.payload != snap.task.payload:
+                raise ValueError(f"task {task.id!r} is not the snapshot's task {snap.task.id!r}: "
+                                 "a resume task must keep its prompt and payload")
+        messages = self.restore(snap)
+        if task is not None:
+            self._task = task
+        return messages, {"task_id": self.task.id, "turn": self._turn, "resumed_from_turn": self._turn}
 
     def step(self, action: Action) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
         self._check_live()
@@ -424,12 +455,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
     def restore(self, snapshot: Snapshot | str | bytes | Mapping[str, Any]) -> list[Message]:
         """Rebuild the episode saved by `snapshot`; returns the conversation so far."""
         self._check_open()
-        if isinstance(snapshot, (str, bytes)):
-            snap = Snapshot.model_validate_json(snapshot)
-        elif isinstance(snapshot, Snapshot):
-            snap = snapshot
-        else:
-            snap = Snapshot.model_validate(snapshot)
+        snap = _as_snapshot(snapshot)
         if snap.env != _qualname(type(self)):
             raise ValueError(f"snapshot is of env {snap.env!r}, cannot restore it into {_qualname(type(self))!r}")
         bit_generator = getattr(np.random, snap.rng["bit_generator"])()
@@ -523,6 +549,16 @@ def _compact_signature(spec: ToolSpec) -> str:
         kind = "|".join(json.dumps(v) for v in prop["enum"]) if "enum" in prop else prop.get("type", "any")
         args.append(f"{name}: {kind}")
     return f"{spec.name}({', '.join(args)})"
+
+
+def _as_snapshot(snapshot: Snapshot | str | bytes | Mapping[str, Any]) -> Snapshot:
+    if isinstance(snapshot, Snapshot):
+        return snapshot
+    if isinstance(snapshot, (str, bytes)):
+        return Snapshot.model_validate_json(snapshot)
+    if isinstance(snapshot, Mapping):
+        return Snapshot.model_validate(snapshot)
+    raise TypeError(f"expected a Snapshot, its JSON or its dict, got {type(snapshot).__name__}")
 
 
 def _qualname(cls: type) -> str:

@@ -39,6 +39,7 @@ class _Episode:
     index: int
     task: Task | str | None
     seed: int | None
+    resume: Snapshot | None = None
     env: Env | None = None
     generations: list[Generation | None] = field(default_factory=list)
     snapshots: list[Snapshot] = field(default_factory=list)
@@ -61,6 +62,7 @@ def rollout(
     max_workers: int | None = None,
     out: str | Path | None = None,
     keep_snapshots: bool = False,
+    resume_from: Sequence[Snapshot | None] | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
     env_kwargs: dict[str, Any] | None = None,
 ) -> list[Trajectory]:
@@ -77,6 +79,8 @@ def rollout(
         max_workers: Threads stepping envs (default: ``concurrency``).
         out: A JSONL file; each trajectory is appended and flushed as it finishes.
         keep_snapshots: Keep an env snapshot before every turn (for the failure miner).
+        resume_from: Per episode, a snapshot to start from instead of the task's first
+            turn (the failure miner's resume tasks); its task entry, if any, relabels it.
         on_episode: Called with each trajectory as it finishes (progress bars).
         env_kwargs: Keyword arguments for `agentenv.make` when ``env`` is an id.
     """
@@ -86,11 +90,14 @@ def rollout(
     seed_list = list(seeds) if seeds is not None else [seed + i for i in range(n)]
     if len(task_list) != n or len(seed_list) != n:
         raise ValueError(f"tasks ({len(task_list)}) and seeds ({len(seed_list)}) must both have n={n} entries")
+    resume_list = list(resume_from) if resume_from is not None else [None] * n
+    if len(resume_list) != n:
+        raise ValueError(f"resume_from has {len(resume_list)} entries, expected n={n}")
     concurrency = max(1, min(concurrency or n, n)) if n else 1
     if max_workers is not None and max_workers < 1:
         raise ValueError(f"max_workers must be >= 1, got {max_workers}")
 
-    pending = deque(_Episode(i, task_list[i], seed_list[i]) for i in range(n))
+    pending = deque(_Episode(i, task_list[i], seed_list[i], resume_list[i]) for i in range(n))
     idle_envs: list[Env] = []
     task_ids = {t for t in task_list if isinstance(t, str)}
     if task_ids and n:
@@ -125,8 +132,10 @@ def rollout(
         try:
             ep.env = ep.env or factory()
             ep.start = time.perf_counter()
-            options = {"task": ep.task} if ep.task is not None else None
-            ep.env.reset(seed=ep.seed, options=options)
+            options: dict[str, Any] = {"task": ep.task} if ep.task is not None else {}
+            if ep.resume is not None:
+                options["snapshot"] = ep.resume
+            ep.env.reset(seed=ep.seed, options=options or None)
             if keep_snapshots:
                 ep.snapshots.append(ep.env.snapshot())
         except Exception as e:  # noqa: BLE001 - a broken env is data, see module doc

@@ -69,6 +69,11 @@ class ArithmeticEnv(Env[ArithmeticState]):
     def verify(self, task: Task) -> float:
         return float(self.state.answer == task.payload["answer"])
 
+    def mutate(self, task: Task, rng: np.random.Generator) -> Task | None:
+        """A new expression with the same number of operations and operand range."""
+        difficulty = task.metadata.difficulty
+        return _task(f"{task.id}~v{int(rng.integers(1 << 30)):08x}", rng, difficulty)
+
 
 @functools.cache
 def _default_tasks() -> TaskSet:
@@ -80,15 +85,18 @@ def make_tasks(n: int, *, seed: int = 0, difficulties: tuple[int, ...] = (0, 1, 
     rng = np.random.default_rng(seed)
     tasks = []
     for i in range(n):
-        d = difficulties[i % len(difficulties)]
-        steps: list[list[int | str]] = []
-        expr, value = _expression(rng, d + 1, 9 if d < 2 else 20, steps)
-        tasks.append(Task(
-            id=f"arith-{seed}-{i}", prompt=f"Compute {expr}.",
-            payload={"steps": steps, "intermediates": [s[-1] for s in steps], "answer": value},
-            metadata={"family": "arithmetic", "difficulty": d, "tags": (f"ops:{d + 1}",)},
-        ))
+        tasks.append(_task(f"arith-{seed}-{i}", rng, difficulties[i % len(difficulties)]))
     return TaskSet(tasks)
+
+
+def _task(task_id: str, rng: np.random.Generator, d: int) -> Task:
+    steps: list[list[int | str]] = []
+    expr, value = _expression(rng, d + 1, 9 if d < 2 else 20, steps)
+    return Task(
+        id=task_id, prompt=f"Compute {expr}.",
+        payload={"steps": steps, "intermediates": [s[-1] for s in steps], "answer": value},
+        metadata={"family": "arithmetic", "difficulty": d, "tags": (f"ops:{d + 1}",)},
+    )
 
 
 def _expression(rng: np.random.Generator, n_ops: int, top: int, steps: list) -> tuple[str, int]:
@@ -105,13 +113,19 @@ def _expression(rng: np.random.Generator, n_ops: int, top: int, steps: list) -> 
 
 
 def oracle() -> ScriptedPolicy:
-    """Follows the gold evaluation order, then submits."""
+    """Follows the gold evaluation order, then submits what the calculator returned
+    last: replaying it checks a task's steps and answer against the real calculator,
+    so a task whose payload disagrees with itself is not solved (the failure miner
+    validates variants this way)."""
 
     def act(conv) -> str:
         steps, k = conv.task.payload["steps"], conv.turn
         if k < len(steps):
             a, op, b, _ = steps[k]
             return tool_call_text("calculate", a=a, op=op, b=b)
-        return tool_call_text("submit", answer=conv.task.payload["answer"])
+        results = [m["content"] for m in conv.messages if m["role"] == "tool"]
+        last = results[-1] if results else ""
+        answer = int(last) if last.lstrip("-").isdigit() else conv.task.payload["answer"]
+        return tool_call_text("submit", answer=answer)
 
     return ScriptedPolicy(act)

@@ -67,6 +67,14 @@ class GuessNumberEnv(Env[GuessState]):
     def verify(self, task: Task) -> float:
         return float(self.state.solved)
 
+    def mutate(self, task: Task, rng: np.random.Generator) -> Task | None:
+        """The same range with a new secret."""
+        high = task.payload["high"]
+        return task.model_copy(update={
+            "id": f"{task.id}~v{int(rng.integers(1 << 30)):08x}",
+            "payload": {**task.payload, "secret": int(rng.integers(1, high + 1))},
+        })
+
 
 @functools.cache
 def _default_tasks() -> TaskSet:

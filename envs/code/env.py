@@ -26,9 +26,12 @@ import binascii
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import numpy as np
+
 from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, ToolError, tool, tool_call_text
 from agentenv.envs.code.sandboxes import Backend, CodeSandboxes
-from agentenv.envs.code.tasks import CodeTask, code_task, default_tasks
+from agentenv.envs.code.families import FAMILIES
+from agentenv.envs.code.tasks import CodeTask, code_task, default_tasks, make_task
 from agentenv.envs.code.verify import TestReport, run_tests
 from agentenv.sandboxes import ExecResult, SandboxError
 from agentenv.sandboxes.pool import PooledSandbox
@@ -88,6 +91,15 @@ class CodeEnv(Env[CodeState]):
 
     def default_tasks(self) -> TaskSet:
         return default_tasks()
+
+    def mutate(self, task: Task, rng: np.random.Generator) -> Task | None:
+        """A new task of the same procedural family and difficulty (new parameters and
+        inputs); None for tasks from other sources (benchmark files), which have no generator."""
+        family, difficulty = task.metadata.family, task.metadata.difficulty
+        if family not in FAMILIES or difficulty is None:
+            return None
+        variant = make_task(family, rng, difficulty)
+        return variant.model_copy(update={"id": f"{task.id}~{variant.id.rsplit('-', 1)[-1]}"})
 
     # -- hooks
 

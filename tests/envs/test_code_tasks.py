@@ -101,3 +101,17 @@ def test_a_datasets_split_or_any_iterable_of_records_loads():
     datasets = pytest.importorskip("datasets")
     split = datasets.Dataset.from_list([HUMANEVAL_STYLE])
     assert from_dataset(split)[0] == benchmark_task(HUMANEVAL_STYLE)
+
+
+def test_mutate_makes_a_solvable_task_of_the_same_family_and_difficulty(pools):
+    from agentenv.envs.code import CodeEnv
+
+    env = CodeEnv()
+    rng = np.random.default_rng(0)
+    for task in list(default_tasks())[::24]:  # one task of every seventh family, across difficulties
+        variant = env.mutate(task, rng)
+        assert variant is not None and variant.id != task.id and variant.payload != task.payload
+        assert (variant.metadata.family, variant.metadata.difficulty) == (task.metadata.family, task.metadata.difficulty)
+        assert verify_solution(pools, variant, code_task(variant).solution).all_passed
+    assert env.mutate(benchmark_task(HUMANEVAL_STYLE), rng) is None  # no generator behind a benchmark task
+    env.close()
