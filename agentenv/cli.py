@@ -10,6 +10,7 @@ output file) ends with a one-line ``error:`` on stderr and exit code 2, never a
 traceback; an interrupt ends with what was finished and code 130.
 
     agentenv train examples/tiny.toml
+    agentenv miner show runs/tiny
 
 This module is not imported by ``agentenv/__init__.py``, so typer and rich stay out
 of library imports; ``train`` imports torch only when it runs.
@@ -46,6 +47,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(sandbox_app, name="sandbox")
+miner_app = typer.Typer(help="Inspect the failure miner of a training run.", no_args_is_help=True)
+app.add_typer(miner_app, name="miner")
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -398,6 +401,56 @@ def _print_curve(history: Sequence[dict[str, Any]], run_dir: str) -> None:
                       "" if held_out is None else f"{held_out:.0%}")
     _out().print(table)
     _out().print(f"run directory: {run_dir} (metrics.jsonl, trajectories/, checkpoints/, final/)")
+
+
+# -- miner -----------------------------------------------------------------------
+
+
+@miner_app.command("show")
+def miner_show(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A training run directory (output_dir).")],
+    top: Annotated[int, typer.Option(help="Rows in the family and task tables.")] = 10,
+) -> None:
+    """Pools, informative groups, failures by kind and the top failing families of a run."""
+    from agentenv.miner.report import MinerReport  # noqa: PLC0415 - only this command needs it
+
+    try:
+        report = MinerReport.from_run(run_dir)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    out = _out()
+    out.print(f"[bold]failure miner[/] · {escape(str(run_dir))} · checkpoint step {report.step}")
+    out.print(_two_columns("pools", ("pool", "tasks"), [(k, str(v)) for k, v in report.pools()]))
+    m = report.metrics
+    if m:
+        rows = [("informative groups (last step)", f"{m.get('miner/informative_frac', 0):.0%}")]
+        rows += [(k.removeprefix("miner/"), str(v)) for k, v in m.items()
+                 if k.startswith("miner/new/") or k == "miner/requeued"]
+        out.print(_two_columns(f"step {m.get('step')}", ("measure", "value"), rows))
+    out.print(_two_columns("failures by kind", ("kind", "episodes"), [(k, str(v)) for k, v in report.failures_by_kind()]))
+    families = Table(title="top failing families", title_justify="left")
+    for column in ("family", "attempts", "failures", "failure rate"):
+        families.add_column(column, justify="left" if column == "family" else "right")
+    for family, attempts, failed, rate in report.families(top):
+        families.add_row(escape(family), str(attempts), str(failed), f"{rate:.0%}")
+    out.print(families)
+    hardest = Table(title="hardest tasks", title_justify="left")
+    for column in ("task", "status", "attempts", "success", "ema", "break turns"):
+        hardest.add_column(column, justify="left" if column in ("task", "status") else "right")
+    for task_id, r in report.hardest(top):
+        turns = ", ".join(f"{t}:{n}" for t, n in sorted(r.break_turns.items()))
+        hardest.add_row(escape(task_id), r.status, str(r.attempts), f"{r.success_rate:.0%}",
+                        "-" if r.ema is None else f"{r.ema:.2f}", turns)
+    out.print(hardest)
+
+
+def _two_columns(title: str, headers: tuple[str, str], rows: Sequence[tuple[str, str]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column(headers[0])
+    table.add_column(headers[1], justify="right")
+    for key, value in rows:
+        table.add_row(escape(key), value)
+    return table
 
 
 if __name__ == "__main__":

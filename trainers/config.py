@@ -70,6 +70,13 @@ class GRPOConfig:
     max_sampling_rounds: int = 4
     """Rounds of sampling dynamic sampling may take to fill the batch."""
 
+    miner: dict[str, Any] | None = None
+    """The failure miner's settings (`agentenv.miner.MinerConfig` fields, e.g. {"temperature": 0.3});
+    None samples tasks uniformly. {} turns the miner on with its defaults."""
+    importance_weighting: bool = False
+    """With the miner: multiply each group's advantages by w = (1/|pool|) / P(task), the
+    uniform over the sampling probability, normalised to mean 1 over the batch's groups."""
+
     # -- advantages and loss ----------------------------------------------------------
     loss: Literal["grpo", "dapo", "dr_grpo", "gspo", "cispo"] = "grpo"
     """Policy loss: grpo, dapo, dr_grpo, gspo or cispo."""
@@ -143,6 +150,9 @@ class GRPOConfig:
     """Also log to TensorBoard when it is installed."""
 
     def __post_init__(self) -> None:
+        if self.miner is not None and not isinstance(self.miner, dict):
+            dump = getattr(self.miner, "model_dump", None)  # a MinerConfig: stored as its fields
+            self.miner = dump(mode="json", exclude_unset=True) if callable(dump) else self.miner
         problems = list(self._problems())
         if problems:
             raise ValueError("invalid GRPOConfig:\n- " + "\n- ".join(problems))
@@ -205,6 +215,7 @@ class GRPOConfig:
         for name in ("truncation_penalty", "kl_coef", "weight_decay", "max_grad_norm", "step_advantage_weight"):
             if getattr(self, name) < 0:
                 p.append(f"{name} must be >= 0, got {getattr(self, name)}")
+        p += _miner_problems(self.miner, self.importance_weighting)
         if self.device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", self.device):
             p.append(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         return p
@@ -251,6 +262,23 @@ class GRPOConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _miner_problems(miner: Any, importance_weighting: bool) -> list[str]:
+    if miner is None:
+        return ["importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false"] \
+            if importance_weighting else []
+    if not isinstance(miner, dict):
+        return [f"miner must be a table of MinerConfig fields or None, got {type(miner).__name__}"]
+    from pydantic import ValidationError
+
+    from agentenv.miner import MinerConfig
+
+    try:
+        MinerConfig.model_validate(miner)
+    except ValidationError as e:
+        return [f"miner.{'.'.join(str(x) for x in err['loc']) or '(table)'}: {err['msg']}" for err in e.errors()]
+    return []
 
 
 def _type_ok(value: Any, annotation: str) -> bool:

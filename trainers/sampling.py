@@ -1,5 +1,6 @@
 """Which tasks a training step runs: env sources with their train/test splits, and
-the uniform task sampler (the failure miner plugs in through the same protocol).
+the uniform task sampler (the failure miner, `agentenv.miner.MinerSampler`, plugs
+in through the same protocol).
 
 Sampling is a pure function of (seed, step, round), so a resumed run draws exactly
 the tasks the uninterrupted run would have drawn.
@@ -14,10 +15,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from agentenv.env import Env
+from agentenv.miner.sampler import Draw  # defined with the miner (core), which trainers may import
 from agentenv.task import Task, TaskSet
 from agentenv.trajectory import Trajectory
 
-__all__ = ["EnvSource", "TaskSampler", "UniformSampler"]
+__all__ = ["Draw", "EnvSource", "TaskSampler", "UniformSampler"]
 
 
 @dataclass
@@ -32,13 +34,6 @@ class EnvSource:
     reward_weights: Mapping[str, float]
     env_id: str | None = None
     """The registered id, when the env came from the registry (needed for its oracle)."""
-
-
-@dataclass(frozen=True)
-class Draw:
-    source: int
-    task: Task
-    seed: int
 
 
 class TaskSampler(Protocol):

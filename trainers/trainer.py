@@ -23,6 +23,7 @@ import torch
 
 import agentenv
 from agentenv.env import Env
+from agentenv.miner import MinerConfig, MinerSampler
 from agentenv.rollout import rollout
 from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
@@ -57,7 +58,8 @@ class GRPOTrainer:
         envs: Registered ids or env factories, as a list or a mapping to weights
             (None: ``config.envs``).
         config: The run's `GRPOConfig`.
-        sampler: A task sampler (default: uniform over each env's train split).
+        sampler: A task sampler (default: the failure miner when ``config.miner`` is
+            set, otherwise uniform over each env's train split).
     """
 
     def __init__(
@@ -85,7 +87,7 @@ class GRPOTrainer:
         self.tokenizer = tokenizer
         self.model = self._prepare_model(model)
         self.sources = [self._source(env, weight) for env, weight in env_weights.items()]
-        self.sampler: TaskSampler = sampler or UniformSampler(self.sources, config.seed)
+        self.sampler: TaskSampler = sampler or self._default_sampler()
         self.policy = TransformersPolicy(
             self.model, tokenizer, end_of_turn=end_of_turn, max_new_tokens=config.max_new_tokens,
             max_context_tokens=config.max_seq_len, temperature=config.temperature, top_p=config.top_p,
@@ -121,6 +123,12 @@ class GRPOTrainer:
             else:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         return model.to(self.device)
+
+    def _default_sampler(self) -> TaskSampler:
+        cfg = self.config
+        if cfg.miner is None:
+            return UniformSampler(self.sources, cfg.seed)
+        return MinerSampler(self.sources, cfg.seed, MinerConfig.model_validate(cfg.miner))
 
     def _source(self, env: EnvLike, weight: float) -> EnvSource:
         cfg = self.config
@@ -239,11 +247,13 @@ class GRPOTrainer:
         kept: list[list[Trajectory]] = []
         groups_seen = zero_var = 0
         draws_used: list[Draw] = []
+        rolled: list[Trajectory] = []  # every group, dropped ones too: the sampler learns from all of them
         for round_ in range(cfg.max_sampling_rounds if cfg.dynamic_sampling else 1):
             draws = self.sampler.sample(self.step, round_, n_groups - len(kept))
             groups = self._rollout_groups(draws, timer, round_)
             for draw, group in zip(draws, groups, strict=True):
                 groups_seen += 1
+                rolled += group
                 rewards = [t.task_reward or 0.0 for t in group]
                 valid = [t.failure is not Failure.INFRA for t in group]
                 informative = any(adv.informative_mask(rewards, [0] * len(group), valid=valid))
@@ -254,15 +264,18 @@ class GRPOTrainer:
             if len(kept) >= n_groups:
                 break
         trajs = [t for g in kept for t in g]
-        self.sampler.update(self.step, trajs)
+        self.sampler.update(self.step, rolled)
         if cfg.save_trajectories:
             self._save_trajectories(trajs)
         metrics = self._rollout_metrics(trajs)
         metrics["zero_variance_frac"] = zero_var / max(groups_seen, 1)
         metrics["groups"] = len(kept)
         metrics["tasks"] = [d.task.id for d in draws_used]
+        sampler_metrics = getattr(self.sampler, "metrics", None)
+        if callable(sampler_metrics):
+            metrics.update(sampler_metrics())
         start = time.perf_counter()
-        metrics.update(self._update(kept, [d.source for d in draws_used]))
+        metrics.update(self._update(kept, [d.source for d in draws_used], self._group_weights(draws_used)))
         timer["train_s"] = time.perf_counter() - start
         metrics.update({f"time/{k}": v for k, v in timer.items()})
         gen_tokens = sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None)
@@ -283,15 +296,26 @@ class GRPOTrainer:
         for src, idx in by_source.items():
             tasks = [draws[i].task for i in idx for _ in range(cfg.group_size)]
             seeds = [draws[i].seed for i in idx for _ in range(cfg.group_size)]
+            resume = [draws[i].snapshot for i in idx for _ in range(cfg.group_size)]
             self.policy.reset()
-            trajs = rollout(self.sources[src].factory, timed, tasks=tasks, seeds=seeds)
+            trajs = rollout(self.sources[src].factory, timed, tasks=tasks, seeds=seeds,
+                            resume_from=resume if any(r is not None for r in resume) else None,
+                            keep_snapshots=bool(getattr(self.sampler, "keep_snapshots", False)))
             for j, i in enumerate(idx):
                 groups[i] = trajs[j * cfg.group_size:(j + 1) * cfg.group_size]
         timer["generate_s"] += timed.seconds
         timer["env_s"] += time.perf_counter() - start - timed.seconds
         return groups
 
-    def _update(self, groups: Sequence[Sequence[Trajectory]], sources: Sequence[int]) -> dict[str, Any]:
+    def _group_weights(self, draws: Sequence[Draw]) -> list[float] | None:
+        """Importance weights per group, normalised to mean 1 (None when off)."""
+        if not self.config.importance_weighting or not draws:
+            return None
+        w = np.array([d.weight for d in draws], dtype=float)
+        return (w / w.mean()).tolist()
+
+    def _update(self, groups: Sequence[Sequence[Trajectory]], sources: Sequence[int],
+                group_weights: Sequence[float] | None = None) -> dict[str, Any]:
         cfg = self.config
         trajs = [t for g in groups for t in g]
         group_ids = [i for i, g in enumerate(groups) for _ in g]
@@ -306,6 +330,10 @@ class GRPOTrainer:
             trajs, group_ids, weights, task_mode=cfg.advantage, step_mode=cfg.step_advantage,
             step_weight=cfg.step_advantage_weight, gamma=cfg.gamma, extra_rewards=extra, extra_step_rewards=turn_shaping,
         )
+        if group_weights is not None:
+            # The policy-gradient term of every loss is linear in the advantage (clipped or
+            # not), so scaling a group's advantages scales its share of that term.
+            per_turn = [[a * group_weights[g] for a in turns] for g, turns in zip(group_ids, per_turn, strict=True)]
         examples = [e for e in build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len) if any(e.mask)]
         if not any(a for e in examples for a, m in zip(e.advantages, e.mask, strict=True) if m):
             # No signal (every group's rewards were equal). An optimiser step now would only
@@ -319,6 +347,8 @@ class GRPOTrainer:
             "adv/max": float(max(flat_adv, default=0.0)),
             "seq_truncated_frac": float(np.mean([e.truncated for e in examples])) if examples else 0.0,
         }
+        if group_weights is not None:
+            out["importance_weight/max"] = max(group_weights)
         if not examples:
             return {**out, "loss": 0.0, "skipped_update": 1.0, "_train_tokens": 0}
         return {**out, **self._optimise(examples)}
@@ -443,7 +473,9 @@ class GRPOTrainer:
         folder = self.run_dir / "trajectories"
         folder.mkdir(exist_ok=True)
         tmp = folder / f".step-{self.step + 1:06d}.jsonl.tmp"
-        tmp.write_text("".join(t.to_json() + "\n" for t in trajs), encoding="utf-8")
+        # Snapshots (kept for the miner) would multiply the file's size: left out.
+        lines = (t.model_copy(update={"snapshots": []}).to_json() if t.snapshots else t.to_json() for t in trajs)
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         tmp.replace(folder / f"step-{self.step + 1:06d}.jsonl")
 
     def _export(self) -> None:

@@ -1,0 +1,366 @@
+"""`MinerSampler`: the trainer's task sampler when the failure miner is on.
+
+Each step it draws, in order: tasks re-queued after infra failures, quarantined
+tasks due for a retest, then fresh groups. A fresh group picks an env by its
+weight, then a task from that env's active pool: an unseen task first (with
+probability ``unseen_prob`` while any remain), otherwise by Prioritized Level
+Replay over the learnability p(1-p) (see `agentenv.miner.priority`). Up to
+``mined_share`` of the fresh groups come from mined tasks (resume tasks,
+variants, proposals), the rest from the env's train split. Tasks solved at
+least ``solved_threshold`` of the time over the window leave the pool; tasks
+every rollout failed K visits in a row are quarantined and retested every
+``retest_every`` steps. If an env's pool is empty, its whole train split is
+drawn uniformly, so training never stalls.
+
+Each draw carries an importance weight, (1/|pool|) / P(task | env, pool): the
+uniform probability over the pool it was drawn from divided by the probability
+the miner drew it with. Re-queued and retest draws have weight 1. The split
+between train and mined pools and the retired tasks are not corrected for.
+
+Sampling is a pure function of (seed, step, round, state): the state (ledger,
+mined tasks and their snapshots, the re-queue) is saved in each checkpoint, so a
+resumed run draws exactly what the uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from agentenv.env import Env, Snapshot
+from agentenv.miner.breakpoints import break_point, resume_task
+from agentenv.miner.config import MinerConfig
+from agentenv.miner.ledger import Ledger, Origin, Visit
+from agentenv.miner.priority import replay_distribution
+from agentenv.miner.proposer import OpenAIProposer, cluster_failures
+from agentenv.miner.variants import OracleValidator, Validator, make_variant, stable_hash
+from agentenv.task import Task, TaskSet
+from agentenv.trajectory import Trajectory
+from agentenv.types import Failure
+
+__all__ = ["Draw", "MinedTask", "MinerSampler", "Source"]
+
+
+class Source(Protocol):
+    """What the miner needs of an env the trainer draws from (`trainers.sampling.EnvSource`)."""
+
+    name: str
+    weight: float
+    train: TaskSet
+    factory: Callable[[], Env]
+    env_id: str | None
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One group to roll out: the env (by index), the task, the reset seed."""
+
+    source: int
+    task: Task
+    seed: int
+    snapshot: Snapshot | None = None
+    """Start from this snapshot instead of the first turn (a resume task)."""
+    weight: float = 1.0
+    """Importance weight: uniform probability over the pool / sampling probability."""
+
+
+class MinedTask(BaseModel):
+    """A task the miner made, with where it runs and (for resume tasks) its snapshot."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: Task
+    source: int
+    origin: Origin
+    snapshot: Snapshot | None = None
+
+
+class MinerSampler:
+    """The failure miner as a `TaskSampler`. See the module docstring."""
+
+    def __init__(self, sources: Sequence[Source], seed: int, config: MinerConfig | None = None, *,
+                 validators: Sequence[Validator | None] | None = None, proposer: OpenAIProposer | None = None) -> None:
+        self.sources = list(sources)
+        self.seed = seed
+        self.config = config = config or MinerConfig()
+        self.ledger = Ledger(config)
+        self.mined: dict[str, MinedTask] = {}
+        self.requeue: list[str] = []
+        self.validators = list(validators) if validators is not None else [_oracle_validator(s) for s in self.sources]
+        if proposer is None and config.proposer is not None:
+            p = config.proposer
+            proposer = OpenAIProposer(p.base_url, p.model, timeout_s=p.timeout_s, max_tasks=p.max_tasks,
+                                      temperature=p.temperature)
+        self.proposer = proposer
+        self.train_tasks: dict[str, tuple[int, Task]] = {}
+        for i, source in enumerate(self.sources):
+            for task in source.train:
+                self.train_tasks[task.id] = (i, task)
+        total = sum(s.weight for s in self.sources)
+        self.p_source = np.array([s.weight / total for s in self.sources])
+        self.last_metrics: dict[str, Any] = {}
+
+    @property
+    def keep_snapshots(self) -> bool:
+        """Whether rollouts must keep a snapshot before every turn (for resume tasks)."""
+        return self.config.resume and self.config.max_resume_tasks > 0
+
+    # -- drawing --------------------------------------------------------------------
+
+    def sample(self, step: int, round_: int, n_groups: int) -> list[Draw]:
+        rng = np.random.default_rng([self.seed, step, round_])
+        taken: set[str] = set()
+        draws: list[Draw] = []
+        if round_ == 0:
+            for task_id in self._due(step):
+                if len(draws) < n_groups and task_id not in taken:
+                    draws.append(self._fixed_draw(task_id, rng))
+                    taken.add(task_id)
+        fresh = n_groups - len(draws)
+        n_mined = min(math.floor(fresh * self.config.mined_share), len(self._active(mined=True, taken=taken)))
+        for k in range(fresh):
+            draws.append(self._fresh_draw(step, rng, taken, mined=k < n_mined))
+        return draws
+
+    def _due(self, step: int) -> list[str]:
+        """Re-queued tasks, then quarantined tasks due for a retest."""
+        retests = [tid for tid, r in self.ledger.records.items()
+                   if r.status == "quarantined" and step - r.status_step >= self.config.retest_every
+                   and self._lookup(tid) is not None]
+        return [tid for tid in self.requeue if self._lookup(tid) is not None] + retests
+
+    def _fixed_draw(self, task_id: str, rng: np.random.Generator) -> Draw:
+        source, task, snapshot = self._lookup(task_id)  # type: ignore[misc]
+        return Draw(source, task, int(rng.integers(2**31)), snapshot)
+
+    def _fresh_draw(self, step: int, rng: np.random.Generator, taken: set[str], *, mined: bool) -> Draw:
+        pools = [self._active(mined=mined, taken=taken, source=i) for i in range(len(self.sources))]
+        p = np.array([w if pool else 0.0 for w, pool in zip(self.p_source, pools, strict=True)])
+        if p.sum() == 0:  # every pool is empty or spent: fall back to the train splits, uniformly
+            i = int(rng.choice(len(self.sources), p=self.p_source))
+            task = self.sources[i].train.sample(rng)
+            return Draw(i, task, int(rng.integers(2**31)))
+        i = int(rng.choice(len(self.sources), p=p / p.sum()))
+        task_id, prob = self._pick(pools[i], step, rng)
+        taken.add(task_id)
+        _, task, snapshot = self._lookup(task_id)  # type: ignore[misc]
+        weight = (1.0 / len(pools[i])) / prob
+        return Draw(i, task, int(rng.integers(2**31)), snapshot, weight)
+
+    def _pick(self, pool: list[str], step: int, rng: np.random.Generator) -> tuple[str, float]:
+        """A task id from ``pool`` and the probability it had."""
+        unseen = [tid for tid in pool if not self._seen(tid)]
+        seen = [tid for tid in pool if self._seen(tid)]
+        explore = self.config.unseen_prob if seen else 1.0
+        if unseen and rng.random() < explore:
+            return unseen[int(rng.integers(len(unseen)))], explore / len(unseen)
+        records = [self.ledger.records[tid] for tid in seen]
+        dist = replay_distribution(
+            np.array([r.ema for r in records]), np.array([r.last_step for r in records]), step,
+            temperature=self.config.temperature, staleness_coef=self.config.staleness_coef)
+        j = int(rng.choice(len(seen), p=dist))
+        return seen[j], (1.0 - explore if unseen else 1.0) * float(dist[j])
+
+    def _seen(self, task_id: str) -> bool:
+        record = self.ledger.get(task_id)
+        return record is not None and record.seen
+
+    def _active(self, *, mined: bool, taken: set[str], source: int | None = None) -> list[str]:
+        items = ([(tid, m.source) for tid, m in self.mined.items()] if mined
+                 else [(tid, s) for tid, (s, _) in self.train_tasks.items()])
+        out = []
+        for tid, s in items:
+            if (source is None or s == source) and tid not in taken:
+                record = self.ledger.get(tid)
+                if record is None or record.status == "active":
+                    out.append(tid)
+        return out
+
+    def _lookup(self, task_id: str) -> tuple[int, Task, Snapshot | None] | None:
+        if task_id in self.train_tasks:
+            source, task = self.train_tasks[task_id]
+            return source, task, None
+        mined = self.mined.get(task_id)
+        return None if mined is None else (mined.source, mined.task, mined.snapshot)
+
+    # -- learning from outcomes -------------------------------------------------------
+
+    def update(self, step: int, trajectories: Sequence[Trajectory]) -> None:
+        """Count each group's outcomes, re-queue infra losses, mine the failures."""
+        groups: dict[tuple[str, int | None], list[Trajectory]] = {}
+        for traj in trajectories:
+            groups.setdefault((traj.task.id, traj.seed), []).append(traj)
+        visits: list[Visit] = []
+        requeue: list[str] = []
+        failures: list[tuple[int, Trajectory]] = []
+        for (task_id, _), group in groups.items():
+            found = self._lookup(task_id)
+            if found is None:
+                continue
+            source = found[0]
+            visit = self.ledger.record_visit(found[1], source, step, group)
+            visits.append(visit)
+            if visit.requeue:
+                requeue.append(task_id)
+            failures += [(source, t) for t in group if not t.success and t.failure is not Failure.INFRA]
+        self.requeue = requeue
+        mined = self._mine(step, failures)
+        self.last_metrics = self._metrics(visits, [t for t in trajectories if not t.success], mined)
+
+    def _mine(self, step: int, failures: list[tuple[int, Trajectory]]) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        cfg = self.config
+        if cfg.resume and cfg.max_resume_tasks > 0:
+            for source, traj in failures:
+                point = break_point(traj)
+                made = resume_task(traj, point) if point is not None else None
+                if made is not None:
+                    self._add(MinedTask(task=made[0], source=source, origin="resume", snapshot=made[1]))
+                    counts["resume"] += 1
+        if cfg.variants and cfg.variants_per_failure > 0 and cfg.max_variants > 0:
+            counts.update(self._variants(step, failures))
+        if self.proposer is not None and cfg.proposer is not None and (step + 1) % cfg.proposer.every_steps == 0:
+            counts.update(self._propose(failures))
+        return counts
+
+    def _variants(self, step: int, failures: list[tuple[int, Trajectory]]) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        seen: set[str] = set()
+        envs: dict[int, Env] = {}
+        try:
+            for source, traj in failures:
+                task = traj.task
+                origin = self.ledger.records[task.id].origin if task.id in self.ledger else "train"
+                validate = self.validators[source]
+                if task.id in seen or origin not in ("train", "proposed") or validate is None:
+                    continue
+                seen.add(task.id)
+                env = envs.get(source) or envs.setdefault(source, self.sources[source].factory())
+                for j in range(self.config.variants_per_failure):
+                    rng = np.random.default_rng([self.seed, step, stable_hash(task.id), j])
+                    variant, _why = make_variant(env, task, rng, validate)
+                    if variant is None:
+                        counts["rejected"] += 1
+                    elif variant.id not in self.mined and variant.id not in self.train_tasks:
+                        self._add(MinedTask(task=variant, source=source, origin="variant"))
+                        counts["variant"] += 1
+        finally:
+            for env in envs.values():
+                env.close()
+        return counts
+
+    def _propose(self, failures: list[tuple[int, Trajectory]]) -> Counter[str]:
+        if self.proposer is None or self.config.proposer is None:
+            return Counter()
+        counts: Counter[str] = Counter()
+        where = {t.task.id: s for s, t in failures}
+        triples = []
+        for _, traj in failures:
+            point = break_point(traj)
+            triples.append((traj.task, traj.failure.value, None if point is None else point.turn))
+        clusters = cluster_failures(triples)[: self.config.proposer.max_clusters]
+        result = self.proposer.propose(clusters)
+        counts["proposal_errors"] += len(result.errors)
+        for task in result.tasks:
+            like = task.id.split("~p", 1)[0]
+            source = where.get(like)
+            validate = self.validators[source] if source is not None else None
+            if source is None or validate is None or validate(task) is not None:
+                counts["rejected"] += 1
+            elif task.id not in self.mined:
+                self._add(MinedTask(task=task, source=source, origin="proposed"))
+                counts["proposed"] += 1
+        return counts
+
+    def _add(self, item: MinedTask) -> None:
+        """Add (or refresh) a mined task, dropping the oldest of its kind past the bound."""
+        self.mined.pop(item.task.id, None)
+        self.mined[item.task.id] = item
+        self.ledger.add(item.task, item.source, item.origin)
+        # Proposed tasks share the variants' bound: both are new tasks, not restarts.
+        limit = self.config.max_resume_tasks if item.origin == "resume" else self.config.max_variants
+        same = [tid for tid, m in self.mined.items() if (m.origin == "resume") == (item.origin == "resume")]
+        for tid in same[: max(len(same) - limit, 0)]:
+            del self.mined[tid]
+
+    # -- metrics and state ---------------------------------------------------------------
+
+    def _metrics(self, visits: list[Visit], failed: list[Trajectory], mined: Counter[str]) -> dict[str, Any]:
+        status = Counter(r.status for tid, r in self.ledger.records.items() if self._lookup(tid) is not None)
+        unseen = sum(1 for tid in [*self.train_tasks, *self.mined] if not self._seen(tid))
+        counted = [v for v in visits if v.counted]
+        m: dict[str, Any] = {
+            "miner/pool/active": len(self._active(mined=False, taken=set())) + len(self._active(mined=True, taken=set())),
+            "miner/pool/solved": status["solved"],
+            "miner/pool/quarantined": status["quarantined"],
+            "miner/pool/unseen": unseen,
+            "miner/pool/resume": sum(m.origin == "resume" for m in self.mined.values()),
+            "miner/pool/variants": sum(m.origin == "variant" for m in self.mined.values()),
+            "miner/pool/proposed": sum(m.origin == "proposed" for m in self.mined.values()),
+            "miner/informative_frac": sum(v.informative for v in counted) / len(counted) if counted else 0.0,
+            "miner/requeued": len(self.requeue),
+            "miner/new/resume": mined["resume"], "miner/new/variants": mined["variant"],
+            "miner/new/proposed": mined["proposed"], "miner/new/rejected": mined["rejected"],
+        }
+        kinds = Counter(t.failure.value for t in failed)
+        for kind in Failure:
+            if kind is not Failure.NONE:
+                m[f"miner/failures/{kind.value}"] = kinds[kind.value]
+        m["miner/top_failing_families"] = self.top_failing_families()
+        return m
+
+    def top_failing_families(self, n: int = 3) -> list[list[Any]]:
+        """[[family, failed episodes, failure rate], ...], most failures first."""
+        failed: Counter[str] = Counter()
+        attempts: Counter[str] = Counter()
+        for r in self.ledger.records.values():
+            failed[r.family] += r.attempts - r.successes
+            attempts[r.family] += r.attempts
+        top = sorted((f for f in failed if failed[f]), key=lambda f: (-failed[f], f))[:n]
+        return [[f, failed[f], round(failed[f] / attempts[f], 4)] for f in top]
+
+    def metrics(self) -> dict[str, Any]:
+        """The metrics of the last `update` (logged under ``miner/``)."""
+        return dict(self.last_metrics)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "ledger": self.ledger.state_dict(),
+            "mined": [m.model_dump(mode="json") for m in self.mined.values()],
+            "requeue": list(self.requeue),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        if state.get("version") != 1:
+            raise ValueError(f"unknown miner state version {state.get('version')!r}; expected 1")
+        self.ledger.load_state_dict(state["ledger"])
+        self.mined = {}
+        for item in state["mined"]:
+            mined = MinedTask.model_validate(item)
+            self.mined[mined.task.id] = mined
+        self.requeue = list(state["requeue"])
+
+    def close(self) -> None:
+        if self.proposer is not None:
+            self.proposer.close()
+
+
+def _oracle_validator(source: Source) -> Validator | None:
+    """Validation by the env's registered oracle; None (no variants) for envs without one."""
+    if source.env_id is None:
+        return None
+    from agentenv.registry import spec
+
+    env_spec = spec(source.env_id)
+    if env_spec.oracle is None:
+        return None
+    return OracleValidator(source.factory, env_spec.make_oracle)

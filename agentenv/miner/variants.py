@@ -1,0 +1,65 @@
+"""Variants of failed tasks and the validation every new task passes first.
+
+A variant comes from the env's own `Env.mutate(task, rng)` (same family and
+difficulty, new content). A task enters the pool only if it is solvable: the
+env's scripted oracle, replayed on it, reaches the success threshold. For envs
+whose oracle submits a reference solution (the code env) that is the verifier
+path: the reference passes the hidden tests. A task without a validator never
+enters the pool; a validator that raises rejects the task, it never crashes the run.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from agentenv.env import Env
+from agentenv.policies import Policy
+from agentenv.rollout import rollout
+from agentenv.task import Task
+
+__all__ = ["OracleValidator", "Validator", "make_variant", "stable_hash"]
+
+Validator = Callable[[Task], "str | None"]
+"""Returns None when the task is valid, otherwise why it is not."""
+
+
+def stable_hash(text: str) -> int:
+    """A process-independent hash (Python's ``hash`` of a str is salted per process)."""
+    return zlib.crc32(text.encode())
+
+
+@dataclass
+class OracleValidator:
+    """Valid = the oracle solves the task (task reward at or above the env's threshold)."""
+
+    factory: Callable[[], Env]
+    oracle: Callable[[], Policy]
+
+    def __call__(self, task: Task) -> str | None:
+        try:
+            [traj] = rollout(self.factory, self.oracle(), tasks=[task], seeds=[0])
+        except Exception as e:  # noqa: BLE001 - a broken task is rejected, not a crash
+            return f"{type(e).__name__}: {e}"
+        if traj.error is not None:
+            return f"the oracle's episode failed: {traj.error}"
+        if not traj.success:
+            return f"the oracle did not solve it (task reward {traj.task_reward}, failure {traj.failure.value})"
+        return None
+
+
+def make_variant(env: Env, task: Task, rng: np.random.Generator, validate: Validator) -> tuple[Task | None, str | None]:
+    """``env.mutate(task, rng)`` if it validates: (variant, None), or (None, why not)."""
+    try:
+        variant = env.mutate(task, rng)
+    except Exception as e:  # noqa: BLE001
+        return None, f"mutate raised {type(e).__name__}: {e}"
+    if variant is None:
+        return None, "the env makes no variants"
+    if variant.id == task.id:
+        return None, f"the variant kept the id {task.id!r}"
+    reason = validate(variant)
+    return (None, reason) if reason is not None else (variant, None)

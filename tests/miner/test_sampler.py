@@ -1,0 +1,109 @@
+"""MinerSampler: unseen first, exits, retests, re-queue, mining, and exact resumption."""
+
+import json
+
+import agentenv
+from agentenv import ScriptedPolicy, rollout, tool_call_text
+from agentenv.envs.guess_number import GuessNumberEnv, make_tasks
+from agentenv.miner import MinerConfig, MinerSampler
+from tests.miner.helpers import Src, traj
+
+TASKS = make_tasks(12, seed=3, difficulties=(0, 3))
+
+
+def _sampler(**cfg):
+    src = Src("guess", TASKS, lambda: GuessNumberEnv(max_turns=5), env_id="guess-number-v0")
+    return MinerSampler([src], seed=7, config=MinerConfig(**cfg))
+
+
+def _play(sampler, step, n=4, policy=None):
+    """Roll out the step's draws (G=2) with a policy that solves only difficulty 0."""
+    draws = sampler.sample(step, 0, n)
+    policy = policy or agentenv.spec("guess-number-v0").make_oracle()
+    trajs = []
+    for d in draws:
+        trajs += rollout(lambda: GuessNumberEnv(max_turns=5), policy, tasks=[d.task] * 2, seeds=[d.seed] * 2,
+                         keep_snapshots=True, resume_from=[d.snapshot] * 2 if d.snapshot else None)
+    sampler.update(step, trajs)
+    return draws, trajs
+
+
+def test_unseen_tasks_are_drawn_first_without_repeats():
+    sampler = _sampler(mined_share=0.0)
+    ids = [d.task.id for s in range(3) for d in _play(sampler, s)[0]]
+    assert len(set(ids)) == 12  # every train task once before any replay
+    later = [d.task.id for d in sampler.sample(3, 0, 4)]
+    assert len(set(later)) == 4
+    weights = [d.weight for d in sampler.sample(3, 0, 4)]
+    assert all(w > 0 for w in weights)
+
+
+def test_hard_tasks_are_quarantined_and_retested_and_easy_ones_retire():
+    sampler = _sampler(quarantine_after=1, retest_every=3, solved_window=2, mined_share=0.0, variants=False)
+    for s in range(3):
+        _play(sampler, s)
+    status = {tid: r.status for tid, r in sampler.ledger.records.items()}
+    hard = [t.id for t in TASKS if t.metadata.difficulty == 3]
+    easy = [t.id for t in TASKS if t.metadata.difficulty == 0]
+    assert all(status[t] == "quarantined" for t in hard)  # 5 turns cannot find a secret in 1..1024
+    assert all(status[t] == "solved" for t in easy)
+    retests = [d.task.id for d in sampler.sample(5, 0, 4)]
+    assert set(retests) <= set(hard) and len(retests) == 4
+    metrics = sampler.metrics()
+    assert metrics["miner/pool/quarantined"] == 6 and metrics["miner/pool/solved"] == 6
+    assert metrics["miner/failures/truncated"] > 0 and metrics["miner/top_failing_families"][0][0] == "guess-number"
+
+
+def test_failures_become_resume_tasks_and_variants_and_infra_is_requeued():
+    sampler = _sampler(mined_share=0.5, max_resume_tasks=3)
+    lowball = ScriptedPolicy.replay([tool_call_text("guess", number=k) for k in range(2, 7)])
+    _draws, trajs = _play(sampler, 0, policy=lowball)
+    kinds = {m.origin for m in sampler.mined.values()}
+    assert kinds == {"resume", "variant"}
+    assert sum(m.origin == "resume" for m in sampler.mined.values()) <= 3  # bounded
+    mined = [d for d in sampler.sample(1, 0, 4) if d.task.id in sampler.mined]
+    assert len(mined) == 2
+    resumed = [d for d in mined if d.snapshot is not None]
+    for d in resumed:
+        assert d.task.id.startswith(d.snapshot.task.id.split("@")[0]) and d.snapshot.turn > 0
+    sampler.update(1, [traj(trajs[0].task, infra=True, seed=1)] * 2)
+    assert sampler.requeue == [trajs[0].task.id]
+    assert sampler.sample(2, 0, 4)[0].task.id == trajs[0].task.id
+
+
+def test_a_reloaded_sampler_draws_exactly_what_the_original_would():
+    straight = _sampler()
+    for s in range(3):
+        _play(straight, s)
+    state = json.loads(json.dumps(straight.state_dict()))  # through JSON, as in a checkpoint
+    fresh = _sampler()
+    fresh.load_state_dict(state)
+    for s in range(3, 6):
+        a, b = straight.sample(s, 0, 4), fresh.sample(s, 0, 4)
+        assert [(d.task, d.seed, d.snapshot, d.weight) for d in a] == [(d.task, d.seed, d.snapshot, d.weight) for d in b]
+        _play(straight, s)
+        _play(fresh, s)
+    assert straight.state_dict() == fresh.state_dict()
+
+
+def test_validated_proposals_from_the_llm_enter_the_pool():
+    from tests.openai_server import OpenAIServer, chat_reply
+
+    def script(request):
+        like = request.messages[-1]["content"].split('"id": "')[1].split('"')[0]
+        tasks = [{"like": like, "prompt": "Find it (1..16).", "payload": {"high": 16, "secret": 5}},
+                 {"like": like, "prompt": "Find it.", "payload": {"high": 16, "secret": 99}}]  # unsolvable
+        return chat_reply(json.dumps({"tasks": tasks}))
+
+    server = OpenAIServer(script).start()
+    try:
+        sampler = _sampler(variants=False, resume=False,
+                           proposer={"base_url": server.base_url, "model": "m", "every_steps": 1})
+        lowball = ScriptedPolicy.replay([tool_call_text("guess", number=k) for k in range(2, 7)])
+        _play(sampler, 0, policy=lowball)
+        sampler.close()
+    finally:
+        server.stop()
+    proposed = [m for m in sampler.mined.values() if m.origin == "proposed"]
+    assert len(proposed) == 1 and proposed[0].task.payload == {"high": 16, "secret": 5}
+    assert sampler.metrics()["miner/new/rejected"] == 1 and len(server.requests) == 1
