@@ -107,3 +107,20 @@ def test_validated_proposals_from_the_llm_enter_the_pool():
     proposed = [m for m in sampler.mined.values() if m.origin == "proposed"]
     assert len(proposed) == 1 and proposed[0].task.payload == {"high": 16, "secret": 5}
     assert sampler.metrics()["miner/new/rejected"] == 1 and len(server.requests) == 1
+
+
+def test_importance_weights_undo_the_prioritisation():
+    # Every task seen, with different success averages: PLR draws the learnable ones
+    # (p near 0.5) far more often. Weighting each draw by (1/|pool|) / P(draw) must
+    # recover the uniform average over the pool of any function of the task.
+    sampler = _sampler(mined_share=0.0, unseen_prob=0.0, staleness_coef=0.0)
+    emas = [0.5, 0.1, 0.9, 0.3, 0.7, 0.02, 0.98, 0.4, 0.6, 0.2, 0.8, 0.05]
+    for task, ema in zip(TASKS, emas, strict=True):
+        record = sampler.ledger.add(task, 0)
+        record.ema, record.last_step = ema, 0
+    learnable = {t.id for t, e in zip(TASKS, emas, strict=True) if 0.3 <= e <= 0.7}  # 5 of the 12
+    draws = [sampler.sample(step, 0, 1)[0] for step in range(1, 3001)]
+    plain = sum(d.task.id in learnable for d in draws) / len(draws)
+    weighted = sum(d.weight * (d.task.id in learnable) for d in draws) / len(draws)
+    assert plain > 0.6, plain  # the miner favours them...
+    assert abs(weighted - 5 / 12) < 0.05, weighted  # ...and the weights give back the uniform average
