@@ -413,8 +413,9 @@ def _completion(content: bytes) -> _Completion:
         raise _Failed(f"invalid response: {where}: {err['msg']}; body: {_snippet(content)}") from None
 
 
-def _retry_after_s(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date); None if absent or unreadable."""
+def _retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date, counted
+    from ``now``, default the current time); None if absent or unreadable."""
     if value is None:
         return None
     try:
@@ -426,7 +427,7 @@ def _retry_after_s(value: str | None) -> float | None:
             return None
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
     if not math.isfinite(seconds):
         return None
     return max(0.0, seconds)

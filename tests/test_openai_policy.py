@@ -432,6 +432,7 @@ def test_retry_after_header(header: str | None, seconds: float | None) -> None:
 
 
 def test_retry_after_http_date() -> None:
-    when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
-    seconds = _retry_after_s(when)
-    assert seconds is not None and 25 <= seconds <= 30
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    when = format_datetime(now + timedelta(seconds=30), usegmt=True)
+    assert _retry_after_s(when, now=now) == 30.0
+    assert _retry_after_s(format_datetime(now - timedelta(seconds=5), usegmt=True), now=now) == 0.0

@@ -98,8 +98,7 @@ class CodeEnv(Env[CodeState]):
         family, difficulty = task.metadata.family, task.metadata.difficulty
         if family not in FAMILIES or difficulty is None:
             return None
-        variant = make_task(family, rng, difficulty)
-        return variant.model_copy(update={"id": f"{task.id}~{variant.id.rsplit('-', 1)[-1]}"})
+        return make_task(family, rng, difficulty, task_id=f"{task.id}~v{int(rng.integers(1 << 30)):08x}")
 
     # -- hooks
 
