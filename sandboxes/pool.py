@@ -107,8 +107,9 @@ class SandboxPool:
         self._cond = threading.Condition()
         self._idle: deque[Sandbox] = deque()
         self._leased: set[int] = set()  # id() of sandboxes on loan
-        self._all: dict[int, Sandbox] = {}
-        self._starting = 0  # being created or recycled
+        self._all: dict[int, Sandbox] = {}  # every live sandbox: idle, leased or recycling
+        self._spawning = 0  # being created: not in _all yet
+        self._recycling = 0  # being reset: already in _all
         self._error: BaseException | None = None
         self._closed = False
         self._workers = ThreadPoolExecutor(max_workers=min(size, 4), thread_name_prefix="sandbox-pool")
@@ -135,10 +136,11 @@ class SandboxPool:
                         self._leased.add(id(sandbox))
                         return PooledSandbox(self, sandbox)
                     self._discard(sandbox)  # died while idle
+                    topped_up = False  # its slot must be refilled
                 if not topped_up:  # once per call: a backend that keeps failing is retried per acquire
                     self._top_up()
                     topped_up = True
-                elif not self._starting and not self._leased and self._error is not None:
+                elif not self._busy and not self._leased and self._error is not None:
                     raise SandboxInfraError(f"the pool cannot start a sandbox: {self._error}") from self._error
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
@@ -157,7 +159,7 @@ class SandboxPool:
             if self._closed:
                 self._discard(sandbox)
                 return
-            self._starting += 1
+            self._recycling += 1
         self._workers.submit(self._recycle, sandbox)
 
     @property
@@ -173,7 +175,7 @@ class SandboxPool:
             while len(self._idle) + len(self._leased) < self.size:
                 if self._closed:
                     raise SandboxError("the pool is closed")
-                if not self._starting and self._error is not None:
+                if not self._busy and self._error is not None:
                     raise SandboxInfraError(f"the pool cannot start a sandbox: {self._error}") from self._error
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -206,11 +208,18 @@ class SandboxPool:
 
     # -- workers (hold no lock while a sandbox works)
 
+    @property
+    def _busy(self) -> int:
+        """Sandboxes a worker is creating or resetting (call with the lock held)."""
+        return self._spawning + self._recycling
+
     def _top_up(self) -> None:
-        """Start sandboxes until live + starting == size. Call with the lock held."""
-        missing = self.size - len(self._all) - self._starting
+        """Start sandboxes until live + spawning == size. Call with the lock held.
+
+        A recycling sandbox is in ``_all`` already: it is counted once, as live."""
+        missing = self.size - len(self._all) - self._spawning
         for _ in range(max(0, missing)):
-            self._starting += 1
+            self._spawning += 1
             self._workers.submit(self._spawn)
 
     def _spawn(self) -> None:
@@ -218,7 +227,7 @@ class SandboxPool:
             sandbox = self._factory()
         except BaseException as e:  # noqa: BLE001 - kept for acquire() to report
             with self._cond:
-                self._starting -= 1
+                self._spawning -= 1
                 self._error = e
                 self._cond.notify_all()
             return
@@ -234,14 +243,18 @@ class SandboxPool:
             self._admit(sandbox, new=False)
             return
         with self._cond:
-            self._starting -= 1
+            self._recycling -= 1
             self._discard(sandbox)
             if not self._closed:
                 self._top_up()
+            self._cond.notify_all()
 
     def _admit(self, sandbox: Sandbox, *, new: bool = True) -> None:
         with self._cond:
-            self._starting -= 1
+            if new:
+                self._spawning -= 1
+            else:
+                self._recycling -= 1
             if self._closed:
                 self._all.pop(id(sandbox), None)
                 closed = True

@@ -235,3 +235,64 @@ def test_pool_start_reaps_containers_of_dead_owners_only() -> None:
                 client.containers.get(cid).remove(force=True)
             except docker.errors.NotFound:
                 pass
+
+
+class SlowResetSandbox(FakeSandbox):
+    """A reset takes a while, as a real one does, so recycling overlaps with other events."""
+
+    def reset(self) -> None:
+        threading.Event().wait(0.05)
+        super().reset()
+
+
+def test_dead_sandboxes_are_replaced_while_others_recycle() -> None:
+    # Recycling sandboxes were counted twice (live and "starting"), so a dead one
+    # discarded meanwhile left its slot empty and acquire() waited out its timeout.
+    made: list[SlowResetSandbox] = []
+
+    def factory() -> SlowResetSandbox:
+        sb = SlowResetSandbox()
+        made.append(sb)
+        return sb
+
+    with SandboxPool(factory, size=3) as pool:
+        pool.wait_ready(5)
+        for _ in range(20):  # churn: kill one idle sandbox while the other two recycle
+            leases = [pool.acquire(timeout_s=5) for _ in range(2)]
+            for lease in leases:
+                lease.close()
+            for sb in made:
+                if not sb.closed and sb.alive and sb.resets and not sb.dirty:
+                    sb.alive = False  # the container died while idle
+                    break
+            lease = pool.acquire(timeout_s=5)  # must not wait for a slot that is never refilled
+            lease.close()
+        pool.wait_ready(5)
+        live = [sb for sb in made if not sb.closed and sb.alive]
+        assert len(live) == 3
+        assert sum(not sb.alive for sb in made) >= 10
+
+
+def test_a_sandbox_that_dies_while_recycling_is_replaced() -> None:
+    class DiesOnReset(SlowResetSandbox):
+        def reset(self) -> None:
+            super().reset()
+            self.alive = False
+
+    made: list[FakeSandbox] = []
+
+    def factory() -> FakeSandbox:
+        sb = DiesOnReset() if len(made) < 2 else FakeSandbox()
+        made.append(sb)
+        return sb
+
+    with SandboxPool(factory, size=2) as pool:
+        pool.wait_ready(5)
+        for lease in [pool.acquire(timeout_s=5) for _ in range(2)]:
+            lease.close()
+        pool.wait_ready(5)
+        leases = [pool.acquire(timeout_s=5) for _ in range(2)]
+        assert all(lease.sandbox.alive for lease in leases)
+        assert len(made) == 4
+        for lease in leases:
+            lease.close()
