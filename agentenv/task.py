@@ -1,20 +1,24 @@
-"""Tasks and task sets: what an episode is asked to do, loaded from Python or JSONL.
+"""Tasks and task sets: what an episode is asked to do, loaded from Python or JSONL (plain or gzipped).
 
 A `Task` is data: an id, the prompt the agent sees, an env-specific ``payload``
 (the expression to evaluate, the hidden tests, the gold actions) and metadata the
 failure miner groups by. A `TaskSet` is an ordered, id-indexed collection with a
 deterministic train/test split. Task files are untrusted input: every line is
-validated and an error names the file, the line and the field.
+validated, hostile ones included (corrupt gzip, bytes that are not UTF-8, deep
+nesting, huge numbers, lone surrogates), and an error names the file, the line and
+the field.
 """
 
 from __future__ import annotations
 
 import difflib
+import gzip
 import hashlib
 import json
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import IO, Any, overload
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -123,39 +127,117 @@ class TaskSet(Sequence[Task]):
         *,
         convert: Callable[[dict[str, Any]], Mapping[str, Any] | Task] | None = None,
     ) -> TaskSet:
-        """Load one task per line. ``convert`` maps another layout (say, a public
+        """Load one task per line of a UTF-8 JSONL file, gzipped or not (told by its
+        first bytes, not its name). ``convert`` maps another layout (say, a public
         benchmark's) to `Task` fields. Errors name the file, line and field."""
         path = Path(path)
         tasks: list[Task] = []
         seen: dict[str, int] = {}
-        with path.open(encoding="utf-8") as f:
-            for lineno, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise TaskFileError(f"{path}:{lineno}: invalid JSON: {e.msg} (column {e.colno})") from None
-                if not isinstance(record, dict):
-                    raise TaskFileError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-                try:
-                    data = convert(record) if convert else record
-                    task = data if isinstance(data, Task) else Task.model_validate(data)
-                except ValidationError as e:
-                    err = e.errors()[0]
-                    field = ".".join(str(p) for p in err["loc"]) or "(record)"
-                    raise TaskFileError(f"{path}:{lineno}: field {field!r}: {err['msg']}") from None
-                except (KeyError, TypeError, ValueError) as e:
-                    raise TaskFileError(f"{path}:{lineno}: {type(e).__name__}: {e}") from None
-                if task.id in seen:
-                    raise TaskFileError(
-                        f"{path}:{lineno}: field 'id': duplicate task id {task.id!r} (first on line {seen[task.id]})"
-                    )
-                seen[task.id] = lineno
-                tasks.append(task)
+        for lineno, line in _jsonl_lines(path):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            record = _json_record(line, where)
+            try:
+                data = convert(record) if convert else record
+                task = data if isinstance(data, Task) else Task.model_validate(data)
+            except ValidationError as e:
+                err = e.errors()[0]
+                field = ".".join(str(p) for p in err["loc"]) or "(record)"
+                raise TaskFileError(f"{where}: field {field!r}: {err['msg']}") from None
+            except (KeyError, TypeError, ValueError) as e:
+                raise TaskFileError(f"{where}: {type(e).__name__}: {e}") from None
+            if task.id in seen:
+                first = seen[task.id]
+                raise TaskFileError(f"{where}: field 'id': duplicate task id {task.id!r} (first on line {first})")
+            seen[task.id] = lineno
+            tasks.append(task)
         return cls(tasks)
 
     def to_jsonl(self, path: str | Path) -> None:
         with Path(path).open("w", encoding="utf-8") as f:
             for task in self._tasks:
                 f.write(task.model_dump_json() + "\n")
+
+
+# -- reading task files --------------------------------------------------------------
+
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_LINE_BYTES = 64 << 20
+"""A longer line is refused: it would be read whole, and a small gzip can hold gigabytes of one line."""
+MAX_DEPTH = 100
+"""Deeper JSON is refused: pydantic cannot write a task nested ~250 deep back out, and no real task nests so deep."""
+LONE_SURROGATE = "a string holds a lone surrogate (a \\ud800-\\udfff escape), which is not Unicode text"
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of ``path``, gunzipped if it starts with the gzip magic.
+
+    A missing or unreadable file raises the usual OSError; bytes that are not UTF-8,
+    a corrupt or truncated gzip stream or an overlong line raise `TaskFileError`."""
+    lineno = 0
+    with path.open("rb") as raw:
+        gzipped = raw.read(2) == GZIP_MAGIC
+        raw.seek(0)
+        stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
+        try:
+            while line := stream.readline(MAX_LINE_BYTES + 1):
+                lineno += 1
+                if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                    raise TaskFileError(f"{path}:{lineno}: line longer than {MAX_LINE_BYTES} bytes")
+                try:
+                    text = line.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    bad = e.object[e.start]
+                    raise TaskFileError(f"{path}:{lineno}: not UTF-8 text: byte {bad:#04x} at byte {e.start + 1} "
+                                        "of the line") from None
+                yield lineno, text
+        except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError; EOFError: cut short
+            raise TaskFileError(f"{path}:{lineno + 1}: corrupt or truncated gzip data: {e}") from None
+
+
+def _json_record(line: str, where: str) -> dict[str, Any]:
+    """One line's JSON object; `TaskFileError` for anything else, hostile input included."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise TaskFileError(f"{where}: invalid JSON: {e.msg} (column {e.colno})") from None
+    except ValueError as e:  # an integer of more digits than int() converts
+        raise TaskFileError(f"{where}: invalid JSON: {e}") from None
+    except RecursionError:
+        raise TaskFileError(f"{where}: invalid JSON: nested too deeply") from None
+    if not isinstance(record, dict):
+        raise TaskFileError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    if (problem := _hostile_value(record)) is not None:
+        field, what = problem
+        raise TaskFileError(f"{where}: field {field!r}: {what}")
+    return record
+
+
+def _hostile_value(record: dict[str, Any]) -> tuple[str, str] | None:
+    """(dotted field, what is wrong) for a value that JSON lets through but that would
+    break later, far from the file: a string or key with a lone surrogate (``"\\udc80"``:
+    not writable as UTF-8, nor sendable to a tokenizer) or nesting deeper than
+    `MAX_DEPTH`. Iterative, so nesting that got past `json.loads` cannot overflow the stack here."""
+    stack: list[tuple[str, Any, int]] = [("", record, 0)]
+    while stack:
+        field, value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return field.split(".", 1)[0], f"nested more than {MAX_DEPTH} deep"
+        if isinstance(value, str) and not _is_unicode(value):
+            return field or "(record)", LONE_SURROGATE
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, item in items:
+            name = f"{field}.{key}" if field else str(key)
+            if not _is_unicode(name):  # the key itself: its parents were checked before
+                return name.encode("utf-8", "backslashreplace").decode("utf-8"), LONE_SURROGATE
+            stack.append((name, item, depth + 1))
+    return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

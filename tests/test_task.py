@@ -1,3 +1,4 @@
+import gzip
 import json
 
 import pytest
@@ -62,3 +63,83 @@ def test_invalid_task_files_name_file_line_and_field(tmp_path, lines, expected):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(TaskFileError, match=expected):
         TaskSet.from_jsonl(path)
+
+
+def _gzipped(path, text):
+    path.write_bytes(gzip.compress(text.encode()))
+    return path
+
+
+@pytest.mark.parametrize("name", ["tasks.jsonl.gz", "tasks.jsonl"])  # gzip is told by its bytes, not its name
+def test_a_gzipped_file_loads_like_the_plain_one(tmp_path, name):
+    ts = _tasks(30)
+    ts.to_jsonl(tmp_path / "plain.jsonl")
+    path = _gzipped(tmp_path / name, (tmp_path / "plain.jsonl").read_text())
+    assert list(TaskSet.from_jsonl(path)) == list(ts)
+    assert list(TaskSet.from_jsonl(tmp_path / "plain.jsonl")) == list(ts)
+
+
+def _corrupt(data: bytes) -> dict[str, bytes]:
+    middle = len(data) // 2
+    return {
+        "truncated": data[:middle],
+        "flipped bytes": data[:middle] + bytes(b ^ 0xFF for b in data[middle:middle + 8]) + data[middle + 8:],
+        "wrong checksum": data[:-8] + bytes(8),
+        "only a gzip header": data[:10],
+        "magic then garbage": b"\x1f\x8b" + b"not gzip at all" * 10,
+    }
+
+
+@pytest.mark.parametrize("damage", list(_corrupt(b"")))
+def test_a_corrupt_or_truncated_gzip_file_is_a_task_file_error(tmp_path, damage):
+    path = tmp_path / "tasks.jsonl.gz"
+    _tasks(200).to_jsonl(tmp_path / "plain.jsonl")
+    path.write_bytes(_corrupt(gzip.compress((tmp_path / "plain.jsonl").read_bytes()))[damage])
+    with pytest.raises(TaskFileError, match=r"tasks.jsonl.gz:\d+: corrupt or truncated gzip data"):
+        TaskSet.from_jsonl(path)
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzipped"])
+def test_bytes_that_are_not_utf8_name_the_line(tmp_path, compress):
+    data = b'{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": "caf\xe9"}\n'
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(gzip.compress(data) if compress else data)
+    with pytest.raises(TaskFileError, match=r"tasks.jsonl:2: not UTF-8 text: byte 0xe9"):
+        TaskSet.from_jsonl(path)
+
+
+def test_an_overlong_line_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    import agentenv.task
+
+    monkeypatch.setattr(agentenv.task, "MAX_LINE_BYTES", 100)
+    lines = '{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": "' + "x" * 200 + '"}\n'
+    path = _gzipped(tmp_path / "tasks.jsonl.gz", lines)
+    with pytest.raises(TaskFileError, match=r"tasks.jsonl.gz:2: line longer than 100 bytes"):
+        TaskSet.from_jsonl(path)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('{"id": "a", "prompt": ' + "[" * 100_000 + "]" * 100_000 + "}", r":1: invalid JSON: nested too deeply"),
+        ('{"id": "a", "prompt": "x", "payload": {"k": ' + "[" * 101 + "]" * 101 + "}}",
+         r":1: field 'payload': nested more than 100 deep"),  # loads, but could not be written back out
+        ('{"id": "a", "prompt": "x", "metadata": {"difficulty": ' + "7" * 5000 + "}}", r":1: invalid JSON: .*digits"),
+        ('{"id": "a", "prompt": "x\\udc80"}', r":1: field 'prompt': a string holds a lone surrogate"),
+        ('{"id": "a", "prompt": "x", "payload": {"k": ["ok", "\\ud800"]}}', r":1: field 'payload.k.1'"),
+        ('{"id": "a", "prompt": "x", "payload": {"\\udc80": 1}}', r":1: field 'payload.\\\\udc80'"),
+    ],
+    ids=["nested 100,000 deep", "nested 102 deep", "5,000-digit integer", "lone surrogate", "nested lone surrogate", "surrogate key"],
+)
+def test_hostile_lines_are_task_file_errors(tmp_path, line, expected):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(TaskFileError, match=r"tasks.jsonl" + expected) as caught:
+        TaskSet.from_jsonl(path)
+    str(caught.value).encode("utf-8")  # the message itself is printable
+
+
+def test_a_surrogate_pair_is_ordinary_text(tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "a", "prompt": "\\ud83d\\ude00"}\n')
+    assert TaskSet.from_jsonl(path)[0].prompt == "\U0001F600"

