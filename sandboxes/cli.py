@@ -29,6 +29,9 @@ __all__ = ["Check", "app", "doctor_checks"]
 app = typer.Typer(name="sandbox", help="Build and check the Docker sandbox.", no_args_is_help=True)
 
 EXIT_FAILED = 1
+# CAP_SETGID (6) and CAP_SETUID (7): the runner's, left in the runs' bounding set
+# (dropping them needs CAP_SETPCAP); runs hold neither and no-new-privileges keeps it so.
+RUNNER_CAPS = (1 << 6) | (1 << 7)
 
 # Run inside the sandbox by `doctor`: one JSON object of what the limits look like from inside.
 PROBE = r"""
@@ -37,7 +40,10 @@ out = {"uid": os.getuid()}
 with open("/proc/self/status") as f:
     status = dict(line.split(":", 1) for line in f)
 out["cap_eff"] = int(status["CapEff"].strip(), 16)
+out["cap_held"] = int(status["CapPrm"], 16) | int(status["CapInh"], 16) | int(status.get("CapAmb", "0"), 16)
 out["cap_bnd"] = int(status["CapBnd"].strip(), 16)
+with open("/proc/1/status") as f:
+    out["init_uid"] = int(next(line for line in f if line.startswith("Uid:")).split()[1])
 out["no_new_privs"] = status.get("NoNewPrivs", "0").strip() == "1"
 try:
     open("/etc/agentenv-probe", "w")
@@ -156,9 +162,11 @@ def _limit_checks(sandbox: DockerSandbox) -> list[Check]:
         ("network", lambda: host["NetworkMode"] == "none" and not seen["connect"] and seen["interfaces"] == ["lo"],
          f"mode {host['NetworkMode']}, interfaces {seen['interfaces']}, outbound connect "
          + ("succeeded" if seen["connect"] else "refused"), rebuild),
-        ("user", lambda: seen["uid"] != 0, f"uid {seen['uid']}", "the image must not override USER; rebuild it"),
-        ("capabilities", lambda: seen["cap_eff"] == 0 and seen["cap_bnd"] == 0,
-         f"effective {seen['cap_eff']:#x}, bounding {seen['cap_bnd']:#x}", rebuild),
+        ("user", lambda: seen["uid"] != 0 and seen["init_uid"] != seen["uid"],
+         f"runs as uid {seen['uid']}, init and the runner as uid {seen['init_uid']}",
+         "the image must not override USER or the command; rebuild it"),
+        ("capabilities", lambda: seen["cap_eff"] == 0 and seen["cap_held"] == 0 and not seen["cap_bnd"] & ~RUNNER_CAPS,
+         f"effective {seen['cap_eff']:#x}, held {seen['cap_held']:#x}, bounding {seen['cap_bnd']:#x}", rebuild),
         ("no-new-privileges", lambda: seen["no_new_privs"], f"NoNewPrivs {int(seen['no_new_privs'])}", rebuild),
         ("read-only root", lambda: not seen["root_writable"] and host["ReadonlyRootfs"],
          "writing /etc " + ("succeeded" if seen["root_writable"] else "failed"), rebuild),

@@ -13,8 +13,14 @@ checks the whole set-up).
 
 What it protects against, by default:
   - network access: no network at all (``network_mode="none"``, loopback only);
-  - privilege: uid 1000, every capability dropped, ``no-new-privileges``, Docker's
-    default seccomp profile;
+  - privilege: runs execute as uid 1000 with no capability, ``no-new-privileges``,
+    Docker's default seccomp profile;
+  - the control channel: init and the runner (the only holders of the host's
+    channel and of each request) are root with nothing but CAP_SETUID/CAP_SETGID
+    and non-dumpable, so a run can neither signal, ptrace nor read them, nor open
+    their descriptors; runs are forked from a zygote that never held a request
+    (see `sandboxes/runner.py`); the host bounds every frame it reads, so a
+    broken runner cannot flood its memory;
   - changing the image or the host's files: read-only root; writable only the
     size-capped tmpfs mounts /workspace and /tmp, gone with the container; no host
     mounts, no host environment variables;
@@ -58,12 +64,17 @@ SANDBOX_LABEL = "agentenv.sandbox"
 OWNER_PID_LABEL = "agentenv.owner.pid"
 OWNER_HOST_LABEL = "agentenv.owner.host"
 OWNER_STARTED_LABEL = "agentenv.owner.started"  # tells a live owner from a reused pid
-USER = "1000:1000"
-COMMAND = ["python3", "/opt/agentenv/runner.py", "--kill-all"]
+USER = "0:0"  # init and the runner; runs drop to RUN_UID
+RUN_UID = 1000
+# The runner keeps these two, to fork runs and drop them to RUN_UID; nothing else.
+CAPABILITIES = ["SETUID", "SETGID"]
+COMMAND = ["python3", "/opt/agentenv/runner.py", "--kill-all", "--run-uid", str(RUN_UID)]
 START_TIMEOUT_S = 30.0
 # Beyond a run's own timeout: killing the group, draining pipes, a loaded host.
 ANSWER_SLACK_S = 15.0
 FILE_OP_TIMEOUT_S = 60.0
+# Docker relays output in chunks of at most 32 KiB; anything far past that is not Docker.
+MAX_CHUNK_BYTES = 1 << 20
 ENGINE_FIX = (
     "start the engine (scripts/dockerd.sh, or `sudo dockerd`, or `systemctl start docker`) "
     "or point DOCKER_HOST at one that runs"
@@ -156,6 +167,18 @@ def reap_stale_containers(client: docker.DockerClient | None = None) -> list[str
     return removed
 
 
+def max_header_bytes(limits: Limits) -> int:
+    """The largest answer header the host accepts: a run's stdout and stderr, each
+    up to ``output_bytes``, JSON-escaped (at worst 6 bytes a byte), and the rest."""
+    return 12 * limits.output_bytes + (1 << 20)
+
+
+def max_blob_bytes(limits: Limits) -> int:
+    """The largest blob the host accepts (a file or a workspace archive); the runner
+    refuses to send more (tar adds headers: twice the workspace leaves room)."""
+    return 2 * limits.workspace_mb * (1 << 20) + (1 << 20)
+
+
 def container_options(limits: Limits, image: str = IMAGE, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The arguments of ``client.containers.create``: every hardening option in one place."""
     from docker.types import LogConfig, Ulimit
@@ -170,11 +193,12 @@ def container_options(limits: Limits, image: str = IMAGE, labels: Mapping[str, s
         "environment": {},  # never the host's
         "network_mode": "none",
         "cap_drop": ["ALL"],
+        "cap_add": CAPABILITIES,
         "security_opt": ["no-new-privileges"],
         "read_only": True,
         "tmpfs": {
-            "/workspace": f"rw,nosuid,nodev,size={limits.workspace_mb}m,uid=1000,gid=1000,mode=0755",
-            "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,uid=1000,gid=1000,mode=1777",
+            "/workspace": f"rw,nosuid,nodev,size={limits.workspace_mb}m,uid={RUN_UID},gid={RUN_UID},mode=0755",
+            "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,uid={RUN_UID},gid={RUN_UID},mode=1777",
         },
         "mem_limit": memory,
         "memswap_limit": memory,  # equal: no swap
@@ -199,13 +223,20 @@ class _Channel:
     Without a TTY, Docker multiplexes the attached output: each chunk comes behind
     an 8-byte header (stream type, 3 zero bytes, big-endian length). Only stdout
     (type 1) carries frames; anything else is dropped.
+
+    Every length read is checked before anything is buffered: a frame whose header
+    or blob is past the bounds, a chunk past `MAX_CHUNK_BYTES` or a header that is
+    not a JSON object raises `SandboxInfraError` (the caller marks the sandbox
+    broken), so nothing in the container can make the host read without bound.
     """
 
-    def __init__(self, attached: Any) -> None:
+    def __init__(self, attached: Any, *, max_header_bytes: int, max_blob_bytes: int) -> None:
         self._attached = attached  # keeps the HTTP response (and so the socket) alive
         self._sock: socket.socket = getattr(attached, "_sock", attached)
         self._raw = bytearray()
         self._stdout = bytearray()
+        self.max_header_bytes = max_header_bytes
+        self.max_blob_bytes = max_blob_bytes
 
     def send(self, header: Mapping[str, Any], blob: bytes = b"") -> None:
         data = json.dumps(header, separators=(",", ":")).encode()
@@ -214,8 +245,18 @@ class _Channel:
 
     def receive(self, deadline: float) -> tuple[dict[str, Any], bytes]:
         header_len, blob_len = FRAME.unpack(self._take(FRAME.size, deadline))
+        if header_len > self.max_header_bytes or blob_len > self.max_blob_bytes:
+            raise SandboxInfraError(
+                f"the runner sent a frame of {header_len} + {blob_len} bytes, past the bounds "
+                f"({self.max_header_bytes} + {self.max_blob_bytes}); the channel is closed")
         body = self._take(header_len + blob_len, deadline)
-        return json.loads(body[:header_len]), body[header_len:]
+        try:
+            header = json.loads(body[:header_len])
+        except (ValueError, RecursionError) as e:
+            raise SandboxInfraError(f"the runner sent an unreadable header ({type(e).__name__})") from None
+        if not isinstance(header, dict):
+            raise SandboxInfraError(f"the runner sent a header that is not an object ({type(header).__name__})")
+        return header, body[header_len:]
 
     def _take(self, n: int, deadline: float) -> bytes:
         while len(self._stdout) < n:
@@ -228,6 +269,8 @@ class _Channel:
         while len(self._raw) < 8:
             self._recv(deadline)
         stream, size = self._raw[0], int.from_bytes(self._raw[4:8], "big")
+        if size > MAX_CHUNK_BYTES:
+            raise SandboxInfraError(f"the container sent an output chunk of {size} bytes; the channel is closed")
         while len(self._raw) < 8 + size:
             self._recv(deadline)
         if stream == 1:
@@ -329,7 +372,8 @@ class DockerSandbox:
             self._container.start()
         except Exception as e:  # noqa: BLE001 - APIError or a connection error
             raise SandboxInfraError(f"starting the sandbox container failed: {_short(e)}") from e
-        channel = _Channel(attached)
+        channel = _Channel(attached, max_header_bytes=max_header_bytes(self.limits),
+                           max_blob_bytes=max_blob_bytes(self.limits))
         try:
             channel.send({"op": "ping"})
             answer, _ = channel.receive(time.monotonic() + START_TIMEOUT_S)
@@ -378,6 +422,9 @@ class DockerSandbox:
             except TimeoutError as e:
                 self._broken = f"the runner did not answer {header['op']!r} within {wait_s:.0f} s"
                 raise SandboxInfraError(self._broken) from e
+            except SandboxInfraError as e:  # an answer out of bounds or unreadable
+                self._broken = str(e)
+                raise
             except (OSError, EOFError) as e:
                 note = "the sandbox was closed" if self._closed else self._death_note(e)
                 self._broken = f"the container died during {header['op']!r}: {note}"
@@ -461,13 +508,15 @@ class DockerSandbox:
 
     def read_file(self, path: str) -> bytes:
         """A file of /workspace; `FileNotFoundError` when absent."""
-        answer, blob = self._call({"op": "read_file", "path": workspace_path(path)}, wait_s=FILE_OP_TIMEOUT_S)
+        answer, blob = self._call({"op": "read_file", "path": workspace_path(path),
+                                   "max_bytes": max_blob_bytes(self.limits)}, wait_s=FILE_OP_TIMEOUT_S)
         self._checked(answer, path)
         return blob
 
     def snapshot(self) -> bytes:
         """/workspace as a tar archive."""
-        answer, blob = self._call({"op": "snapshot"}, wait_s=FILE_OP_TIMEOUT_S)
+        answer, blob = self._call({"op": "snapshot", "max_bytes": max_blob_bytes(self.limits)},
+                                  wait_s=FILE_OP_TIMEOUT_S)
         self._checked(answer)
         return blob
 

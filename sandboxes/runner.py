@@ -11,20 +11,36 @@ Requests carry ``"op"``; every response carries ``"ok"`` and, when false,
 never writes to stdout except frames, and writes nothing until it gets a request
 (the host attaches before the container starts and must not miss a byte).
 
-Each run is a fresh process in its own session: Python code runs in a fork of this
-(pre-warmed) interpreter, commands are fork + exec. A wall-clock timeout kills the
-whole process group; output is read through pipes up to a byte cap and the rest is
-discarded as it arrives. After each run the process group is killed; ``reset``
-kills every process in the container but this one and init, and wipes the
-workspace and /tmp.
+Three kinds of process, two identities (with ``--run-uid``, as the container runs it):
 
-What a forked run shares with the runner (unlike ``python3 -c``): the modules this
-script has already imported and the string-hash seed. Standard library only: the
-image may have nothing else. Not a security boundary by itself; the container is.
+    runner   root, holding only CAP_SETUID/CAP_SETGID, non-dumpable: the only
+             process with the host's channel (besides init, also root)
+    zygote   a fresh interpreter (fork + exec of this script) started before the
+             runner reads any request, root and non-dumpable, with no channel:
+             it forks one child per run and reports the child's pid and status
+    run      a fork of the zygote that drops to the run uid (no capability left)
+             and becomes the run: Python code is exec'd in it, commands are exec'd
+
+So no process a run can signal, ptrace or read (same uid, dumpable) holds the
+channel, a request or any secret: the runner and init are another uid, and runs
+are forked from a process whose memory never held a request (a forked run cannot
+find a verifier's stdin by walking frames or scanning memory). Runs start
+non-dumpable too, so a process left behind by an earlier run cannot read a later
+run's memory. The runner touches the workspace only with the run uid as its
+effective uid: a symlink or a FIFO planted by a run gets it no further than the
+run itself could go. A wall-clock timeout kills the run's process group; output
+is read through pipes up to a byte cap and the rest is discarded as it arrives.
+``reset`` kills every process of the run uid and wipes the workspace and /tmp.
+
+Without ``--run-uid`` (tests on a host) every process keeps the runner's uid:
+the same protocol, none of the separation. What a forked run shares with the
+zygote (unlike ``python3 -c``): its imported modules and the string-hash seed.
+Standard library only: the image may have nothing else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
@@ -32,17 +48,20 @@ import os
 import select
 import shutil
 import signal
+import socket
+import stat
 import struct
 import sys
 import tarfile
 import time
 import types
+from collections.abc import Iterator
 from typing import Any
 
 # Imported here so that forked runs find them warm; nothing below needs all of them.
 import collections, functools, itertools, math, random, re, string, traceback, typing  # noqa: E401,F401,I001
 
-PROTOCOL = 1  # bump on any change to the frames or ops; the host refuses a mismatch
+PROTOCOL = 2  # bump on any change to the frames, ops or process model; the host refuses a mismatch
 FRAME = struct.Struct(">II")
 READ_CHUNK = 65536
 DRAIN_GRACE_S = 0.05  # how long to wait for output held open by a process that escaped the group
@@ -54,19 +73,22 @@ CHILD_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+PR_SET_DUMPABLE = 4
 
 
 class Refused(Exception):
-    """The request asks for something outside the workspace."""
+    """The request asks for something outside the workspace, or too big to send."""
 
 
 class Config:
     def __init__(self, argv: list[str]) -> None:
         self.workspace = "/workspace"
         self.tmp = "/tmp"
-        # Killing every process we may signal is right in a container's PID
+        # Killing every process of the run uid is right in a container's PID
         # namespace and a disaster anywhere else, so it is opt-in.
         self.kill_all = False
+        self.run_uid: int | None = None
+        self.zygote_fd: int | None = None
         args = iter(argv)
         for arg in args:
             if arg == "--workspace":
@@ -75,9 +97,60 @@ class Config:
                 self.tmp = next(args)
             elif arg == "--kill-all":
                 self.kill_all = True
+            elif arg == "--run-uid":
+                self.run_uid = int(next(args))
+            elif arg == "--zygote":
+                self.zygote_fd = int(next(args))
             else:
                 raise SystemExit(f"runner: unknown argument {arg!r}")
         self.workspace = os.path.realpath(self.workspace)
+        if self.kill_all and self.run_uid is None:
+            raise SystemExit("runner: --kill-all needs --run-uid (it kills every process of that uid)")
+
+    def argv(self) -> list[str]:
+        out = ["--workspace", self.workspace, "--tmp", self.tmp]
+        if self.run_uid is not None:
+            out += ["--run-uid", str(self.run_uid)]
+        return out
+
+
+# -- identities -------------------------------------------------------------------
+
+
+def set_dumpable(on: bool) -> None:
+    """prctl(PR_SET_DUMPABLE): a non-dumpable process's memory and descriptors cannot
+    be reached through /proc/PID or ptrace by other processes of its uid."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, int(on), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def drop_to(uid: int) -> None:
+    """Become ``uid`` for good (real, effective and saved ids, no supplementary
+    groups): every capability is gone and cannot come back."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+@contextlib.contextmanager
+def acting_as_run(cfg: Config) -> Iterator[None]:
+    """Run the block with the run uid as effective uid (files it creates are the
+    run's, the kernel checks the run's permissions, signals reach only runs); the
+    real and saved uid stay root, so runs still cannot signal or trace this process."""
+    if cfg.run_uid is None or os.geteuid() == cfg.run_uid:  # re-entrant: only the outermost switches back
+        yield
+        return
+    os.setresgid(-1, cfg.run_uid, -1)
+    os.setresuid(-1, cfg.run_uid, -1)
+    try:
+        yield
+    finally:
+        os.setresuid(-1, 0, -1)
+        os.setresgid(-1, 0, -1)
 
 
 # -- framing ----------------------------------------------------------------------
@@ -107,10 +180,115 @@ def read_frame(fd: int) -> tuple[dict[str, Any], bytes] | None:
 
 
 def write_frame(fd: int, header: dict[str, Any], blob: bytes = b"") -> None:
-    data = json.dumps(header, separators=(",", ":")).encode()
+    data = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "backslashreplace")
     view = memoryview(FRAME.pack(len(data), len(blob)) + data + blob)
     while view:
         view = view[os.write(fd, view) :]
+
+
+# -- the zygote: forks runs from a memory that never held a request ------------------
+
+
+class Zygote:
+    """The runner's end of the zygote: start it, ask it for a run, hear how it ended.
+
+    A SOCK_SEQPACKET pair: the runner sends ``b"run"`` with four descriptors (the
+    request pipe and the run's stdin, stdout and stderr), the zygote answers
+    ``{"pid": N}`` (or ``{"error": ...}`` when it cannot fork) and, when the run
+    exits, ``{"status": S}`` (a wait status)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.pid = 0
+        self.sock: socket.socket | None = None
+
+    def ensure(self) -> socket.socket:
+        if self.sock is None:
+            self.sock, self.pid = self._start()
+        return self.sock
+
+    def _start(self) -> tuple[socket.socket, int]:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:  # exec at once: the zygote must not inherit this process's memory
+            try:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                os.dup2(devnull, 0)  # the host's channel stays with the runner alone
+                os.dup2(devnull, 1)
+                os.set_inheritable(theirs.fileno(), True)
+                os.closerange(3, theirs.fileno())
+                os.closerange(theirs.fileno() + 1, 1 << 16)
+                os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), *self.cfg.argv(),
+                                          "--zygote", str(theirs.fileno())])
+            finally:
+                os._exit(127)
+        theirs.close()
+        return mine, pid
+
+    def spawn(self, fds: list[int]) -> int:
+        """Ask for a run with ``fds``; its pid. OSError when none can be started."""
+        sock = self.ensure()
+        try:
+            socket.send_fds(sock, [b"run"], fds)
+            answer = self.receive()
+        except (OSError, EOFError) as e:
+            self.stop()
+            raise OSError(errno.EAGAIN, f"the zygote failed ({e}); it is restarted for the next run") from None
+        if "pid" not in answer:
+            raise OSError(errno.EAGAIN, answer.get("error", "no pid"))
+        return int(answer["pid"])
+
+    def receive(self) -> dict[str, Any]:
+        assert self.sock is not None
+        data = self.sock.recv(4096)
+        if not data:
+            raise EOFError("the zygote exited")
+        return json.loads(data)
+
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            self.pid = 0
+
+
+def zygote_main(cfg: Config) -> int:
+    """The zygote's loop: one forked child per request, its pid, then its status."""
+    set_dumpable(False)
+    assert cfg.zygote_fd is not None
+    sock = socket.socket(fileno=cfg.zygote_fd)
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(sock, 16, 4)
+        except OSError:
+            return 0
+        if len(fds) != 4:  # the runner went away (or sent garbage): nothing to do but leave
+            return 0
+        try:
+            pid = os.fork()
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"error": f"cannot start the process: {e}"}).encode())
+            continue
+        if pid == 0:
+            _child(cfg, *fds)
+        for fd in fds:
+            os.close(fd)
+        sock.send(json.dumps({"pid": pid}).encode())
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        sock.send(json.dumps({"status": status}).encode())
 
 
 # -- running code -----------------------------------------------------------------
@@ -150,7 +328,10 @@ def _exec_python(code: str) -> int:
         status = _exit_status(e.code)
     except BaseException as e:  # noqa: BLE001 - report it the way the interpreter does
         tb = e.__traceback__.tb_next if e.__traceback__ is not None else None  # drop this frame
-        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        try:
+            sys.excepthook(type(e), e.with_traceback(tb), tb)
+        except BaseException:  # noqa: BLE001 - a traceback too deep to print
+            os.write(2, f"{type(e).__name__}\n".encode())
         status = 1
     return _finalize(status)
 
@@ -182,22 +363,25 @@ def _finalize(status: int) -> int:
     return status
 
 
-def _child(req: dict[str, Any], workspace: str, stdin_fd: int, out_fd: int, err_fd: int, close: list[int]) -> None:
-    """In the forked child: become the run's process and never return."""
+def _child(cfg: Config, req_fd: int, stdin_fd: int, out_fd: int, err_fd: int) -> None:
+    """In the zygote's forked child: read the request, become the run, never return."""
     status = 127
     try:
+        with open(req_fd, "rb") as f:
+            req = json.loads(f.read())
         os.setsid()
-        set_dumpable(True)  # the run is an ordinary process; only the runner hides its memory
         for target, fd in ((0, stdin_fd), (1, out_fd), (2, err_fd)):
             os.dup2(fd, target)
-        for fd in close:
-            os.close(fd)
-        os.chdir(workspace)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the zygote's socket and anything else inherited
         try:  # make the run, not the runner, the OOM killer's first choice
             with open("/proc/self/oom_score_adj", "w") as f:
                 f.write("1000")
         except OSError:
             pass
+        if cfg.run_uid is not None:
+            drop_to(cfg.run_uid)
+        set_dumpable(False)  # (dropping the uid does it too) leftovers of earlier runs cannot trace this one
+        os.chdir(cfg.workspace)
         if "python" in req:
             status = _exec_python(req["python"])
         else:
@@ -241,54 +425,54 @@ class Capture:
             self.open = False
 
 
-def _kill_group(pid: int) -> None:
-    for kill, target in ((os.killpg, pid), (os.kill, pid)):
-        try:
-            kill(target, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+def _kill_group(pid: int, cfg: Config) -> None:
+    with acting_as_run(cfg):
+        for kill, target in ((os.killpg, pid), (os.kill, pid)):
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):  # old kernel, or seccomp says no
-        return None
-
-
-def _start(req: dict[str, Any], cfg: Config, *, with_stdin: bool) -> tuple[int, tuple[int, int, int]]:
-    """Fork the run's process; its pid and our ends of its pipes (stdin end -1 without stdin)."""
+def _start(req: dict[str, Any], zygote: Zygote, *, with_stdin: bool) -> tuple[int, tuple[int, int, int]]:
+    """Have the zygote fork the run; its pid and our ends of its pipes (stdin end -1 without stdin)."""
     opened: list[int] = []
     try:
+        req_r, req_w = os.pipe()
+        opened += [req_r, req_w]
         in_r, in_w = os.pipe() if with_stdin else (os.open(os.devnull, os.O_RDONLY), -1)
         opened += [in_r, in_w]
         out_r, out_w = os.pipe()
         opened += [out_r, out_w]
         err_r, err_w = os.pipe()
         opened += [err_r, err_w]
-        pid = os.fork()
+        pid = zygote.spawn([req_r, in_r, out_w, err_w])
     except OSError:
         for fd in opened:
             if fd >= 0:
                 os.close(fd)
         raise
-    if pid == 0:
-        _child(req, cfg.workspace, in_r, out_w, err_w, [fd for fd in opened if fd >= 0])
-    for fd in (in_r, out_w, err_w):
+    for fd in (req_r, in_r, out_w, err_w):
         os.close(fd)
+    program = {"python": req["python"]} if "python" in req else {"argv": req["argv"]}
+    try:
+        with open(req_w, "wb") as f:  # the child reads it whole before doing anything else
+            f.write(json.dumps(program).encode("utf-8", "surrogatepass"))
+    except BrokenPipeError:
+        pass  # the child died first; its status says how
     return pid, (in_w, out_r, err_r)
 
 
-def run(req: dict[str, Any], cfg: Config) -> dict[str, Any]:
+def run(req: dict[str, Any], cfg: Config, zygote: Zygote) -> dict[str, Any]:
     """Run one request's code or command; the result fields of `ExecResult`."""
     cap = int(req["output_bytes"])
     timeout_s = float(req["timeout_s"])
     stdin = req.get("stdin")
-    stdin_data = stdin.encode() if stdin is not None else b""
+    stdin_data = stdin.encode("utf-8", "surrogatepass") if stdin is not None else b""
     ooms_before = oom_kills()
     start = time.monotonic()
     try:
-        pid, (in_w, out_r, err_r) = _start(req, cfg, with_stdin=stdin is not None)
+        pid, (in_w, out_r, err_r) = _start(req, zygote, with_stdin=stdin is not None)
     except OSError as e:
         # Most likely the process limit, used up by what earlier runs left behind:
         # the run's failure (data), not the sandbox's; reset() clears it.
@@ -296,9 +480,10 @@ def run(req: dict[str, Any], cfg: Config) -> dict[str, Any]:
                 "exit_code": 126, "timed_out": False, "oom_killed": False, "duration_s": time.monotonic() - start,
                 "stdout_truncated": False, "stderr_truncated": False}
     try:
-        status, timed_out, captures = _supervise(pid, start + timeout_s, in_w, stdin_data, out_r, err_r, cap)
+        status, timed_out, captures = _supervise(pid, start + timeout_s, in_w, stdin_data, out_r, err_r, cap,
+                                                 zygote, cfg)
     finally:
-        _kill_group(pid)
+        _kill_group(pid, cfg)
     duration_s = time.monotonic() - start
     ooms_after = oom_kills()
     killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
@@ -320,16 +505,16 @@ def run(req: dict[str, Any], cfg: Config) -> dict[str, Any]:
 
 
 def _supervise(pid: int, deadline: float, in_w: int, stdin_data: bytes, out_r: int, err_r: int,
-               cap: int) -> tuple[int, bool, tuple[Capture, Capture]]:
-    """Feed stdin, read output and wait for ``pid`` until it exits or ``deadline``."""
+               cap: int, zygote: Zygote, cfg: Config) -> tuple[int, bool, tuple[Capture, Capture]]:
+    """Feed stdin, read output and wait for the zygote to report the run's exit (or ``deadline``)."""
     captures = (Capture(out_r, cap), Capture(err_r, cap))
     by_fd = {c.fd: c for c in captures}
-    pidfd = _pidfd(pid)
+    assert zygote.sock is not None
+    zfd = zygote.sock.fileno()
     poller = select.poll()
     for fd in by_fd:
         poller.register(fd, select.POLLIN)
-    if pidfd is not None:
-        poller.register(pidfd, select.POLLIN)
+    poller.register(zfd, select.POLLIN)
     pending = memoryview(stdin_data)
     if in_w >= 0:
         os.set_blocking(in_w, False)
@@ -341,18 +526,13 @@ def _supervise(pid: int, deadline: float, in_w: int, stdin_data: bytes, out_r: i
         while True:
             now = time.monotonic()
             if status is None and now >= deadline:
-                _kill_group(pid)
+                _kill_group(pid, cfg)
                 timed_out = True
                 deadline = float("inf")
-            if status is None:
-                status = _reap(pid)
-                if status is not None:
-                    _kill_group(pid)  # whatever it left behind in its group
-                    drain_until = time.monotonic() + DRAIN_GRACE_S
             if drain_until is not None and (not any(c.open for c in captures) or now >= drain_until):
                 break
             limit = drain_until if drain_until is not None else deadline
-            wait_s = max(0.0, min(limit - now, 0.01 if pidfd is None else 3600.0))
+            wait_s = max(0.0, min(limit - now, 3600.0))
             for fd, _ in poller.poll(wait_s * 1000):
                 if fd in by_fd:
                     by_fd[fd].read()
@@ -364,20 +544,21 @@ def _supervise(pid: int, deadline: float, in_w: int, stdin_data: bytes, out_r: i
                         poller.unregister(in_w)
                         os.close(in_w)
                         in_w = -1
-                elif fd == pidfd:
-                    poller.unregister(pidfd)
+                elif fd == zfd:
+                    poller.unregister(zfd)
+                    try:
+                        status = int(zygote.receive()["status"])
+                    except (OSError, EOFError, KeyError, ValueError):
+                        zygote.stop()  # restarted for the next run; this one counts as killed
+                        status = signal.SIGKILL
+                    _kill_group(pid, cfg)  # whatever it left behind in its group
+                    drain_until = time.monotonic() + DRAIN_GRACE_S
     finally:
         for c in captures:
             c.close()
-        for fd in (in_w, pidfd):
-            if fd is not None and fd >= 0:
-                os.close(fd)
-    return status, timed_out, captures
-
-
-def _reap(pid: int) -> int | None:
-    got, status = os.waitpid(pid, os.WNOHANG)
-    return status if got == pid else None
+        if in_w >= 0:
+            os.close(in_w)
+    return status if status is not None else signal.SIGKILL, timed_out, captures
 
 
 def _feed(fd: int, pending: memoryview) -> memoryview:
@@ -389,7 +570,7 @@ def _feed(fd: int, pending: memoryview) -> memoryview:
         return pending[len(pending) :]
 
 
-# -- files ------------------------------------------------------------------------
+# -- files (always acting as the run uid) ---------------------------------------------
 
 
 def _inside(cfg: Config, rel: str) -> str:
@@ -429,38 +610,59 @@ def _split(rel: str) -> tuple[list[str], str]:
     return parts[:-1], parts[-1]
 
 
+def _open_regular(cfg: Config, rel: str, flags: int, *, create: bool) -> int:
+    """A descriptor of the regular file ``rel``: never through a symlink, and never a
+    FIFO, socket or device (O_NONBLOCK: opening a FIFO must not wait for a writer)."""
+    dirs, name = _split(_inside(cfg, rel))
+    dir_fd = _open_dir(cfg, dirs, create=create)
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Refused(f"{rel!r} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def write_files(req: dict[str, Any], blob: bytes, cfg: Config) -> dict[str, Any]:
     offset = 0
     for rel, size in req["files"]:
-        dirs, name = _split(_inside(cfg, rel))
-        dir_fd = _open_dir(cfg, dirs, create=True)
-        try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
-        finally:
-            os.close(dir_fd)
+        fd = _open_regular(cfg, rel, os.O_WRONLY | os.O_CREAT, create=True)
         with open(fd, "wb") as f:
+            f.truncate(0)
             f.write(blob[offset : offset + size])
         offset += size
     return {"ok": True}
 
 
 def read_file(req: dict[str, Any], cfg: Config) -> tuple[dict[str, Any], bytes]:
-    dirs, name = _split(_inside(cfg, req["path"]))
-    dir_fd = _open_dir(cfg, dirs, create=False)
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
-    finally:
-        os.close(dir_fd)
+    limit = int(req.get("max_bytes", 1 << 62))
+    fd = _open_regular(cfg, req["path"], os.O_RDONLY, create=False)
     with open(fd, "rb") as f:
-        return {"ok": True}, f.read()
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise Refused(f"{req['path']!r} is larger than {limit} bytes")
+    return {"ok": True}, data
 
 
-def snapshot(cfg: Config) -> tuple[dict[str, Any], bytes]:
+def snapshot(req: dict[str, Any], cfg: Config) -> tuple[dict[str, Any], bytes]:
+    limit = int(req.get("max_bytes", 1 << 62))
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name in sorted(os.listdir(cfg.workspace)):
-            tar.add(os.path.join(cfg.workspace, name), arcname=name)
+            tar.add(os.path.join(cfg.workspace, name), arcname=name, filter=_snapshot_member)
+            if buf.tell() > limit:
+                raise Refused(f"the workspace archive is larger than {limit} bytes")
+    if buf.tell() > limit:
+        raise Refused(f"the workspace archive is larger than {limit} bytes")
     return {"ok": True}, buf.getvalue()
+
+
+def _snapshot_member(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    # FIFOs, sockets and devices are not workspace content (and a FIFO would block a reader).
+    return member if member.isfile() or member.isdir() or member.issym() else None
 
 
 def _check_member(member: tarfile.TarInfo) -> None:
@@ -482,7 +684,7 @@ def restore(blob: bytes, cfg: Config) -> dict[str, Any]:
         wipe(cfg.workspace)
         for member in members:
             _inside(cfg, os.path.dirname(member.name) or ".")
-            member.uid, member.gid = os.getuid(), os.getgid()
+            member.uid, member.gid = os.geteuid(), os.getegid()
             member.uname = member.gname = ""
             member.mode &= 0o777  # no setuid/setgid/sticky bits from an archive
             tar.extract(member, cfg.workspace, set_attrs=not member.issym())
@@ -511,43 +713,46 @@ def wipe(root: str) -> None:
             pass
 
 
-def _reap_children() -> None:
-    while True:  # reap our own children; init reaps the rest
+def _run_processes(cfg: Config) -> list[int]:
+    """Pids of every process of the run uid (zombies too: they still hold a pid)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
         try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                return
-        except ChildProcessError:
-            return
+            with open(f"/proc/{d}/status") as f:
+                uid_line = next(line for line in f if line.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue  # gone meanwhile
+        if int(uid_line.split()[1]) == cfg.run_uid:  # the real uid
+            pids.append(int(d))
+    return pids
 
 
-def _others() -> list[int]:
-    me = os.getpid()
-    return [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) not in (1, me)]
+def kill_others(cfg: Config, deadline_s: float = 2.0) -> None:
+    """SIGKILL every process of the run uid, until none is left.
 
-
-def kill_others(deadline_s: float = 2.0) -> None:
-    """SIGKILL every process but init and the runner, until none is left.
-
-    One kill(-1) can miss children forked while the kernel walks the process list,
-    and killed processes hold their pids until init reaps them: repeat until /proc
-    shows nobody else, so the next run finds its pids free.
-    """
+    By pid, not with kill(-1): the runner's real uid is root, and kill(-1) would
+    reach the zygote too. Killed processes hold their pids until init reaps them,
+    and a fork bomb refills what a pass missed: repeat until /proc shows none, so
+    the next run finds its pids free."""
     end = time.monotonic() + deadline_s
     while True:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _reap_children()
-        if not _others() or time.monotonic() > end:
+        pids = _run_processes(cfg)
+        if not pids or time.monotonic() > end:
             return
+        with acting_as_run(cfg):  # the run uid as effective uid: allowed to signal runs, and only runs
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
         time.sleep(0.002)
 
 
 def reset(cfg: Config) -> dict[str, Any]:
     if cfg.kill_all:
-        kill_others()
-    _reap_children()
+        kill_others(cfg)
     for root in (cfg.workspace, cfg.tmp):
         wipe(root)
     return {"ok": True}
@@ -556,61 +761,61 @@ def reset(cfg: Config) -> dict[str, Any]:
 # -- the loop ---------------------------------------------------------------------
 
 
-def handle(req: dict[str, Any], blob: bytes, cfg: Config) -> tuple[dict[str, Any], bytes]:
+def handle(req: dict[str, Any], blob: bytes, cfg: Config, zygote: Zygote) -> tuple[dict[str, Any], bytes]:
     op = req.get("op")
     if op == "run":
-        return {"ok": True, **run(req, cfg)}, b""
-    if op == "write_files":
-        return write_files(req, blob, cfg), b""
-    if op == "read_file":
-        return read_file(req, cfg)
-    if op == "snapshot":
-        return snapshot(cfg)
-    if op == "restore":
-        return restore(blob, cfg), b""
-    if op == "reset":
-        return reset(cfg), b""
+        return {"ok": True, **run(req, cfg, zygote)}, b""
     if op == "ping":
-        return {"ok": True, "protocol": PROTOCOL, "pid": os.getpid(), "python": sys.version.split()[0]}, b""
+        return {"ok": True, "protocol": PROTOCOL, "pid": os.getpid(), "zygote": zygote.pid,
+                "python": sys.version.split()[0]}, b""
+    with acting_as_run(cfg):
+        if op == "write_files":
+            return write_files(req, blob, cfg), b""
+        if op == "read_file":
+            return read_file(req, cfg)
+        if op == "snapshot":
+            return snapshot(req, cfg)
+        if op == "restore":
+            return restore(blob, cfg), b""
+        if op == "reset":
+            return reset(cfg), b""
     raise ValueError(f"unknown op {op!r}")
 
 
 def _error(e: BaseException) -> dict[str, Any]:
     if isinstance(e, FileNotFoundError):
         kind = "not_found"
-    elif isinstance(e, Refused) or (isinstance(e, OSError) and e.errno in (errno.ELOOP, errno.ENOTDIR)):
-        kind = "refused"  # ELOOP / ENOTDIR: O_NOFOLLOW met a symlink
+    elif isinstance(e, Refused) or (isinstance(e, OSError) and e.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO)):
+        kind = "refused"  # ELOOP / ENOTDIR: O_NOFOLLOW met a symlink; ENXIO: a socket
     else:
         kind = "error"
     return {"ok": False, "kind": kind, "message": f"{type(e).__name__}: {e}"}
 
 
-def set_dumpable(on: bool) -> None:
-    """prctl(PR_SET_DUMPABLE): a non-dumpable process's memory cannot be read through
-    /proc/PID/mem or ptrace by other processes of the same uid. The runner holds each
-    request (files, stdin of runs) in memory, so runs must not be able to read it."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(4, int(on), 0, 0, 0)  # 4 = PR_SET_DUMPABLE
-    except (OSError, AttributeError):
-        pass
-
-
 def main(argv: list[str]) -> int:
     cfg = Config(argv)
+    if cfg.zygote_fd is not None:
+        return zygote_main(cfg)
     set_dumpable(False)
+    if cfg.run_uid is not None:
+        if os.getuid() != 0:
+            raise SystemExit(f"runner: --run-uid needs the runner to start as root (it runs as uid {os.getuid()})")
+        os.setgroups([])  # the root group must not come along when acting as the run uid
     os.environ.clear()
     os.environ.update(CHILD_ENV)
     os.umask(0o022)
     os.chdir(cfg.workspace)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    zygote = Zygote(cfg)
+    zygote.ensure()  # before the first request: its memory must never hold one
     while True:
         frame = read_frame(0)
         if frame is None:  # the host went away
+            zygote.stop()
             return 0
         req, blob = frame
         try:
-            header, out = handle(req, blob, cfg)
+            header, out = handle(req, blob, cfg, zygote)
         except Exception as e:  # noqa: BLE001 - every failure goes back to the host as data
             header, out = _error(e), b""
         write_frame(1, header, out)

@@ -3,15 +3,15 @@
 Run as the program of one ``run_python`` call, with the tests on stdin (never on
 disk). Order matters for integrity:
 
-1. start the worker (`_worker.py`) with no file descriptor but its two pipes:
-   forked from this process (fast) or, when ``FRESH_WORKER`` is true, as a fresh
-   interpreter that shares no memory with the sandbox runner (whose heap holds
-   the stdin of this run: the host asks for it when code tests, whose expected
-   values are in the tests, are run);
-2. with ``FRESH_WORKER``, make this process non-dumpable, so the worker (same
-   uid) cannot read its memory, open its descriptors through /proc or ptrace it
-   (call tests do not need it: the host judges their values, whatever this
-   process reports);
+1. make this process non-dumpable, so no process of the same uid (the worker,
+   or anything an earlier run left behind) can read its memory, open its
+   descriptors through /proc or ptrace it; before the worker exists, so there is
+   no moment to attach in;
+2. fork the worker (`_worker.py`) with no file descriptor but its two pipes; it
+   inherits this process's memory as it is now, which holds no test, expected
+   value or nonce (the sandbox forks each run from a process that never held a
+   request: see `agentenv.sandboxes.runner`; the process backend starts each run
+   as a fresh interpreter);
 3. only then read stdin: the nonce, the solution and the tests;
 4. send the solution to the worker, run each test, write one line per test:
    ``MARK NONCE {json}``, then a ``done`` line, and exit 0.
@@ -21,7 +21,7 @@ returns; the *host* compares it with the expected value, which never enters the
 sandbox. Code tests (a benchmark's ``check(candidate)``) run here, with
 ``candidate`` a proxy whose calls go to the worker and whose results are decoded
 into plain values, so the solution never runs in this process.
-Pasted after `_codec.py`, a ``WORKER_PROGRAM`` string and ``FRESH_WORKER``; stdlib only.
+Pasted after `_codec.py` and a ``WORKER_PROGRAM`` string; stdlib only.
 """
 
 import os
@@ -118,8 +118,6 @@ def _become_worker(req_r, resp_w):
         os.closerange(keep[1] + 1, 1 << 16)
         for fd in keep:
             os.set_inheritable(fd, True)
-        if FRESH_WORKER:
-            os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", WORKER_PROGRAM, str(req_r), str(resp_w)])
         sys.argv = ["-c", str(req_r), str(resp_w)]
         exec(compile(WORKER_PROGRAM, "<worker>", "exec"), {"__name__": "__worker__"})  # noqa: S102
     finally:
@@ -177,9 +175,8 @@ def run_code(worker, test, setup, entry_point, timeout_s):
 
 
 def main():
+    _no_dump()
     worker = Worker()
-    if FRESH_WORKER:
-        _no_dump()
     spec = json.loads(sys.stdin.read())
     out = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)

@@ -1,8 +1,8 @@
 """The untrusted half of a test run: loads the candidate solution and answers calls.
 
-Runs inside the sandbox as a fresh interpreter (``python -I -S -c``) that the
-harness (`_harness.py`) starts *before* it reads any test, so this process never
-holds a hidden test, an expected value or the verdict nonce in its memory. Its
+Runs inside the sandbox as a process the harness (`_harness.py`) forks *before*
+it reads any test, so this process never holds a hidden test, an expected value
+or the verdict nonce in its memory, and cannot reach the harness's. Its
 stdin, stdout and stderr are /dev/null; it talks to the harness only through two
 pipes given on the command line, one JSON frame per message (a 4-byte big-endian
 length, then the UTF-8 JSON).

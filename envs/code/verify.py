@@ -4,27 +4,26 @@
     report.passed, report.total, report.outcomes[0].detail
 
 One ``run_python`` per call of `run_tests`, whatever the number of tests: the
-program is `_harness.py` (trusted, holds the tests) which starts `_worker.py`
-(untrusted, runs the solution) as a separate fresh interpreter. What makes the
-verdict unforgeable by the solution:
+program is `_harness.py` (trusted, holds the tests) which forks `_worker.py`
+(untrusted, runs the solution) as a separate process. What makes the verdict
+unforgeable by the solution:
 
 - the tests, a fresh random nonce and the solution go in on stdin, read by the
-  harness only after the worker is started, so the worker never has them (it
-  runs in a fresh interpreter when code tests are run, see `_harness.py`);
+  harness only after the worker is forked, from a memory that never held them
+  (see `_harness.py`), and the harness is non-dumpable before the worker exists,
+  so the worker cannot reach them through frames, memory, descriptors or /proc;
 - a call test's expected value never enters the sandbox: the worker's return
   value comes back encoded as plain data and the *host* compares it (`same`);
 - a verdict counts only if the run exited 0, printed a ``done`` line with the
-  nonce, and gave each test exactly one line: a solution that exits, kills the
-  harness or prints look-alike lines produces no verdict, or a conflicting one,
-  and so a failure;
+  nonce, and gave each test exactly one well-formed line: a solution that exits,
+  kills the harness or prints look-alike lines produces no verdict, or a
+  conflicting one, and so a failure; a malformed or oversized line is a failed
+  verification, never an exception on the host;
 - the exit code of the solution's process means nothing; a missing answer is a failure.
 
-Where it is weaker (said plainly): a code test (a public benchmark's
-``check(candidate)``) holds its expected values in the harness process. The
-harness is non-dumpable, but the sandbox runner that forwarded stdin is not, so
-where the kernel lets a process read another of the same uid's memory
-(``kernel.yama.ptrace_scope`` = 0 or no Yama) a determined solution could read the
-tests from the runner. The shipped tasks use call tests only. Mutation of
+Code tests (a public benchmark's ``check(candidate)``) hold their expected values
+in the harness process, which the worker cannot reach (above); so both kinds run
+the same way, a fork of a warm process, not a fresh interpreter. Mutation of
 arguments and stateful objects cannot be tested: only plain values cross.
 """
 
@@ -108,16 +107,13 @@ def _source(name: str) -> str:
     return (Path(__file__).with_name(name)).read_text(encoding="utf-8")
 
 
-def _program(fresh_worker: bool) -> str:
+def _program() -> str:
     codec = _source("_codec.py")
     worker = codec + "\n" + _source("_worker.py")
-    return f"{codec}\nWORKER_PROGRAM = {worker!r}\nFRESH_WORKER = {fresh_worker}\n{_source('_harness.py')}"
+    return f"{codec}\nWORKER_PROGRAM = {worker!r}\n{_source('_harness.py')}"
 
 
-# Call tests hold no expected value in the sandbox, so the worker may be a fork
-# (~4 ms); code tests do, so their worker is a fresh interpreter (~10 ms more).
-PROGRAM_FORK = _program(False)
-PROGRAM_FRESH = _program(True)
+PROGRAM = _program()
 
 
 def run_tests(
@@ -140,8 +136,7 @@ def run_tests(
     spec = {"nonce": nonce, "solution": solution, "entry_point": entry_point, "tests": wire, "setup": setup,
             "load_timeout_s": LOAD_TIMEOUT_S, "test_timeout_s": test_timeout_s}
     timeout_s = LOAD_TIMEOUT_S + test_timeout_s * len(tests) + RUN_SLACK_S
-    program = PROGRAM_FRESH if any(isinstance(t, CodeTest) for t in tests) else PROGRAM_FORK
-    result = sandbox.run_python(program, stdin=json.dumps(spec), timeout_s=timeout_s)
+    result = sandbox.run_python(PROGRAM, stdin=json.dumps(spec), timeout_s=timeout_s)
     return judge(result, nonce, tests)
 
 
@@ -155,9 +150,9 @@ def judge(result: ExecResult, nonce: str, tests: list[CallTest | CodeTest]) -> T
         report.error = problem or "no verdict"
         report.outcomes = [TestOutcome(False, f"no verdict: {report.error}") for _ in tests]
         return report
-    report.loaded = bool(load.get("ok"))
+    report.loaded = load.get("ok") is True
     if not report.loaded:
-        report.error = f"the solution did not load: {load.get('error')}"
+        report.error = f"the solution did not load: {_text(load.get('error'))[:DETAIL_CHARS]}"
     for i, test in enumerate(tests):
         record = records.get(i)
         if record is None:
@@ -169,6 +164,8 @@ def judge(result: ExecResult, nonce: str, tests: list[CallTest | CodeTest]) -> T
 
 
 def _records(stdout: str, nonce: str) -> tuple[dict[Any, dict[str, Any]], bool]:
+    """The verdict lines by key (a test index, "load" or "done"); ``conflict`` when a
+    line is malformed, has no valid key, or repeats one. Never raises on odd input."""
     prefix = f"{MARK} {nonce} "
     records: dict[Any, dict[str, Any]] = {}
     conflict = False
@@ -177,15 +174,25 @@ def _records(stdout: str, nonce: str) -> tuple[dict[Any, dict[str, Any]], bool]:
             continue
         try:
             record = json.loads(line[len(prefix):])
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # bad JSON, a number past the digit limit, nesting past the stack
             conflict = True
             continue
-        key = record.get("test", record.get("event")) if isinstance(record, dict) else None
+        key = _record_key(record)
         if key is None or key in records:
             conflict = True
         else:
             records[key] = record
     return records, conflict
+
+
+def _record_key(record: Any) -> int | str | None:
+    if not isinstance(record, dict):
+        return None
+    if "test" in record:
+        key = record["test"]
+        return key if type(key) is int and key >= 0 else None
+    event = record.get("event")
+    return event if event in ("load", "done") else None
 
 
 def _no_verdict(result: ExecResult, records: dict[Any, dict[str, Any]], conflict: bool) -> str | None:
@@ -206,19 +213,30 @@ def _no_verdict(result: ExecResult, records: dict[Any, dict[str, Any]], conflict
 
 def _outcome(test: CallTest | CodeTest, record: dict[str, Any]) -> TestOutcome:
     if "error" in record and record["error"]:
-        return TestOutcome(False, str(record["error"])[:DETAIL_CHARS])
+        return TestOutcome(False, _text(record["error"])[:DETAIL_CHARS])
     if isinstance(test, CodeTest):
-        return TestOutcome(bool(record.get("passed")), "" if record.get("passed") else "failed")
+        passed = record.get("passed") is True
+        return TestOutcome(passed, "" if passed else "failed")
     try:
         got = decode(record.get("value"))
-    except (ValueError, TypeError) as e:
-        return TestOutcome(False, f"unreadable result: {e}")
+    except (ValueError, TypeError, RecursionError, MemoryError) as e:
+        return TestOutcome(False, f"unreadable result: {type(e).__name__}: {str(e)[:100]}")
     expected = decode(test.expected)
     if same(expected, got):
         return TestOutcome(True)
     return TestOutcome(False, f"returned {_short(got)}, expected {_short(expected)}")
 
 
+def _text(value: Any) -> str:
+    """A record's field as printable text, whatever the (untrusted) line held."""
+    if not isinstance(value, str):
+        return f"<{type(value).__name__}>"
+    return value[:DETAIL_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _short(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int past the digit limit, nesting past the stack
+        return f"<{type(value).__name__} too large to show>"
     return text if len(text) <= DETAIL_CHARS // 2 else text[: DETAIL_CHARS // 2] + "..."

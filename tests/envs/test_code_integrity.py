@@ -134,3 +134,125 @@ def test_an_endless_test_fails_alone_and_ends_the_run(env):
         test_timeout_s=0.5).model_dump(mode="json"))
     info = submit(env, "def f(x):\n    while x: pass\n", task=task)
     assert info["task_reward"] == 0.0
+
+
+# -- the secrets of a run: unreachable from the solution's process ----------------------
+
+# The solution searches everything its process can reach for the hidden tests and the
+# verdict nonce: frames, live objects, its own memory, the harness's memory, descriptors
+# and tracing. ``report()`` says what it found; the first test fails with that report as
+# its message, the second holds the secret.
+SCAN = r'''
+import gc, json, os, re, sys
+SECRET = re.compile(rb"S3CR3T-(?:7)d1e")  # never a contiguous needle in this process's own memory
+NONCE = re.compile(rb'"nonce": ?"[0-9a-f]{32}"')
+
+def scan_bytes(data, where, found):
+    if SECRET.search(data):
+        found.append(where + ":secret")
+    if NONCE.search(data):
+        found.append(where + ":nonce")
+
+def report():
+    found, reached = [], []
+    frame = sys._getframe()
+    while frame is not None:  # every frame up the stack, and what they hold
+        for scope in (frame.f_locals, frame.f_globals):
+            for value in list(scope.values()):
+                if isinstance(value, (str, bytes)):
+                    scan_bytes(value.encode("utf-8", "replace") if isinstance(value, str) else value, "frame", found)
+        frame = frame.f_back
+    for obj in gc.get_objects():  # every tracked object: dicts, lists holding the request
+        if isinstance(obj, dict):
+            for value in list(obj.values()):
+                if isinstance(value, (str, bytes)):
+                    scan_bytes(value.encode("utf-8", "replace") if isinstance(value, str) else value, "object", found)
+    for pid in ("self", str(os.getppid())):  # raw memory: this process's, and the harness's
+        try:
+            maps = open(f"/proc/{pid}/maps").read().splitlines()
+            with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+                reached.append(f"{pid}/mem")
+                for line in maps:
+                    start, end = (int(x, 16) for x in line.split()[0].split("-"))
+                    if "r" not in line.split()[1] or end - start > 1 << 28:
+                        continue
+                    try:
+                        mem.seek(start)
+                        scan_bytes(mem.read(end - start), f"{pid}/mem", found)
+                    except (OSError, ValueError, OverflowError):
+                        pass
+        except OSError:
+            pass
+    ppid = os.getppid()
+    for fd in range(0, 16):
+        try:
+            os.close(os.open(f"/proc/{ppid}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK))
+            reached.append(f"harness fd {fd}")
+        except OSError:
+            pass
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.ptrace(16, ppid, None, None) == 0:
+            reached.append("ptrace harness")
+            libc.ptrace(17, ppid, None, None)
+    except OSError:
+        pass
+    return json.dumps({"found": sorted(set(found)), "reached": [r for r in reached if not r.startswith("self")]},
+                      separators=(",", ":"))
+'''
+
+
+@pytest.mark.parametrize("kind", ["call-tests", "check-tests"])
+@pytest.mark.parametrize("backend", ["docker", "process"])
+def test_the_solution_cannot_reach_the_hidden_tests_or_the_nonce(backend, kind):
+    import ast
+    import json
+
+    from agentenv.envs.code import CallTest, run_tests
+
+    require(backend)
+    if kind == "check-tests":  # the expected value is in the sandbox, in the harness's memory
+        tests = [CodeTest(code="assert False, candidate()"),
+                 CodeTest(code="assert candidate() == 'S3CR3T-7d1e-the-expected-value'")]
+    else:  # the expected value stays on the host; the nonce and the arguments are in the sandbox
+        tests = [CallTest(args=[], expected="nothing found"), CallTest(args=[], expected="S3CR3T-7d1e")]
+    pools = sandboxes(backend)
+    try:
+        with pools.verifier() as sandbox:
+            report = run_tests(sandbox, solution=SCAN, entry_point="report", tests=tests)
+    finally:
+        pools.close()
+    assert report.loaded, report.error
+    detail = report.outcomes[0].detail
+    if kind == "check-tests":
+        assert detail.startswith("AssertionError: {"), detail
+        seen = json.loads(detail.removeprefix("AssertionError: "))
+    else:
+        assert detail.startswith("returned '{"), detail
+        seen = json.loads(ast.literal_eval(detail.removeprefix("returned ").rsplit(", expected", 1)[0]))
+    assert seen == {"found": [], "reached": []}
+
+
+NONCE = "0123456789abcdef" * 2
+HOSTILE_RECORDS = [
+    '{"test": [0], "value": 12}', '{"test": {"a": 1}}', '{"test": true, "value": 12}', '{"test": "0"}',
+    '{"test": -1}', '{"event": ["done"]}', '{"event": {"x": 1}}', "[1, 2, 3]", '"done"', "null",
+    '{"test": 0, "value": ' + "[" * 5000 + "]" * 5000 + "}", '{"test": 0, "value": 1' + "0" * 5000 + "}",
+    '{"test": 0, "error": {"nested": [1, 2]}}', '{"test": 0, "error": "\\udc80 lone surrogate"}',
+    '{"test": 0, "value": {"$t": ' + "[" * 900 + "]" * 900 + "}}", '{"event": "load", "ok": "yes"}',
+]
+
+
+@pytest.mark.parametrize("record", HOSTILE_RECORDS)
+def test_a_malformed_verdict_is_a_failed_verification_never_a_host_exception(record):
+    from agentenv.envs.code.verify import MARK, CallTest, judge
+    from agentenv.sandboxes import ExecResult
+
+    lines = [f'{MARK} {NONCE} {{"event": "load", "ok": true, "error": null}}', f"{MARK} {NONCE} {record}",
+             f'{MARK} {NONCE} {{"test": 0, "value": 12}}', f'{MARK} {NONCE} {{"event": "done"}}']
+    result = ExecResult(stdout="\n".join(lines) + "\n", exit_code=0)
+    report = judge(result, NONCE, [CallTest(args=[5, 7], expected=12)])
+    assert not report.all_passed
+    for outcome in report.outcomes:
+        outcome.detail.encode("utf-8")  # printable: it goes into an observation
