@@ -16,8 +16,21 @@ unprivileged user namespace; `Isolation.namespaces`):
   Raw sockets also need CAP_NET_RAW, which the command never holds.
 - **Host files**: a private ``/tmp`` (also at ``/var/tmp``, ``/dev/shm``,
   ``/run/lock``) that `reset` wipes; ``/root``, ``/home`` and the caller's home are
-  covered by empty tmpfs mounts, with the workspace and the Python installation
-  bound back in read-only (workspace: read-write) where they live under them.
+  covered by empty tmpfs mounts, with the workspace and the base Python
+  installation bound back in read-only (workspace: read-write) where they live under them.
+- **The host's Python packages, agentenv's among them** (its envs ship the answer
+  keys: hidden tests, reference solutions; `Isolation.host_python_hidden`): empty
+  read-only tmpfs mounts cover the venv, every site-/dist-packages directory (and
+  ``.pth`` addition) of the interpreters on the run's PATH and of the caller, the
+  caller's non-stdlib ``sys.path`` (PYTHONPATH) and agentenv's package directories
+  with their source checkout (an editable install's repository). Covered, not
+  merely left off ``sys.path``: ``open()`` on the answer key's file fails too. Runs
+  get the stdlib only, no third-party package (the Docker image is for those).
+- **Devices** (`Isolation.minimal_dev`): /dev is a fresh read-only tmpfs holding
+  ``null``, ``zero``, ``full``, ``random``, ``urandom`` and ``tty`` (bound from the
+  host's), the ``fd``/``stdin``/``stdout``/``stderr`` links and the private
+  ``shm``. No fuse, tun, kvm, kmsg, block devices, consoles, and no ptys (no
+  ``/dev/pts``: ``os.openpty`` fails).
 - **Privilege**: as root, each sandbox runs as its own unnamed uid (allocated
   under a lock, never shared by two live sandboxes), so it holds no capability,
   cannot write /etc, /usr or other sandboxes' workspaces, and RLIMIT_NPROC counts
@@ -29,20 +42,41 @@ unprivileged user namespace; `Isolation.namespaces`):
   read each other's workspaces and would share one RLIMIT_NPROC count.
 
 Always, namespaces or not: a scrubbed environment (PATH, HOME=workspace, LANG,
-PYTHONDONTWRITEBYTECODE; nothing of the caller's ``os.environ``), rlimits set
-before exec (RLIMIT_AS = memory_mb, RLIMIT_CPU = timeout + 1 s, RLIMIT_FSIZE =
-the larger disk limit, RLIMIT_NPROC = pids, RLIMIT_CORE = 0), a wall-clock
-timeout that SIGKILLs the process group, output read in chunks and capped per
-stream, and workspace file access that refuses ``..``, absolute paths and symlinks.
+PYTHONDONTWRITEBYTECODE; nothing of the caller's ``os.environ``, so no PYTHONPATH),
+rlimits set before exec (RLIMIT_AS = memory_mb, RLIMIT_CPU = timeout + 1 s,
+RLIMIT_FSIZE = the larger disk limit, RLIMIT_NPROC = pids, RLIMIT_CORE = 0), a
+wall-clock timeout that SIGKILLs the process group, output read in chunks and
+capped per stream, and workspace file access that refuses ``..``, absolute paths
+and symlinks. Python is the caller's *base* interpreter (``sys._base_executable``,
+never a venv's), run with ``-I`` by `run_python`; ``python``/``python3`` first on
+PATH are links to it. Launcher failures reach the caller on a pipe the command
+never holds, so a run cannot pass itself off as an infrastructure failure.
+
+Where the kernel has seccomp filters (`Isolation.userns_denied`), also always: no
+new **user namespaces**. One would give the command every capability over fresh
+namespaces: mounts (fuse, overlay), network devices (tun), nftables, and the
+kernel code behind them, the door to many recent local privilege escalations.
+A seccomp filter installed just before exec makes ``unshare``/``clone`` with
+CLONE_NEWUSER fail with EPERM, and ``clone3`` fail with ENOSYS (its flags are out
+of a filter's reach; libc then falls back to ``clone``). Chosen over setting
+``user.max_user_namespaces`` to 0, which would need each run to live in a user
+namespace of its own (as root, runs need none) and would not hold without
+namespaces. The filter is a probe result, not an assumption: the probe checks
+that it does refuse; x86_64 and aarch64 are covered, with their 32-bit ABIs.
 
 Does NOT protect against:
 
-- **The shared kernel.** A kernel exploit escapes; there is no seccomp filter and
-  no separate kernel (gVisor, a VM). Use the Docker backend, or better, for code
-  that is actively hostile rather than merely buggy.
-- **Reading world-readable host files.** The filesystem is the host's, read-only
-  only where permissions make it so. What the caller's uid can read outside the
-  covered homes, the sandbox can read (as root: whatever ``others`` may read).
+- **The shared kernel.** A kernel exploit escapes: the seccomp filter only takes
+  user namespaces away; every other system call (io_uring, bpf, userfaultfd,
+  keyctl, perf_event_open...) is the host's to allow, and there is no separate
+  kernel (gVisor, a VM). Use the Docker backend, or better, for code that is
+  actively hostile rather than merely buggy.
+- **Reading world-readable host files** outside what is covered: the filesystem
+  is the host's, read-only only where permissions make it so. What the caller's
+  uid can read elsewhere, the sandbox can read (as root: whatever ``others`` may
+  read): /etc, /usr, /sys, /proc's system-wide files, and any other copy of the
+  tasks or the repository a host keeps (a second checkout, a built wheel, a
+  dataset directory). Keep those out of world-readable places.
 - **Memory as a total.** RLIMIT_AS caps each process's address space, not the sum
   over processes (``pids`` x ``memory_mb`` at worst), and it also counts
   reserved-but-unused address space, so runtimes that reserve big arenas (the
@@ -55,11 +89,16 @@ Does NOT protect against:
   the CPU seconds of each process only.
 
 Without namespaces (non-root with user namespaces disabled, or a seccomp policy
-that forbids ``unshare``), only the "always" list holds: processes can escape the
+that forbids ``unshare``), only the "always" lists hold: processes can escape the
 run through a new session (as root they are still killed by uid after each run),
 ``/tmp`` is shared (``TMPDIR`` points to a private one), the network is the
-host's (``network="isolate"`` then raises), and as non-root RLIMIT_NPROC counts
-all of the caller's processes, so it is set to their current number plus ``pids``.
+host's (``network="isolate"`` then raises), /dev is the host's (its permissions
+decide), the venv, the site-packages and the checkout stay readable (just not on
+the run's ``sys.path``: ``import agentenv`` fails, ``open()`` on its files does
+not), and as non-root RLIMIT_NPROC counts all of the caller's processes, so it is
+set to their current number plus ``pids``. Inside namespaces entered without root,
+where the kernel refuses the run a fresh ``/proc``, the host's stays, and the
+caller's own processes' ``/proc/PID/root`` leads around the covers.
 """
 
 from __future__ import annotations
@@ -87,6 +126,7 @@ from typing import Any, Literal
 
 from agentenv.sandboxes import _workspace
 from agentenv.sandboxes._capture import capture
+from agentenv.sandboxes._host_python import PRIVATE_TMP_AT, RUN_PATH, covers_for, host_python, link_interpreter
 from agentenv.sandboxes._mounts import mount_tmpfs, unmount
 from agentenv.sandboxes.base import ExecResult, Limits, SandboxError, SandboxInfraError
 
@@ -96,8 +136,6 @@ logger = logging.getLogger("agentenv.sandboxes")
 
 Network = Literal["auto", "isolate", "host"]
 _LAUNCHER = str(Path(__file__).with_name("_process_launch.py"))
-_SETUP_FAILED = 125
-_PRIVATE_TMP_AT = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 _UID_LOCK_DIR = "/run/agentenv-sandbox-uids"
 _OOM_PATTERN = re.compile(rb"(?m)^MemoryError\b|Cannot allocate memory|std::bad_alloc|[Oo]ut of memory")
 
@@ -114,8 +152,15 @@ class Isolation:
     """The sandbox's own uid (the caller is root), or None: it runs as the caller."""
     disk_quota: bool
     """Workspace and /tmp are size-limited tmpfs mounts; otherwise only RLIMIT_FSIZE (per file)."""
+    host_python_hidden: bool = False
+    """The venv, every site-/dist-packages directory of the host's Pythons and agentenv's
+    source checkout are covered by empty tmpfs mounts: runs see the stdlib only (needs namespaces)."""
+    minimal_dev: bool = False
+    """/dev is a fresh tmpfs with null, zero, full, random, urandom, tty only (needs namespaces)."""
+    userns_denied: bool = False
+    """A seccomp filter refuses new user namespaces (``unshare -U``, ``clone(CLONE_NEWUSER)``)."""
     why_not: str = ""
-    """Why namespaces are unavailable, when they are."""
+    """Why one of the properties above is missing, when one is."""
 
 
 class ProcessSandbox:
@@ -139,6 +184,7 @@ class ProcessSandbox:
                                "use the Docker backend or network='host'")
         if network == "auto" and not support.namespaces:
             logger.warning("process sandbox: the network is NOT isolated (%s)", support.why)
+        python = host_python()
         self._closed = False
         self._held = _Held(root=tempfile.mkdtemp(prefix="agentenv-sandbox-"))
         self._root = self._held.root
@@ -148,14 +194,24 @@ class ProcessSandbox:
             uid = _allocate_uid(self._held) if os.geteuid() == 0 else None
             self.workspace = os.path.join(self._root, "workspace")
             self._tmp = os.path.join(self._root, "tmp")
+            self._bin = os.path.join(self._root, "bin")
             quota = self._make_dirs(uid)
+            link_interpreter(self._bin, python.executable)
         except BaseException:
             self.close()
             raise
+        covers, visible = covers_for(python, self._root)
+        visible = visible if support.namespaces else ""  # without namespaces nothing is covered, as said
+        if visible:
+            logger.warning("process sandbox: host Python packages stay visible: %s", visible)
         self.isolation = Isolation(
             namespaces=support.namespaces, network_isolated=support.namespaces and network != "host",
-            dedicated_uid=uid, disk_quota=quota, why_not=support.why)
-        self._env = _scrubbed_env(self.workspace, None if support.namespaces else self._tmp)
+            dedicated_uid=uid, disk_quota=quota, host_python_hidden=support.namespaces and not visible,
+            minimal_dev=support.minimal_dev, userns_denied=support.seccomp,
+            why_not="; ".join(w for w in (support.why, visible) if w))
+        self._python = python.executable
+        self._covers = covers
+        self._env = _scrubbed_env(self.workspace, self._bin, None if support.namespaces else self._tmp)
 
     # --- setup ---------------------------------------------------------------------
 
@@ -180,12 +236,13 @@ class ProcessSandbox:
     # --- running -------------------------------------------------------------------
 
     def run_python(self, code: str, *, timeout_s: float | None = None, stdin: str | None = None) -> ExecResult:
-        """Run ``code`` with this interpreter in isolated mode (``-I``) in the workspace."""
+        """Run ``code`` in isolated mode (``-I``) in the workspace, with the base interpreter
+        of this one (never a venv: runs get the standard library only)."""
         if len(code.encode()) > 100_000:  # beyond what one argv string may hold
             self._put_private("main.py", code.encode())
-            return self.run([sys.executable, "-I", "/tmp/.agentenv/main.py" if self.isolation.namespaces
+            return self.run([self._python, "-I", "/tmp/.agentenv/main.py" if self.isolation.namespaces
                              else os.path.join(self._tmp, ".agentenv", "main.py")], timeout_s=timeout_s, stdin=stdin)
-        return self.run([sys.executable, "-I", "-c", code], timeout_s=timeout_s, stdin=stdin)
+        return self.run([self._python, "-I", "-c", code], timeout_s=timeout_s, stdin=stdin)
 
     def run(self, command: str | Sequence[str], *, timeout_s: float | None = None,
             stdin: str | None = None) -> ExecResult:
@@ -198,36 +255,49 @@ class ProcessSandbox:
         if timeout <= 0:
             raise SandboxError(f"expected timeout_s > 0, got {timeout_s}")
         started = time.monotonic()
-        proc = self._spawn(argv, timeout, stdin is not None)
-        killer = functools.partial(self._kill_run, proc)
-        got = capture(proc, None if stdin is None else stdin.encode(), self.limits.output_bytes, timeout, killer)
-        killed_late = _wait_rest(proc, started + timeout, killer)  # always: it reaps the launcher
+        # The launcher's own failures come back on a pipe the command never holds:
+        # stderr and the exit status are the command's to forge.
+        report_r, report_w = os.pipe()
+        try:
+            try:
+                proc = self._spawn(argv, timeout, stdin is not None, report_w)
+            finally:
+                os.close(report_w)
+            killer = functools.partial(self._kill_run, proc)
+            got = capture(proc, None if stdin is None else stdin.encode(), self.limits.output_bytes, timeout, killer)
+            killed_late = _wait_rest(proc, started + timeout, killer)  # always: it reaps the launcher
+            setup_failure = _read_report(report_r)
+        finally:
+            os.close(report_r)
+        if setup_failure:
+            raise SandboxInfraError(setup_failure)
         timed_out = got.timed_out or killed_late
         if not self.isolation.namespaces:
             self._kill_strays()
         return _result(proc.returncode, got, timed_out, time.monotonic() - started)
 
-    def _spawn(self, argv: list[str], timeout_s: float, with_stdin: bool) -> subprocess.Popen[bytes]:
-        config = self._launch_config(argv, timeout_s)
+    def _spawn(self, argv: list[str], timeout_s: float, with_stdin: bool, report_fd: int) -> subprocess.Popen[bytes]:
+        config = self._launch_config(argv, timeout_s, report_fd)
         try:
             return subprocess.Popen(
                 [sys.executable, "-I", "-S", _LAUNCHER, json.dumps(config)],
                 stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_fd,),
                 env=self._env, cwd=self._root, start_new_session=True, close_fds=True)
         except OSError as exc:
             raise SandboxInfraError(f"cannot start the sandbox launcher: {exc}") from exc
 
-    def _launch_config(self, argv: list[str], timeout_s: float) -> dict[str, Any]:
+    def _launch_config(self, argv: list[str], timeout_s: float, report_fd: int) -> dict[str, Any]:
         iso = self.isolation
         return {
             "mode": "run", "argv": argv, "env": self._env, "cwd": self.workspace,
             "uid": iso.dedicated_uid, "gid": iso.dedicated_uid,
             "namespaces": iso.namespaces, "userns": iso.namespaces and os.geteuid() != 0,
             "isolate_net": iso.network_isolated, "tmp": self._tmp,
-            "private_tmp_at": list(_PRIVATE_TMP_AT), "hide": _homes(),
-            "reveal": [[self.workspace, True]] + [[p, False] for p in _interpreter_dirs()],
-            "rlimits": self._rlimits(timeout_s),
+            "private_tmp_at": list(PRIVATE_TMP_AT), "hide": _homes(),
+            "reveal": [[self.workspace, True], [self._bin, False]] + [[p, False] for p in host_python().dirs],
+            "cover": self._covers, "minimal_dev": iso.minimal_dev, "deny_userns": iso.userns_denied,
+            "rlimits": self._rlimits(timeout_s), "report_fd": report_fd,
         }
 
     def _rlimits(self, timeout_s: float) -> dict[str, int]:
@@ -341,9 +411,20 @@ def _wait_rest(proc: subprocess.Popen[bytes], deadline: float, kill: Any) -> boo
         return True
 
 
+def _read_report(fd: int) -> str:
+    """What the launcher wrote on the report pipe: empty unless it failed to set up.
+
+    Read without blocking: init may still hold the write end for a moment after a
+    timeout kill, and a failure is written before the launcher exits.
+    """
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 4096).decode(errors="replace").strip()
+    except BlockingIOError:
+        return ""
+
+
 def _result(returncode: int, got: Any, timed_out: bool, duration_s: float) -> ExecResult:
-    if returncode == _SETUP_FAILED and got.stderr.startswith(b"agentenv sandbox: cannot set up"):
-        raise SandboxInfraError(got.stderr.decode(errors="replace").strip())
     signalled = returncode < 0
     timed_out = timed_out or returncode == -signal.SIGXCPU
     return ExecResult(
@@ -366,31 +447,55 @@ def _looks_out_of_memory(returncode: int, stderr_tail: bytes) -> bool:
 @dataclass(frozen=True)
 class _Support:
     namespaces: bool
+    minimal_dev: bool
+    seccomp: bool
     why: str
 
 
 @functools.cache
 def _host_support() -> _Support:
-    """Probe once whether the launcher can create its namespaces here."""
-    config = {"mode": "run", "argv": ["true"], "env": {"PATH": "/usr/bin:/bin"}, "cwd": "/",
-              "uid": None, "gid": None, "namespaces": True, "userns": os.geteuid() != 0,
-              "isolate_net": True, "tmp": "/tmp", "private_tmp_at": [], "hide": [], "reveal": [],
-              "rlimits": {}}
+    """Probe once what the launcher can put in place here: namespaces, the minimal /dev
+    in them, and a seccomp filter that does refuse a new user namespace."""
+    if _probe(namespaces=True, minimal_dev=True, deny_userns=True) is None:
+        return _Support(True, True, True, "")  # the usual case: one probe
+    dev_why = _probe(namespaces=True, minimal_dev=True, deny_userns=False)
+    namespaces_why = dev_why and _probe(namespaces=True, minimal_dev=False, deny_userns=False)
+    seccomp_why = _probe(namespaces=False, minimal_dev=False, deny_userns=True)
+    if dev_why is None and seccomp_why is None:  # each works alone, not together
+        seccomp_why = "the seccomp filter fails inside the namespaces"
+    reasons = {"namespaces": namespaces_why, "/dev": None if namespaces_why else dev_why, "seccomp": seccomp_why}
+    return _Support(namespaces_why is None, dev_why is None, seccomp_why is None,
+                    "; ".join(f"{what}: {why}" for what, why in reasons.items() if why))
+
+
+# Exits 0 only if a new user namespace is refused (as it is under the launcher's filter).
+_USERNS_REFUSED = ("import ctypes, errno, sys\n"
+                   "libc = ctypes.CDLL(None, use_errno=True)\n"
+                   "if libc.unshare(0x10000000) == 0 or ctypes.get_errno() != errno.EPERM:\n"
+                   "    sys.exit('the seccomp filter did not refuse unshare(CLONE_NEWUSER)')\n")
+
+
+def _probe(*, namespaces: bool, minimal_dev: bool, deny_userns: bool) -> str | None:
+    """Run a trivial command the way runs are started; None if it worked, else why not."""
+    argv = [host_python().executable, "-I", "-S", "-c", _USERNS_REFUSED] if deny_userns else ["true"]
+    config = {"mode": "run", "argv": argv, "env": {"PATH": "/usr/bin:/bin"}, "cwd": "/",
+              "uid": None, "gid": None, "namespaces": namespaces, "userns": namespaces and os.geteuid() != 0,
+              "isolate_net": namespaces, "tmp": "/tmp", "private_tmp_at": [], "hide": [], "reveal": [],
+              "cover": [], "minimal_dev": minimal_dev, "deny_userns": deny_userns, "rlimits": {},
+              "report_fd": None}
     try:
         probe = subprocess.run([sys.executable, "-I", "-S", _LAUNCHER, json.dumps(config)],
                                capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return _Support(False, f"the namespace probe failed: {exc}")
+        return f"the probe failed: {exc}"
     if probe.returncode == 0:
-        return _Support(True, "")
-    why = probe.stderr.decode(errors="replace").strip() or f"exit status {probe.returncode}"
-    return _Support(False, why)
+        return None
+    return probe.stderr.decode(errors="replace").strip() or f"exit status {probe.returncode}"
 
 
-def _scrubbed_env(workspace: str, tmpdir: str | None) -> dict[str, str]:
+def _scrubbed_env(workspace: str, bindir: str, tmpdir: str | None) -> dict[str, str]:
     """The whole environment of sandboxed code: nothing is inherited from ``os.environ``."""
-    bindir = os.path.dirname(sys.executable)
-    env = {"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": workspace, "LANG": "C.UTF-8",
+    env = {"PATH": ":".join((bindir, *RUN_PATH)), "HOME": workspace, "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1"}
     if tmpdir is not None:  # without a private /tmp, point temp files somewhere private
         env["TMPDIR"] = tmpdir
@@ -404,13 +509,6 @@ def _homes() -> list[str]:
     except KeyError:
         pass
     return sorted(h for h in homes if h not in ("/", "") and os.path.isdir(h))
-
-
-def _interpreter_dirs() -> list[str]:
-    """What the sandboxed interpreter needs to see, shortest first so outer binds come first."""
-    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-            os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))}
-    return sorted((d for d in dirs if os.path.isdir(d)), key=len)
 
 
 def _tasks_of_uid(uid: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentenv.sandboxes import Limits, ProcessSandbox, Sandbox, SandboxError, make_sandbox
+from agentenv.sandboxes import Limits, ProcessSandbox, Sandbox, SandboxError, SandboxInfraError, make_sandbox
 from agentenv.sandboxes import factory
 from tests.sandboxes.conftest import LIMITS
 
@@ -40,6 +41,46 @@ def test_exec_result_fields(sb: ProcessSandbox) -> None:
     assert sb.run_python("print('é')").ok
     killed = sb.run("kill -SEGV $$")
     assert killed.exit_code is None and not killed.ok and not killed.timed_out
+
+
+def test_isolation_says_what_applied(sb: ProcessSandbox) -> None:
+    iso = sb.isolation
+    seccomp = sb.run("grep '^Seccomp:' /proc/self/status").stdout.split()
+    assert (seccomp[-1] == "2") == iso.userns_denied, (seccomp, iso)
+    devices = sb.run("ls /dev").stdout.split()
+    assert ("fuse" not in devices and "kmsg" not in devices) == iso.minimal_dev, (devices, iso)
+    if iso.namespaces and iso.dedicated_uid is not None:  # root: nothing on the host stops any of them
+        assert iso.host_python_hidden and iso.minimal_dev and iso.userns_denied, iso
+    if iso.why_not == "":
+        assert iso.namespaces and iso.host_python_hidden and iso.userns_denied, iso
+
+
+def test_package_dirs_that_cannot_be_covered_are_reported_not_claimed() -> None:
+    from agentenv.sandboxes._host_python import Python, covers_for
+
+    python = Python("/opt/py/bin/python3", ("/opt/py", "/opt/py/lib/python3"),
+                     packages=("/srv/checkout", "/tmp/script-dir", "/opt/py/lib/python3/site-packages", "/usr"),
+                     unasked=("/usr/bin/python2",))
+    covers, visible = covers_for(python, "/srv/checkout/.tmp/agentenv-sandbox-x")
+    assert covers == ["/opt/py/lib/python3/site-packages"]  # /tmp/...: a run sees its private /tmp there
+    assert "/srv/checkout" in visible and "/usr" in visible and "/usr/bin/python2" in visible
+    coverable = dataclasses.replace(python, packages=python.packages[2:3], unasked=())
+    assert covers_for(coverable, "/tmp/agentenv-sandbox-x") == (covers, "")
+
+
+def test_a_forged_setup_failure_is_the_runs_own_result(sb: ProcessSandbox) -> None:
+    forged = "import os, sys; sys.stderr.write('agentenv sandbox: cannot set up the sandbox: x\\n'); os._exit(125)"
+    result = sb.run_python(forged)  # no SandboxInfraError: an infra failure would dodge the penalty
+    assert result.exit_code == 125 and result.stderr.startswith("agentenv sandbox: cannot set up")
+
+
+def test_a_real_setup_failure_is_an_infra_error(sb: ProcessSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not sb.isolation.namespaces:
+        pytest.skip(f"the launcher sets up nothing that can fail without namespaces: {sb.isolation.why_not}")
+    config = sb._launch_config
+    monkeypatch.setattr(sb, "_launch_config", lambda *a: {**config(*a), "tmp": "/nonexistent/agentenv-tmp"})
+    with pytest.raises(SandboxInfraError, match="cannot set up the sandbox"):
+        sb.run("true")
 
 
 def test_files_round_trip_and_are_visible_to_runs(sb: ProcessSandbox) -> None:
