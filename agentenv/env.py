@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agentenv import _admit, _safejson
 from agentenv.errors import EnvStateError, InfraError, ToolError
 from agentenv.parsers import ActionParser, AutoParser, ParseError
 from agentenv.spaces import ActionSpace, MessagesSpace
@@ -52,6 +54,7 @@ __all__ = ["CallOutcome", "Env", "Snapshot", "Transition"]
 S = TypeVar("S", bound=State)
 
 _FINAL = ("reset", "step", "snapshot", "restore", "close")
+logger = logging.getLogger("agentenv.env")
 ErrorKind = Literal["format", "tool", "infra"]
 _JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # one encoder: json.dumps(**kw) builds one per call
 ToolPrompt = Literal["json", "compact", "none"]
@@ -353,14 +356,13 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         self._check_live()
         start = time.perf_counter()
         turn = self._turn
-        self.messages.append(_assistant_message(action, turn))
-        act = self._act(action, turn)
+        admitted = _admit.admit(action, turn)
+        self.messages.append(admitted.message)
+        act = self._act(admitted, turn)
+        _admit.clean_messages(act.obs)
         rewards = {"format": -self.format_penalty if act.error_kind == "format" else 0.0}
         if not act.infra:
-            step_rewards = self.step_rewards(act.outcomes)
-            if "task" in step_rewards:
-                raise TypeError(f"{type(self).__name__}.step_rewards() must not return 'task': that name is the verifier's")
-            rewards.update(step_rewards)
+            rewards.update(self._step_rewards(act.outcomes))
         self._turn += 1
         self._format_streak = self._format_streak + 1 if act.error_kind == "format" else 0
         terminated, truncated, failure, task_rewards = self._end_of_step(act)
@@ -375,8 +377,11 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         weights = self.reward_weights
         reward = (sum(weights.get(k, 1.0) * v for k, v in all_rewards.items()) if weights
                   else sum(all_rewards.values()))
+        recorded = admitted.action
+        if isinstance(recorded, ToolCall):
+            recorded = recorded.to_dict()
         self.transitions.append(Transition(
-            turn, action.to_dict() if isinstance(action, ToolCall) else action, act.calls, act.obs, rewards,
+            turn, recorded, act.calls, act.obs, rewards,
             task_rewards, diff, time.perf_counter() - start, act.error, act.error_kind,
         ))
         info = {
@@ -391,21 +396,23 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         }
         return act.obs[:], float(reward), terminated, truncated, info
 
-    def _act(self, action: Action, turn: int) -> _Acted:
+    def _act(self, admitted: _admit.Admitted, turn: int) -> _Acted:
         """Parse the action and run its tool calls; bad actions become error observations."""
         act = _Acted()
         try:
-            act.calls = self._parse(action)
+            if admitted.error is not None:
+                raise ParseError(admitted.error)
+            act.calls = self._parse(admitted.action)
             for i, call in enumerate(act.calls):
                 outcome = self._call(call, call.id or f"call_{turn}_{i}")
                 act.outcomes.append(outcome)
-                act.obs.append(self.render_result(outcome))
+                act.obs.append(self._render(outcome))
                 act.terminal |= outcome.ok and self.tools[call.name].terminal
                 if not outcome.ok and act.error is None:
                     act.error, act.error_kind = outcome.error, outcome.error_kind
         except ParseError as e:
             act.error, act.error_kind = str(e), "format"
-            act.obs.extend(self._format_error_messages(action, act.error))
+            act.obs.extend(self._format_error_messages(admitted.message, act.error))
         except InfraError as e:
             act.error, act.error_kind, act.infra = str(e), "infra", True
             act.obs.append({"role": "user", "content": f"Error: the environment failed: {e}"})
@@ -421,10 +428,15 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         if not (terminated or truncated):
             return False, False, None, {}
         try:
-            task_rewards = self._verify()
+            value = self.verify(self.task)
         except InfraError as e:
             act.error, act.error_kind = str(e), "infra"
             return False, True, Failure.INFRA, {}
+        except EnvStateError:
+            raise
+        except Exception as e:  # noqa: BLE001 - see _broken_verifier
+            value = self._broken_verifier(e, act)
+        task_rewards = self._task_rewards(value)
         if task_rewards["task"] >= self.success_threshold:
             failure = Failure.NONE
         elif format_end:
@@ -522,20 +534,51 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             result = getattr(self, spec.method_name)(**args.__dict__)
         except ToolError as e:
             return CallOutcome(call, call_id, False, error=str(e), error_kind="tool")
+        except (InfraError, EnvStateError):
+            raise
+        except Exception as e:  # noqa: BLE001 - an action must not be able to crash step (or pass for infra)
+            _log_once(type(self), f"tool {call.name!r}", e)
+            return CallOutcome(call, call_id, False, error=f"the tool {call.name!r} failed: {_describe(e)}",
+                               error_kind="tool")
         return CallOutcome(call, call_id, True, result=result)
 
-    def _verify(self) -> dict[str, float]:
-        value = self.verify(self.task)
+    def _render(self, outcome: CallOutcome) -> Message:
+        try:
+            return self.render_result(outcome)
+        except Exception as e:  # noqa: BLE001 - a result the tool returned but nobody can show
+            _log_once(type(self), "render_result", e)
+            return {"role": "tool", "tool_call_id": outcome.call_id, "name": outcome.call.name,
+                    "content": f"Error: the result could not be shown: {_describe(e)}"}
+
+    def _step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
+        try:
+            rewards = self.step_rewards(outcomes)
+        except (InfraError, EnvStateError):
+            raise
+        except Exception as e:  # noqa: BLE001 - logged; the step gets no step reward rather than a crash
+            _log_once(type(self), "step_rewards", e)
+            return {}
+        if "task" in rewards:
+            raise TypeError(f"{type(self).__name__}.step_rewards() must not return 'task': that name is the verifier's")
+        return rewards
+
+    def _broken_verifier(self, error: Exception, act: _Acted) -> dict[str, float]:
+        """The verifier raised (not `InfraError`): the episode is not solved. Never infra,
+        which would let a policy that can crash the verifier dodge its failures; never an
+        exception out of step. Logged, and in ``info["error"]``: a bug to fix, not a score."""
+        _log_once(type(self), "verify", error)
+        act.error = f"the verifier failed: {_describe(error)}"
+        return {"task": 0.0}
+
+    def _task_rewards(self, value: float | dict[str, float]) -> dict[str, float]:
         rewards = {"task": float(value)} if isinstance(value, (int, float)) else dict(value)
         if "task" not in rewards:
             raise TypeError(f"{type(self).__name__}.verify() must return a float or a dict with a 'task' key")
         return rewards
 
-    def _format_error_messages(self, action: Action, error: str) -> list[Message]:
+    def _format_error_messages(self, message: Message, error: str) -> list[Message]:
         # An OpenAI assistant message with tool_calls must be answered once per call id.
-        ids = []
-        if isinstance(action, dict) and isinstance(action.get("tool_calls"), list):
-            ids = [c.get("id") for c in action["tool_calls"] if isinstance(c, dict) and c.get("id")]
+        ids = [c["id"] for c in message.get("tool_calls") or ()]
         if ids:
             return [{"role": "tool", "tool_call_id": i, "content": f"Error: {error}"} for i in ids]
         return [{"role": "user", "content": f"Error: {error}"}]
@@ -565,34 +608,6 @@ def _qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _assistant_message(action: Any, turn: int) -> Message:
-    """The action as the assistant message of the conversation. Structured calls
-    without an id get the id their tool result will answer (``call_{turn}_{i}``)."""
-    if isinstance(action, str):
-        return {"role": "assistant", "content": action}
-    if isinstance(action, ToolCall):
-        return {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [
-                {"id": action.id or f"call_{turn}_0", "type": "function",
-                 "function": {"name": action.name, "arguments": json.dumps(action.arguments)}}
-            ],
-        }
-    if isinstance(action, dict):
-        message = dict(action)
-        message["role"] = "assistant"
-        if message.get("content") is None:
-            message["content"] = ""
-        if isinstance(message.get("tool_calls"), list):
-            message["tool_calls"] = [
-                {**tc, "id": tc.get("id") or f"call_{turn}_{i}"} if isinstance(tc, dict) else tc
-                for i, tc in enumerate(message["tool_calls"])
-            ]
-        return message  # type: ignore[return-value]
-    return {"role": "assistant", "content": repr(action)[:1000]}
-
-
 def _validation_message(tool: str, error: ValidationError) -> str:
     parts = []
     for err in error.errors()[:5]:
@@ -604,3 +619,24 @@ def _validation_message(tool: str, error: ValidationError) -> str:
         else:
             parts.append(f"argument {field!r}: {err['msg']}")
     return f"invalid arguments for {tool!r}: " + "; ".join(parts)
+
+
+_logged: set[tuple[type, str, type]] = set()
+
+
+def _log_once(env: type, where: str, error: Exception) -> None:
+    """Log an env's own code failing on an action, with its traceback, once per kind."""
+    key = (env, where, type(error))
+    if key in _logged:
+        return
+    _logged.add(key)
+    logger.warning("%s.%s raised %s (an action reached a bug; the step goes on)", env.__name__, where,
+                   _describe(error), exc_info=error)
+
+
+def _describe(error: BaseException) -> str:
+    try:
+        text = _safejson.clean_text(str(error))
+    except Exception:  # noqa: BLE001 - a hostile __str__
+        text = ""
+    return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__

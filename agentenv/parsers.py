@@ -17,6 +17,7 @@ import json
 import re
 from typing import Any, Protocol, runtime_checkable
 
+from agentenv import _safejson
 from agentenv.types import Action, ToolCall
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
 ]
 
 MAX_CALLS_PER_ACTION = 16
+MAX_ARGUMENT_DEPTH = 32
+"""Tool arguments nested deeper are refused: no tool needs them, and deep values break encoders later."""
 
 
 class ParseError(ValueError):
@@ -60,9 +63,9 @@ def _call_from_obj(obj: Any, index: int) -> ToolCall:
     arguments = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(arguments, str):  # some models emit arguments as a JSON string
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as e:
-            raise ParseError(f'tool call {index}: "arguments" is not valid JSON: {e.msg} at char {e.pos}') from None
+            arguments = _safejson.loads(arguments, max_depth=MAX_ARGUMENT_DEPTH) if arguments.strip() else {}
+        except _safejson.UnsafeJSON as e:
+            raise ParseError(f'tool call {index}: "arguments": {e}') from None
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
@@ -70,14 +73,25 @@ def _call_from_obj(obj: Any, index: int) -> ToolCall:
     call_id = obj.get("id")
     if call_id is not None and not isinstance(call_id, str):
         raise ParseError(f'tool call {index}: "id" must be a string')
-    return ToolCall(name, arguments, call_id)
+    return checked_call(ToolCall(name, arguments, call_id), index)
+
+
+def checked_call(call: ToolCall, index: int = 1) -> ToolCall:
+    """``call`` if its name, id and arguments are plain JSON data that every later
+    reader can take (see `agentenv._safejson`); otherwise `ParseError`."""
+    found = _safejson.problem({"name": call.name, "id": call.id, "arguments": call.arguments},
+                              max_depth=MAX_ARGUMENT_DEPTH + 1)
+    if found is not None:
+        where, what = found
+        raise ParseError(f"tool call {index}: {_safejson.clean_text(where)}: {what}")
+    return call
 
 
 def _loads(text: str, index: int) -> Any:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ParseError(f"tool call {index}: invalid JSON: {e.msg} at char {e.pos}") from None
+        return _safejson.loads(text, max_depth=MAX_ARGUMENT_DEPTH + 1)
+    except _safejson.UnsafeJSON as e:
+        raise ParseError(f"tool call {index}: {e}") from None
 
 
 def _text_of(action: Action) -> str:
@@ -143,7 +157,7 @@ class OpenAIParser:
 
     def parse(self, action: Action) -> list[ToolCall]:
         if isinstance(action, ToolCall):
-            return [action]
+            return [checked_call(action)]
         if not isinstance(action, dict):
             raise ParseError(f"expected an assistant message object, got {type(action).__name__}")
         raw = action.get("tool_calls") or []
@@ -174,7 +188,7 @@ class AutoParser:
 
     def parse(self, action: Action) -> list[ToolCall]:
         if isinstance(action, ToolCall):
-            return [action]
+            return [checked_call(action)]
         if isinstance(action, dict):
             if action.get("tool_calls"):
                 return self._openai.parse(action)

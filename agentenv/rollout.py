@@ -3,9 +3,13 @@
 Each turn the engine gathers every live episode, asks the policy for all of their
 actions in one call, then steps the envs concurrently in a thread pool (env steps
 are I/O: containers, HTTP services, browsers). An exception inside one env ends
-that episode as ``infra`` and never stops the others. Finished trajectories are
-appended to a JSONL file and flushed one by one, so a crash loses nothing that
-had finished.
+that episode as ``infra`` and never stops the others; a policy that raises (a
+timeout, a dead server, a bug) or answers with the wrong number of actions ends
+the episodes it was asked about as ``infra`` and the rollout goes on with the
+rest. Only `KeyboardInterrupt` (or another `BaseException`) stops it. Finished
+trajectories are appended to a JSONL file and flushed one by one, so a crash
+loses nothing that had finished; a trajectory holding something no encoder
+takes is written with those values spelled out rather than lost.
 
 Left out on purpose: retries of infra failures (the failure miner re-queues
 them) and process-level parallelism (envs that need it run their work in
@@ -14,6 +18,8 @@ containers or services already).
 
 from __future__ import annotations
 
+import json
+import math
 import time
 import traceback
 from collections import deque
@@ -21,8 +27,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from enum import Enum
 from typing import IO, Any
 
+from agentenv import _safejson
 from agentenv.env import Env, Snapshot
 from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
 from agentenv.task import Task, did_you_mean
@@ -117,7 +125,7 @@ def rollout(
         traj = _trajectory(ep, env_id)
         results[ep.index] = traj
         if sink is not None:
-            sink.write(traj.model_dump_json() + "\n")
+            sink.write(_jsonl_line(traj))
             sink.flush()
         if ep.env is not None:
             if ep.error is None:
@@ -174,14 +182,7 @@ def rollout(
                     (finish if ep.done else live.append)(ep)
                 if not live:
                     continue
-                outputs = policy.act(
-                    [
-                        Conversation(ep.index, list(ep.env.messages), ep.env.tool_schemas(), ep.env.task)  # type: ignore[union-attr]
-                        for ep in live
-                    ]
-                )
-                if len(outputs) != len(live):
-                    raise ValueError(f"policy returned {len(outputs)} actions for {len(live)} conversations")
+                outputs = _ask(policy, live)
                 _run(pool, advance, list(zip(live, outputs, strict=True)))
                 still = []
                 for ep in live:
@@ -196,6 +197,63 @@ def rollout(
         if sink is not None:
             sink.close()
     return [t for t in results if t is not None]
+
+
+def _ask(policy: Policy, live: list[_Episode]) -> list[PolicyOutput]:
+    """One action per live episode; a policy that raises or miscounts fails them all, as data."""
+    conversations = [
+        Conversation(ep.index, list(ep.env.messages), ep.env.tool_schemas(), ep.env.task)  # type: ignore[union-attr]
+        for ep in live
+    ]
+    try:
+        outputs = list(policy.act(conversations))
+    except Exception as e:  # noqa: BLE001 - the policy's backend failed: infra for these episodes, see module doc
+        return [PolicyFailure(error=_describe(e)) for _ in live]
+    if len(outputs) != len(live):
+        failure = PolicyFailure(error=f"the policy returned {len(outputs)} actions for {len(live)} conversations")
+        return [failure for _ in live]
+    return outputs
+
+
+def _jsonl_line(traj: Trajectory) -> str:
+    """``traj`` as one JSONL line. Envs keep their records plain JSON data, but a
+    custom env or policy may not: rather than lose the episode (and abort the
+    rollout), what the encoder refuses is spelled out (see `_plain`)."""
+    try:
+        return traj.model_dump_json() + "\n"
+    except (ValueError, TypeError, RecursionError):  # pydantic's serialisation errors are ValueErrors
+        pass
+    try:
+        data = _plain(traj.model_dump(mode="python"), depth=0)
+    except (ValueError, TypeError, RecursionError):  # not even a Python dump: keep what identifies it
+        data = {"env_id": traj.env_id, "task": _plain(traj.task.model_dump(mode="python"), depth=0),
+                "seed": traj.seed, "messages": [], "transitions": [], "failure": traj.failure.value,
+                "error": "the episode's record could not be written"}
+    return json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _plain(value: Any, depth: int) -> Any:
+    """``value`` as JSON data: lone surrogates spelled out, non-finite floats as None,
+    odd types and nesting past 64 levels as their repr."""
+    if isinstance(value, str):
+        return _safejson.clean_text(value)
+    if value is None or isinstance(value, bool | int):
+        return value if not isinstance(value, int) or value.bit_length() <= _safejson.MAX_INT_BITS else str(value)[:50]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if depth > 64:
+        return "<nested too deeply>"
+    if isinstance(value, dict):
+        return {_safejson.clean_text(str(k)): _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, Enum):
+        return _plain(value.value, depth + 1)
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__
+        text = f"<{type(value).__name__}>"
+    return _safejson.clean_text(text[:1000])
 
 
 def _run(pool: ThreadPoolExecutor, fn: Callable[[Any], None], items: list[Any]) -> None:

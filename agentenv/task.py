@@ -23,6 +23,7 @@ from typing import IO, Any, overload
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentenv import _safejson
 from agentenv.errors import TaskFileError
 
 __all__ = ["Task", "TaskMeta", "TaskSet"]
@@ -167,7 +168,6 @@ MAX_LINE_BYTES = 64 << 20
 """A longer line is refused: it would be read whole, and a small gzip can hold gigabytes of one line."""
 MAX_DEPTH = 100
 """Deeper JSON is refused: pydantic cannot write a task nested ~250 deep back out, and no real task nests so deep."""
-LONE_SURROGATE = "a string holds a lone surrogate (a \\ud800-\\udfff escape), which is not Unicode text"
 
 
 def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -197,7 +197,8 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _json_record(line: str, where: str) -> dict[str, Any]:
-    """One line's JSON object; `TaskFileError` for anything else, hostile input included."""
+    """One line's JSON object; `TaskFileError` for anything else, hostile input included
+    (see `agentenv._safejson`: lone surrogates, nesting past `MAX_DEPTH`, huge numbers)."""
     try:
         record = json.loads(line)
     except json.JSONDecodeError as e:
@@ -208,36 +209,7 @@ def _json_record(line: str, where: str) -> dict[str, Any]:
         raise TaskFileError(f"{where}: invalid JSON: nested too deeply") from None
     if not isinstance(record, dict):
         raise TaskFileError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    if (problem := _hostile_value(record)) is not None:
-        field, what = problem
-        raise TaskFileError(f"{where}: field {field!r}: {what}")
+    if (found := _safejson.problem(record, max_depth=MAX_DEPTH)) is not None:
+        field, what = found
+        raise TaskFileError(f"{where}: field {field or '(record)'!r}: {what}")
     return record
-
-
-def _hostile_value(record: dict[str, Any]) -> tuple[str, str] | None:
-    """(dotted field, what is wrong) for a value that JSON lets through but that would
-    break later, far from the file: a string or key with a lone surrogate (``"\\udc80"``:
-    not writable as UTF-8, nor sendable to a tokenizer) or nesting deeper than
-    `MAX_DEPTH`. Iterative, so nesting that got past `json.loads` cannot overflow the stack here."""
-    stack: list[tuple[str, Any, int]] = [("", record, 0)]
-    while stack:
-        field, value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return field.split(".", 1)[0], f"nested more than {MAX_DEPTH} deep"
-        if isinstance(value, str) and not _is_unicode(value):
-            return field or "(record)", LONE_SURROGATE
-        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-        for key, item in items:
-            name = f"{field}.{key}" if field else str(key)
-            if not _is_unicode(name):  # the key itself: its parents were checked before
-                return name.encode("utf-8", "backslashreplace").decode("utf-8"), LONE_SURROGATE
-            stack.append((name, item, depth + 1))
-    return None
-
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

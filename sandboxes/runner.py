@@ -617,6 +617,10 @@ def _open_regular(cfg: Config, rel: str, flags: int, *, create: bool) -> int:
     dir_fd = _open_dir(cfg, dirs, create=create)
     try:
         fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a socket, or a FIFO nobody reads
+            raise Refused(f"{rel!r} is not a regular file") from None
+        raise
     finally:
         os.close(dir_fd)
     if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -37,10 +37,10 @@ def test_concurrency_limits_live_episodes():
 
 def test_an_exception_in_one_env_fails_only_that_episode():
     class Flaky(CounterEnv):
-        def step_rewards(self, outcomes):
-            if self.task.id == "t1":
+        def initial_state(self, task):
+            if task.id == "t1":
                 raise RuntimeError("disk on fire")
-            return super().step_rewards(outcomes)
+            return super().initial_state(task)
 
     policy = ScriptedPolicy(lambda c: tool_call_text("add", amount=1) if c.turn < 2 else tool_call_text("submit"))
     trajs = rollout(Flaky, policy, tasks=["t0", "t1", "t0"])
@@ -133,8 +133,8 @@ def test_bad_arguments():
         rollout("arithmetic-v0", oracle, tasks=["arith-0-1", "arith-0-99999"])
     with pytest.raises(ValueError, match="must both have n=2"):
         rollout("arithmetic-v0", oracle, n=2, seeds=[1])
-    with pytest.raises(ValueError, match="policy returned 0 actions"):
-        rollout("arithmetic-v0", Silent(), n=1)
+    [traj] = rollout("arithmetic-v0", Silent(), n=1)  # a broken policy fails its episodes, as data
+    assert traj.failure == "infra" and traj.error == "policy: the policy returned 0 actions for 1 conversations"
 
 
 class Silent:

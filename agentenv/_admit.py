@@ -1,0 +1,152 @@
+"""Where a policy's action enters an env: what it may be, and how it is recorded.
+
+A policy is untrusted: it may hand `Env.step` text with lone surrogates, an
+OpenAI message dict of any shape (odd types, deep nesting, non-string keys,
+objects), a `ToolCall` holding values no encoder takes, or something that is
+none of these. `admit` turns any of it into an action the parsers can read, the
+assistant message the conversation records (always plain JSON data, so the
+trajectory serialises), and the reason it is not a valid action, if any, which
+`Env.step` reports as a format error. It never raises.
+
+Left out: parsing tool calls out of the text (the parsers do that).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agentenv import _safejson
+from agentenv.types import Action, Message, ToolCall
+
+__all__ = ["Admitted", "admit", "clean_messages"]
+
+MAX_MESSAGE_DEPTH = 40
+"""Deeper assistant-message dicts are refused (tool-call arguments nest up to 32 inside)."""
+_REPR_CHARS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    action: Action
+    """What the parser reads: text, a `ToolCall` or a normalised assistant message."""
+    message: Message
+    """The assistant message the conversation records: plain JSON data."""
+    error: str | None = None
+    """Why this is not a valid action (a format error), or None."""
+
+
+class _Function(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    arguments: str | dict[str, Any] | None = None
+
+
+class _ToolCallIn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str | None = None
+    type: str = "function"
+    function: _Function
+
+
+class _AssistantIn(BaseModel):
+    """An OpenAI assistant message as a policy may hand it over (extra keys kept if they are JSON)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: str = "assistant"
+    content: str | None = None
+    tool_calls: list[_ToolCallIn] | None = None
+
+
+def admit(action: Any, turn: int) -> Admitted:
+    """The action as the env will read and record it; see the module docstring."""
+    if type(action) is str or isinstance(action, str):
+        text = str.__str__(action)  # a str subclass may override anything; its characters are what count
+        if not _safejson.is_unicode(text):
+            clean = _safejson.clean_text(text)
+            at = next(i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff")
+            return Admitted(clean, {"role": "assistant", "content": clean},
+                            f"the action holds a lone surrogate (U+{ord(text[at]):04X} at char {at}), "
+                            "which is not Unicode text")
+        return Admitted(text, {"role": "assistant", "content": text})
+    if isinstance(action, ToolCall):
+        return _admit_call(action, turn)
+    if isinstance(action, dict):
+        return _admit_message(action, turn)
+    shown = _safe_repr(action)
+    return Admitted(shown, {"role": "assistant", "content": shown},
+                    f"expected text, a ToolCall or an assistant message, got {type(action).__name__}")
+
+
+def _admit_call(call: ToolCall, turn: int) -> Admitted:
+    found = _safejson.problem(call.arguments, max_depth=MAX_MESSAGE_DEPTH)
+    if found is None:
+        try:
+            arguments = json.dumps(call.arguments, ensure_ascii=False)
+        except ValueError:  # NaN is fine for json.dumps; what is left is a circular structure
+            found = ("", "the arguments cannot be written as JSON")
+    if found is not None:
+        where, what = found
+        name = _safejson.clean_text(call.name)
+        return Admitted(name, {"role": "assistant", "content": ""},
+                        f"tool call {name!r}: arguments{'.' + where if where else ''}: {what}")
+    message: Message = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": call.id or f"call_{turn}_0", "type": "function",
+         "function": {"name": call.name, "arguments": arguments}},
+    ]}
+    return Admitted(call, message)
+
+
+def _admit_message(action: dict[Any, Any], turn: int) -> Admitted:
+    found = _safejson.problem(action, max_depth=MAX_MESSAGE_DEPTH)
+    if found is not None:
+        where, what = found
+        content = action.get("content")
+        shown = _safejson.clean_text(content) if isinstance(content, str) else ""
+        return Admitted(shown, {"role": "assistant", "content": shown},
+                        f"the assistant message{': ' + where if where else ''}: {what}")
+    try:
+        parsed = _AssistantIn.model_validate(action)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(message)"
+        content = action.get("content")
+        shown = content if isinstance(content, str) else ""
+        return Admitted(shown, {"role": "assistant", "content": shown},
+                        f"the assistant message: field {field!r}: {err['msg']}")
+    message = parsed.model_dump(exclude_none=True)
+    message["role"] = "assistant"
+    message["content"] = parsed.content or ""
+    if parsed.tool_calls:
+        message["tool_calls"] = [{**tc, "id": tc.get("id") or f"call_{turn}_{i}"}
+                                 for i, tc in enumerate(message["tool_calls"])]
+    return Admitted(message, message)  # type: ignore[arg-type]
+
+
+def clean_messages(messages: list[Message]) -> list[Message]:
+    """``messages`` with every content a writable string (lone surrogates spelled out,
+    anything else rendered): an env's observation must serialise whatever a tool returned."""
+    for message in messages:
+        content = message.get("content")
+        if type(content) is str:
+            if not _safejson.is_unicode(content):
+                message["content"] = _safejson.clean_text(content)
+        elif content is not None and _safejson.problem(content, max_depth=MAX_MESSAGE_DEPTH) is not None:
+            message["content"] = _safe_repr(content)  # e.g. content parts holding what JSON cannot
+    return messages
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as e:  # noqa: BLE001 - a hostile __repr__, or an int past the digit limit
+        text = f"<{type(value).__name__}: repr failed with {type(e).__name__}>"
+    if not isinstance(text, str):
+        text = f"<{type(value).__name__}>"
+    return _safejson.clean_text(text[:_REPR_CHARS])

@@ -1,0 +1,94 @@
+"""JSON that cannot break what reads it later: the checks for untrusted values.
+
+A policy's action, a task file or a service's answer is parsed by `json.loads`,
+which lets through values that break something far from the boundary: a lone
+surrogate (``"\\udc80"``) that no UTF-8 writer accepts, nesting that overflows a
+recursive encoder, an integer too long for ``str()``. `loads` turns every way
+`json.loads` can fail (bad JSON, a number past the digit limit, nesting past the
+stack) into `UnsafeJSON`, and `problem` finds what parsing lets through, without
+recursion, so deep input cannot overflow the check itself.
+
+Left out: schema checks (pydantic does those), size limits on whole documents
+(the caller caps the text before parsing).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["MAX_INT_BITS", "UnsafeJSON", "clean_text", "is_unicode", "loads", "problem"]
+
+MAX_INT_BITS = 4096
+"""Longer integers are refused: ``str()`` of one past ~4,300 digits raises (Python's limit)."""
+
+
+class UnsafeJSON(ValueError):
+    """The text is not JSON, or holds a value that would break a later reader."""
+
+
+def loads(text: str | bytes, *, max_depth: int) -> Any:
+    """``json.loads`` whose every failure is `UnsafeJSON`, then `problem` on the value."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UnsafeJSON(f"invalid JSON: {e.msg} at char {e.pos}") from None
+    except RecursionError:
+        raise UnsafeJSON("invalid JSON: nested too deeply") from None
+    except ValueError as e:  # an integer of more digits than int() converts
+        raise UnsafeJSON(f"invalid JSON: {e}") from None
+    found = problem(value, max_depth=max_depth)
+    if found is not None:
+        where, what = found
+        raise UnsafeJSON(f"{where}: {what}" if where else what)
+    return value
+
+
+def problem(value: Any, *, max_depth: int) -> tuple[str, str] | None:
+    """(path, what is wrong) for the first value that JSON data must not hold, or None.
+
+    Refused: nesting deeper than ``max_depth``, strings or keys with a lone
+    surrogate, keys that are not strings, integers of more than `MAX_INT_BITS`
+    bits, and any type but dict, list, str, int, float, bool and None."""
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
+    while stack:
+        path, item, depth = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if not is_unicode(item):
+                return path, "a string holds a lone surrogate (\\ud800-\\udfff), which is not Unicode text"
+        elif kind is int:
+            if item.bit_length() > MAX_INT_BITS:
+                return path, f"an integer of {item.bit_length()} bits; the limit is {MAX_INT_BITS}"
+        elif kind is dict or kind is list:
+            if depth >= max_depth:  # named by its top field: the full path would be as deep
+                return path.split(".", 1)[0], f"nested more than {max_depth} deep"
+            if kind is list:
+                stack.extend((f"{path}.{i}" if path else str(i), v, depth + 1) for i, v in enumerate(item))
+                continue
+            for key, v in item.items():
+                if type(key) is not str:
+                    return path, f"a key of type {type(key).__name__}; JSON keys are strings"
+                name = f"{path}.{key}" if path else key
+                if not is_unicode(key):
+                    return clean_text(name), "a key holds a lone surrogate (\\ud800-\\udfff), which is not Unicode text"
+                stack.append((name, v, depth + 1))
+        elif not (item is None or kind is bool or kind is float):
+            return path, f"a value of type {kind.__name__}, which is not JSON"
+    return None
+
+
+def is_unicode(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (no lone surrogates)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def clean_text(text: str) -> str:
+    """``text`` with each lone surrogate spelled out as ``\\udc80``: writable, and still telling."""
+    return text if is_unicode(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -1,0 +1,204 @@
+"""Actions a policy can produce never escape `Env.step`, never pass for infra, and
+always serialise; a policy that raises fails only its own episodes.
+
+Each case is one move a trained policy could find: text that breaks a decoder, a
+value that breaks an encoder, a tool or a verifier that crashes on what it is given.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import agentenv
+from agentenv import Env, ScriptedPolicy, State, Task, ToolCall, Trajectory, rollout, tool, tool_call_text
+from agentenv.envs.arithmetic import ArithmeticEnv, make_tasks
+from tests.toy_envs import CounterEnv
+
+DEEP = 3000
+HUGE = "9" * 5000
+
+
+class Odd:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr for you")
+
+
+HOSTILE = {
+    "5,000-digit integer in the JSON": f'<tool_call>{{"name": "submit", "arguments": {{"answer": {HUGE}}}}}</tool_call>',
+    "5,000-digit integer in a bare JSON call": f'{{"name": "submit", "arguments": {{"answer": {HUGE}}}}}',
+    "JSON nested 3,000 deep": '<tool_call>{"name": "submit", "arguments": {"answer": ' + "[" * DEEP + "]" * DEEP
+                              + "}}</tool_call>",
+    "arguments nested 3,000 deep as a string": {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "submit", "arguments": '{"answer": ' + "[" * DEEP + "]" * DEEP + "}"}}]},
+    "lone surrogate in the text": "\udc80<tool_call>{\"name\": \"submit\", \"arguments\": {\"answer\": 1}}</tool_call>",
+    "lone surrogate escaped in the JSON": '<tool_call>{"name": "submit\\udc80", "arguments": {"answer": 1}}</tool_call>',
+    "lone surrogate in an argument": '<tool_call>{"name": "submit", "arguments": {"answer": "\\ud800"}}</tool_call>',
+    "NaN": '<tool_call>{"name": "submit", "arguments": {"answer": NaN}}</tool_call>',
+    "a ToolCall with a huge integer": ToolCall("submit", {"answer": 10**5000}),
+    "a ToolCall with an object": ToolCall("submit", {"answer": Odd()}),
+    "a ToolCall with deep nesting": ToolCall("submit", {"answer": json.loads("[" * 500 + "]" * 500)}),
+    "a ToolCall with a surrogate key": ToolCall("submit", {"\udc80": 1}),
+    "a message whose tool_calls is a number": {"role": "assistant", "content": "x", "tool_calls": 7},
+    "a message with non-string keys": {"role": "assistant", "content": "x", (1, 2): "tuple key"},
+    "a message holding an object": {"role": "assistant", "content": Odd()},
+    "a message with a huge integer": {"role": "assistant", "content": "x", "extra": 10**5000},
+    "a message with tool calls of odd shapes": {"role": "assistant", "tool_calls": [1, "x", None, {"function": 3}]},
+    "a message nested 3,000 deep": {"role": "assistant", "content": "x", "deep": json.loads("[" * 900 + "]" * 900)},
+    "None": None,
+    "bytes": b"<tool_call>{}</tool_call>",
+    "an object with a hostile repr": Odd(),
+    "a str subclass": type("Sneaky", (str,), {"__len__": lambda self: 0})("<tool_call>{\"name\": 1}</tool_call>"),
+}
+
+
+def _serialises(env: Env) -> None:
+    traj = Trajectory(task=env.task, messages=env.messages, transitions=env.transitions, failure="none")
+    line = traj.model_dump_json()
+    line.encode("utf-8")
+    assert Trajectory.model_validate_json(line).turns == len(env.transitions)
+
+
+@pytest.mark.parametrize("action", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_a_hostile_action_is_a_format_error_that_serialises(action):
+    env = ArithmeticEnv(make_tasks(4, seed=1))
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert info["error_kind"] == "format", info
+    assert info["rewards"]["format"] == -env.format_penalty
+    assert not terminated and not truncated
+    for message in obs:
+        message["content"].encode("utf-8")
+    _serialises(env)
+
+
+@pytest.mark.parametrize("action", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_an_episode_of_hostile_actions_ends_as_the_policys_failure_never_infra(action):
+    env = ArithmeticEnv(make_tasks(4, seed=1))
+    env.reset(seed=0)
+    for _ in range(env.max_format_errors):
+        *_, terminated, truncated, info = env.step(action)
+    assert terminated and info["failure"] == "format"
+    _serialises(env)
+
+
+class Fragile(State):
+    seen: list[str] = []
+
+
+class FragileEnv(Env[Fragile]):
+    """Tools and hooks with the bugs an action can reach."""
+
+    state_type = Fragile
+    max_turns = 4
+
+    @tool
+    def lookup(self, key: str) -> str:
+        """Look a key up."""
+        return {"a": "found"}[key]  # KeyError for any other key
+
+    @tool
+    def echo(self, value: int) -> object:
+        """Return something nobody can show."""
+        return {"value": value, "self": Odd(), "nan": math.nan}
+
+    @tool(terminal=True)
+    def finish(self, text: str) -> str:
+        """Finish."""
+        self.state.seen.append(text)
+        return "done"
+
+    def step_rewards(self, outcomes):
+        return {"length": 1.0 / len(self.state.seen)} if outcomes and outcomes[0].call.name == "echo" else {}
+
+    def verify(self, task: Task) -> float:
+        return float(int(self.state.seen[-1]) > 0)  # ValueError for text that is not a number
+
+
+ENV_BUGS = {
+    "a tool that raises KeyError": (tool_call_text("lookup", key="zzz"), "tool", None),
+    "a result no encoder takes": (tool_call_text("echo", value=1), None, None),
+    "a verifier that raises": (tool_call_text("finish", text="not a number"), None, "policy"),
+}
+
+
+@pytest.mark.parametrize("case", list(ENV_BUGS), ids=list(ENV_BUGS))
+def test_env_code_that_an_action_crashes_is_the_policys_failure_never_infra(case, caplog):
+    action, error_kind, failure = ENV_BUGS[case]
+    env = FragileEnv([Task(id="t", prompt="go")])
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert info["error_kind"] == error_kind
+    assert info["failure"] == failure
+    assert failure != "infra"
+    if failure is not None:
+        assert info["error"].startswith("the verifier failed: ValueError")
+    for message in obs:
+        message["content"].encode("utf-8")
+    _serialises(env)
+
+
+# -- the rollout: a policy that raises ----------------------------------------------------
+
+
+class Flaky:
+    """Answers by script, but raises for the batch whenever conversation 2 is in it at turn 1."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        self.calls = 0
+
+    def act(self, conversations):
+        self.calls += 1
+        if any(c.id == 2 and c.turn == 1 for c in conversations):
+            raise self.error
+        return [tool_call_text("add", amount=1) if c.turn < 2 else tool_call_text("submit") for c in conversations]
+
+
+def test_a_policy_that_raises_fails_its_episodes_as_infra_and_the_rollout_goes_on(tmp_path: Path):
+    out = tmp_path / "episodes.jsonl"
+    trajs = rollout(CounterEnv, Flaky(TimeoutError("the server took too long")), tasks=["t0"] * 6,
+                    concurrency=2, out=out)
+    assert len(trajs) == 6
+    failures = [t.failure for t in trajs]
+    # Episodes 2 and 3 were asked together when the policy raised; the rest finished.
+    assert failures == ["none", "none", "infra", "infra", "none", "none"]
+    assert trajs[2].error.startswith("policy: TimeoutError: the server took too long")
+    lines = out.read_text().splitlines()
+    assert len(lines) == 6
+    assert sorted(Trajectory.from_json(line).failure for line in lines) == sorted(failures)
+
+
+def test_keyboard_interrupt_still_stops_a_rollout(tmp_path: Path):
+    out = tmp_path / "episodes.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        rollout(CounterEnv, Flaky(KeyboardInterrupt()), tasks=["t0"] * 4, concurrency=1, out=out)
+    assert [Trajectory.from_json(line).failure for line in out.read_text().splitlines()] == ["none", "none"]
+
+
+def test_a_trajectory_that_pydantic_cannot_encode_is_still_written(tmp_path: Path):
+    class Leaky(CounterEnv):
+        def render_intro(self, task):
+            return [{"role": "system", "content": "sys"}, {"role": "user", "content": "bad \udc80 prompt",
+                                                           "extra": float("nan")}]
+
+    out = tmp_path / "episodes.jsonl"
+    [traj] = rollout(Leaky, ScriptedPolicy(lambda c: tool_call_text("submit")), tasks=["t0"], out=out)
+    [line] = out.read_text(encoding="utf-8").splitlines()
+    assert "bad \\udc80 prompt" in json.loads(line)["messages"][1]["content"]
+
+
+def test_registered_envs_survive_the_hostile_table():
+    for env_id in ("arithmetic-v0", "guess-number-v0"):
+        env = agentenv.make(env_id)
+        env.reset(seed=0)
+        for action in HOSTILE.values():
+            if env.turn >= env.max_turns - 1 or env._ended:
+                env.reset(seed=1)
+            env.step(action)
+        _serialises(env)
+        env.close()
