@@ -39,6 +39,10 @@ from agentenv.sandboxes.pool import PooledSandbox
 __all__ = ["CodeEnv", "CodeState", "oracle"]
 
 SOLUTION_FILE = "solution.py"
+# What compile() raises for code it cannot take: a syntax error, NUL bytes (ValueError),
+# nesting past the parser's or the compiler's stack (MemoryError, RecursionError), and
+# CPython 3.11's occasional SystemError when threads compile at once.
+_UNPARSEABLE = (SyntaxError, ValueError, RecursionError, MemoryError, SystemError)
 SHOW_CHARS = 4000  # of each output stream, per observation
 MAX_SOLUTION_BYTES = 256 * 1024
 
@@ -245,7 +249,7 @@ class CodeEnv(Env[CodeState]):
             # can raise SystemError ("AST constructor recursion depth mismatch").
             compile(code, SOLUTION_FILE, "exec", dont_inherit=True)
             ok = True
-        except (SyntaxError, ValueError):  # ValueError: null bytes in the source
+        except _UNPARSEABLE:
             ok = False
         self._signals["parses"] = min(self._signals.get("parses", 1.0), float(ok))
         return ok
@@ -311,7 +315,9 @@ def _syntax_error(code: str, where: str = "the code") -> str:
         compile(code, "<code>", "exec", dont_inherit=True)
     except SyntaxError as e:
         return f"{where} does not parse, nothing was run: SyntaxError: {e.msg} (line {e.lineno})"
-    except ValueError as e:
+    except (RecursionError, MemoryError):
+        return f"{where} does not parse, nothing was run: it is nested too deeply for the compiler"
+    except (ValueError, SystemError) as e:
         return f"{where} does not parse, nothing was run: {e}"
     return f"{where} does not parse"
 

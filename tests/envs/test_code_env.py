@@ -110,3 +110,28 @@ def test_made_from_the_registry_without_starting_a_sandbox_and_closed_cleanly():
     pools = list(env.sandboxes._pools.values())
     env.close()
     assert all(pool._closed for pool in pools)
+
+
+DEEP_CODE = {"unary chain": "-" * 30000 + "1", "binop chain": "1" + "+1" * 10000, "call chain": "f" + "()" * 10000}
+
+
+@pytest.mark.parametrize("code", list(DEEP_CODE.values()), ids=list(DEEP_CODE))
+def test_code_nested_past_the_compilers_stack_is_an_observation_never_a_crash(env, code):
+    # compile() on the host raised RecursionError or MemoryError out of step.
+    env.reset(seed=0, options={"task": ADD_TASK})
+    obs, _, _, _, info = env.step(tool_call_text("run_python", code=code))
+    assert "nested too deeply for the compiler" in obs[0]["content"] and info["rewards"]["parses"] == 0.0
+    _, _, _, _, info = env.step(tool_call_text("write_file", path="solution.py", content=code))
+    assert info["error"] is None
+    *_, terminated, _, info = env.step(tool_call_text("submit", code=code))
+    assert terminated and info["failure"] == "policy" and info["task_reward"] == 0.0
+
+
+def test_a_fifo_named_like_the_solution_is_refused_at_once(env):
+    # The runner blocked 60 s opening it, and the episode ended as infra: a way to dodge a failure.
+    env.reset(seed=0, options={"task": ADD_TASK})
+    env.step(tool_call_text("run_python", code="import os; os.mkfifo('solution.py')"))
+    obs, _, _, _, info = env.step(tool_call_text("run_tests"))
+    assert info["error_kind"] == "tool" and "not a regular file" in obs[0]["content"]
+    obs, _, terminated, truncated, info = env.step(tool_call_text("submit"))
+    assert not (terminated or truncated) and info["error_kind"] == "tool" and "not a regular file" in info["error"]
