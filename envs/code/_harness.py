@@ -21,7 +21,7 @@ returns; the *host* compares it with the expected value, which never enters the
 sandbox. Code tests (a benchmark's ``check(candidate)``) run here, with
 ``candidate`` a proxy whose calls go to the worker and whose results are decoded
 into plain values, so the solution never runs in this process.
-Pasted after `_codec.py` and a ``WORKER_PROGRAM`` string; stdlib only.
+Pasted after `_codec.py` and `_worker.py`; stdlib only.
 """
 
 import os
@@ -107,7 +107,7 @@ class Worker:
 
 
 def _become_worker(req_r, resp_w):
-    """In the forked child: keep only the two pipes, then run the worker program."""
+    """In the forked child: keep only the two pipes, then serve as the worker (`_worker.py`)."""
     try:
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
@@ -116,10 +116,7 @@ def _become_worker(req_r, resp_w):
         os.closerange(3, keep[0])
         os.closerange(keep[0] + 1, keep[1])
         os.closerange(keep[1] + 1, 1 << 16)
-        for fd in keep:
-            os.set_inheritable(fd, True)
-        sys.argv = ["-c", str(req_r), str(resp_w)]
-        exec(compile(WORKER_PROGRAM, "<worker>", "exec"), {"__name__": "__worker__"})  # noqa: S102
+        worker_main(req_r, resp_w)
     finally:
         os._exit(127)
 

@@ -10,7 +10,8 @@ length, then the UTF-8 JSON).
 Whatever the solution does here (exit, print, patch builtins, return objects
 with a lying ``__eq__``) it can only change the *data* this process sends back,
 which the harness or the host then compares with what it alone knows.
-Pasted after `_codec.py`; stdlib only, no ``from __future__`` imports.
+Pasted between `_codec.py` and `_harness.py` (which calls `worker_main` in the
+forked child, so the worker costs no compile); stdlib only, no ``from __future__`` imports.
 """
 
 import os
@@ -76,8 +77,8 @@ def load(message):
     return function
 
 
-def main():
-    rfd, wfd = int(sys.argv[1]), int(sys.argv[2])
+def worker_main(rfd, wfd):
+    """Serve the harness over the pipes ``rfd`` / ``wfd`` until it closes them."""
     hello = receive(rfd)
     if hello is None:
         return
@@ -99,6 +100,3 @@ def main():
         except BaseException as e:  # noqa: BLE001 - the candidate's failure is data
             answer = {"ok": False, "error": describe(e)}
         send(wfd, answer)
-
-
-main()

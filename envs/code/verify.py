@@ -108,9 +108,7 @@ def _source(name: str) -> str:
 
 
 def _program() -> str:
-    codec = _source("_codec.py")
-    worker = codec + "\n" + _source("_worker.py")
-    return f"{codec}\nWORKER_PROGRAM = {worker!r}\n{_source('_harness.py')}"
+    return "\n".join(_source(name) for name in ("_codec.py", "_worker.py", "_harness.py"))
 
 
 PROGRAM = _program()
