@@ -6,9 +6,10 @@ and the reset latency.
 Every call is a ``get_order`` (a read) as a structured `ToolCall`, so what is timed is
 the env's step (validation, transition, state diff) plus the HTTP round trip to the
 domain's service (a separate process) and one SQLite transaction there. The
-baseline row posts the same request with the same httpx client and no env: the gap
-is the env's cost. The concurrent rows step 16 envs from 16 threads, each its own
-episode database, against the one service. Reset = copy the seed database and
+baseline row sends the same request through the service client and no env
+(`Service.call`: the request signed, the answer's proof and shape checked, as every
+call needs): the gap is the env's cost. The concurrent rows step 16 envs from 16
+threads, each its own episode database, against the one service. Reset = copy the seed database and
 build the first observation. Each figure is the median over rounds; the service is
 started and warmed before timing. Left out: write calls, the verifier's golden
 replay (once per task per service, then cached), model time.
@@ -52,13 +53,13 @@ def play(env: ToolsEnv, calls: int) -> float:
     return elapsed
 
 
-def raw_http(env: ToolsEnv, calls: int) -> float:
-    """The same requests with the env's httpx client and nothing else."""
-    body, headers = b'{"order_id": "O1002"}', {"X-Episode": env.episode, "content-type": "application/json"}
-    client = env.service.client
+def service_call(env: ToolsEnv, calls: int) -> float:
+    """The same requests through the service client (signed, answers checked) and nothing else."""
+    body, service, episode = b'{"order_id": "O1002"}', env.service, env.episode
     t0 = time.perf_counter()
     for _ in range(calls):
-        client.post("/call/get_order", content=body, headers=headers).raise_for_status()
+        if service.call(episode, "get_order", body, 5.0).status != 200:
+            raise RuntimeError("the baseline call failed")
     return time.perf_counter() - t0
 
 
@@ -91,10 +92,10 @@ def main(argv: list[str] | None = None) -> None:
     env = new_env(args.calls)
     envs = [new_env(args.calls) for _ in range(args.episodes)]
     pool = ThreadPoolExecutor(args.episodes)
-    play(env, 50), raw_http(env, 50), concurrent(envs, pool, 20)  # warm-up: connections, caches
-    one, raw, many = [], [], []
+    play(env, 50), service_call(env, 50), concurrent(envs, pool, 20)  # warm-up: connections, caches
+    one, base, many = [], [], []
     for _ in range(args.rounds):  # interleaved so drift hits every row alike
-        raw.append(args.calls / raw_http(env, args.calls))
+        base.append(args.calls / service_call(env, args.calls))
         one.append(args.calls / play(env, args.calls))
         many.append(args.calls * args.episodes / concurrent(envs, pool, args.calls))
     resets = sorted(reset_times(env, args.resets))
@@ -107,13 +108,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.rounds} rounds x {args.calls} calls per episode; {args.episodes} concurrent episodes; "
           f"{args.resets} resets; {time.perf_counter() - t_start:.1f} s\n")
     print(table(["measure", "calls/s (median)", "ms per call"], [
-        ["raw httpx POST, no env (baseline)", f"{statistics.median(raw):.0f}", f"{1e3 / statistics.median(raw):.2f}"],
+        ["service.call, no env (baseline)", f"{statistics.median(base):.0f}", f"{1e3 / statistics.median(base):.2f}"],
         ["1 episode through the env", f"{statistics.median(one):.0f}", f"{1e3 / statistics.median(one):.2f}"],
         [f"{args.episodes} concurrent episodes (total)", f"{statistics.median(many):.0f}",
          f"{1e3 / statistics.median(many):.2f}"],
     ]))
     print(f"\nreset (copy the seed db + first observation): p50 {p50:.2f} ms, p95 {p95:.2f} ms")
-    print(f"env overhead per call over raw HTTP: {1e3 / statistics.median(one) - 1e3 / statistics.median(raw):+.2f} ms; "
+    overhead_ms = 1e3 / statistics.median(one) - 1e3 / statistics.median(base)
+    print(f"env overhead per call over service.call: {overhead_ms:+.2f} ms; "
           f"{args.episodes} episodes vs 1: {statistics.median(many) / statistics.median(one):.2f}x the throughput")
     print("targets: the issue sets none for these figures; they are reported as measured")
 

@@ -4,16 +4,28 @@
     env = agentenv.make("retail-v0")      # or "calendar-v0"
     obs, info = env.reset(seed=0)         # starts the retail service on first use
 
-A domain is pydantic request models + route functions + tasks with golden actions
-(`Domain`, domain.py); its service runs in a subprocess (service.py, app.py); the
-env (env.py) turns routes into tools and verifies by final database state. See
-docs/tools_env.md for writing a domain. Nothing starts at import.
+A domain is pydantic request models + route functions + typed answer fields +
+tasks with golden actions (`Domain`, domain.py); its service runs in a subprocess
+that answers only the env that started it (service.py, app.py, auth.py); the env
+(env.py) turns routes into tools and verifies by final database state and the
+exact answer fields. See docs/tools_env.md for writing a domain. Nothing starts
+at import.
 """
 
-from agentenv.envs.tools.domain import Domain, NotFound, Request, Route, RuleViolation, gold_task, load_domain
-from agentenv.envs.tools.env import ToolsEnv, ToolsState, db_hash, oracle, route_specs
+from agentenv.envs.tools.domain import (
+    Answer,
+    Domain,
+    NotFound,
+    Request,
+    Route,
+    RuleViolation,
+    gold_task,
+    load_domain,
+)
+from agentenv.envs.tools.env import ToolsEnv, ToolsState, db_hash, oracle, respond_spec, route_specs
 
 __all__ = [
+    "Answer",
     "Domain",
     "NotFound",
     "Request",
@@ -25,5 +37,6 @@ __all__ = [
     "gold_task",
     "load_domain",
     "oracle",
+    "respond_spec",
     "route_specs",
 ]

@@ -1,18 +1,28 @@
-"""The authoring API of the tools env: a domain is request models + route functions + tasks.
+"""The authoring API of the tools env: a domain is request models + route functions +
+answer fields + tasks.
 
 A `Domain` holds a SQLite schema and seed, the routes the agent may call, which
-tables the verifier compares, and its tasks with golden actions. A route is a plain
-function ``(db, request) -> result`` over an open `sqlite3.Connection`; the service
-runs it in a transaction, so a `RuleViolation` or any error rolls back every write
-the route made. Business rules are raised, never returned:
+tables the verifier compares, the typed fields of its final answer, and its tasks
+with golden actions. A route is a plain function ``(db, request) -> result`` over an
+open `sqlite3.Connection`; the service runs it in a transaction, so a `RuleViolation`
+or any error rolls back every write the route made. Business rules are raised,
+never returned:
 
-    retail = Domain("retail", schema=SCHEMA, seed=seed, compare={"orders": ("id", "status")}, ...)
+    retail = Domain("retail", schema=SCHEMA, seed=seed, compare={"orders": ("id", "status")},
+                    answer=RetailAnswer, ...)
 
     @retail.route(write=True)
     def cancel_order(db: sqlite3.Connection, req: CancelOrder) -> dict:
         '''Cancel a pending order.'''
         ...
         raise RuleViolation("cancel_only_pending", "only pending orders can be cancelled")
+
+The final tool, ``respond``, carries a free-text message (shown to the user, never
+scored) and the fields of the domain's `Answer` model. A task names the fields it
+expects (`gold_task(..., expect={...})`); the verifier requires each of them exactly
+and every other field empty, so an answer stuffed with guesses cannot score.
+Integer fields of requests and answers must be bounded inside SQLite's 64-bit range
+(checked at definition), so no argument value reaches SQLite as an overflow.
 
 Left out: HTTP (service.py / app.py), the episode loop (env.py). Queries must be
 parameterised (``db.execute("... WHERE id = ?", (req.id,))``); a test checks every
@@ -28,22 +38,44 @@ import sqlite3
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from agentenv import Task, TaskMeta, TaskSet
 
-__all__ = ["Domain", "NotFound", "Request", "Route", "RuleViolation", "gold_task", "load_domain"]
+__all__ = ["Answer", "Domain", "NotFound", "Request", "Route", "RuleViolation", "gold_task", "load_domain"]
 
 Handler = Callable[[sqlite3.Connection, Any], Any]
 FINISH_TOOL = "respond"  # the env's own terminal tool: the final answer, never sent to the service
+MESSAGE_FIELD = "message"  # respond's free text: shown to the user, never scored
+SQLITE_INT_RANGE = (-(2**63), 2**63 - 1)
+Message = Annotated[str, Field(max_length=4000, description=(
+    "What you tell the user, in words. It is not checked: put the facts they asked for in the other fields."))]
 
 
 class Request(BaseModel):
     """Base of every request model: unknown fields are an error, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class Answer(BaseModel):
+    """Base of a domain's answer fields: the facts ``respond`` carries besides its message.
+
+    Every field defaults to None (left empty); a task checks the ones it expects
+    exactly and requires the others empty. Give each field a description that says
+    when to fill it: the agent sees it in ``respond``'s schema.
+
+    A fact must also have been *seen*: the value of each expected field, but those
+    named in ``inferred``, must have come back in a tool result of the episode, so
+    a guess that happens to be right (the likeliest status, say) scores nothing.
+    ``inferred`` names fields the agent concludes rather than reads (a rule name).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    inferred: ClassVar[frozenset[str]] = frozenset({"rule"})
 
 
 class RuleViolation(Exception):
@@ -80,6 +112,7 @@ class Domain:
         compare: Mapping[str, Sequence[str]],
         instructions: str,
         tasks: Callable[[], Sequence[Task]] | None = None,
+        answer: type[Answer] = Answer,
     ) -> None:
         """
         Args:
@@ -90,12 +123,15 @@ class Domain:
                 the agent cannot choose and bookkeeping tables (sessions).
             instructions: The system prompt's policy text (the rules, in words).
             tasks: Returns the tasks; called once, lazily, so it may use the routes.
+            answer: The typed fields of the final answer (default: none, only the message).
         """
+        _check_answer_model(answer)
         self.name = name
         self.schema = schema
         self.seed = seed
         self.compare = {table: tuple(cols) for table, cols in compare.items()}
         self.instructions = instructions
+        self.answer = answer
         self.routes: dict[str, Route] = {}
         self._tasks = tasks
 
@@ -111,11 +147,19 @@ class Domain:
                 raise TypeError(f"route {fn.__name__!r}: annotate {params[1]!r} with a Request subclass")
             if fn.__name__ in self.routes or fn.__name__ == FINISH_TOOL:
                 raise ValueError(f"route name {fn.__name__!r} is taken in domain {self.name!r}")
+            _check_int_bounds(request, f"route {fn.__name__!r}")
             doc = " ".join((inspect.getdoc(fn) or inspect.getdoc(request) or fn.__name__).split())
             self.routes[fn.__name__] = Route(fn.__name__, request, fn, write, doc)
             return fn
 
         return register
+
+    @functools.cached_property
+    def respond_model(self) -> type[BaseModel]:
+        """The arguments of ``respond``: the message, then the answer fields."""
+        fields: dict[str, Any] = {name: (f.annotation, f) for name, f in self.answer.model_fields.items()}
+        return create_model(f"{self.answer.__name__}Respond", __config__=ConfigDict(extra="forbid"),
+                            **{MESSAGE_FIELD: (Message, ...)}, **fields)
 
     @functools.cached_property
     def tasks(self) -> TaskSet:
@@ -135,12 +179,23 @@ class Domain:
             db.close()
 
     def _check_gold(self, task: Task) -> None:
-        for action in task.payload.get("actions", []):
+        if not task.payload.get("actions"):
+            raise ValueError(f"task {task.id!r}: no golden actions; build tasks with gold_task()")
+        *actions, final = task.payload["actions"]
+        for action in actions:
             name = action["name"]
-            if name != FINISH_TOOL and name not in self.routes:
+            if name not in self.routes:
                 raise ValueError(f"task {task.id!r}: golden action {name!r} is not a route of {self.name!r}")
-            if name != FINISH_TOOL:
-                self.routes[name].request.model_validate(action["arguments"])
+            self.routes[name].request.model_validate(action["arguments"])
+        expect = task.payload.get("expect", {})
+        if final["name"] != FINISH_TOOL or _fields(final["arguments"]) != expect:
+            raise ValueError(f"task {task.id!r}: the last golden action must be {FINISH_TOOL} with the expected fields")
+        try:
+            given = self.respond_model.model_validate(final["arguments"]).model_dump(exclude_none=True)
+        except ValidationError as e:
+            raise ValueError(f"task {task.id!r}: the expected answer is not a valid {FINISH_TOOL}: {e}") from None
+        if _fields(given) != expect:  # "5" for an int field would never match what the agent's 5 validates to
+            raise ValueError(f"task {task.id!r}: give each expected value as its field's type, got {expect}")
 
 
 def gold_task(
@@ -149,24 +204,72 @@ def gold_task(
     actions: Sequence[tuple[str, dict[str, Any]]],
     *,
     answer: str,
-    outputs: Sequence[str] = (),
+    expect: Mapping[str, Any] | None = None,
+    inferred: Sequence[str] = (),
     family: str = "default",
     difficulty: int = 0,
 ) -> Task:
-    """A task with golden actions; the final ``respond(message=answer)`` is appended.
+    """A task with golden actions; the final ``respond(message=answer, **expect)`` is appended.
 
-    ``outputs`` are strings the final answer must contain (case-insensitive), for
-    what the customer asked to be told.
+    ``expect`` holds the answer fields the task checks (what the user asked to be
+    told, or the rule that forbids the request, with the fact behind it): the
+    verifier requires each exactly and every other field empty, and each value
+    (but the answer model's ``inferred`` fields and those named in ``inferred``
+    here, say a sum the agent computes) to have come back in a tool result.
+    ``answer`` is the golden message to the user; it is shown, never scored.
     """
-    missing = [o for o in outputs if o.lower() not in answer.lower()]
-    if missing:
-        raise ValueError(f"task {task_id!r}: the golden answer lacks required outputs {missing}")
+    expect = dict(expect or {})
+    if MESSAGE_FIELD in expect or None in expect.values():
+        raise ValueError(f"task {task_id!r}: expect holds answer fields (not {MESSAGE_FIELD!r}), none of them None")
     calls = [{"name": n, "arguments": a} for n, a in actions]
-    calls.append({"name": FINISH_TOOL, "arguments": {"message": answer}})
+    calls.append({"name": FINISH_TOOL, "arguments": {MESSAGE_FIELD: answer, **expect}})
     return Task(
-        id=task_id, prompt=prompt, payload={"actions": calls, "outputs": list(outputs)},
+        id=task_id, prompt=prompt, payload={"actions": calls, "expect": expect, "inferred": sorted(inferred)},
         metadata=TaskMeta(family=family, difficulty=difficulty),
     )
+
+
+def _fields(respond_args: Mapping[str, Any]) -> dict[str, Any]:
+    """The answer fields of ``respond``'s arguments (all but the message)."""
+    return {k: v for k, v in respond_args.items() if k != MESSAGE_FIELD}
+
+
+def _check_answer_model(answer: type[Answer]) -> None:
+    if not (isinstance(answer, type) and issubclass(answer, Answer)):
+        raise TypeError(f"answer must be a subclass of agentenv.envs.tools.Answer, got {answer!r}")
+    for name, f in answer.model_fields.items():
+        if name == MESSAGE_FIELD or f.is_required() or f.default is not None:
+            raise TypeError(f"{answer.__name__}.{name}: answer fields default to None (left empty), "
+                            f"and {MESSAGE_FIELD!r} is respond's own")
+    _check_int_bounds(answer, answer.__name__)
+
+
+def _check_int_bounds(model: type[BaseModel], owner: str) -> None:
+    """Every integer field has bounds SQLite can hold, so a huge number is a validation error, not an overflow."""
+    loose = _unbounded_ints(model.model_json_schema())
+    if loose:
+        lo, hi = SQLITE_INT_RANGE
+        raise TypeError(f"{owner}: bound the integer field(s) {loose} inside [{lo}, {hi}], "
+                        "e.g. Annotated[int, Field(ge=1, le=10**6)]")
+
+
+def _unbounded_ints(schema: Any, where: str = "(root)") -> list[str]:
+    if isinstance(schema, list):
+        return [p for item in schema for p in _unbounded_ints(item, where)]
+    if not isinstance(schema, dict):
+        return []
+    found = []
+    if schema.get("type") == "integer":
+        lo = schema.get("minimum", schema.get("exclusiveMinimum"))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum"))
+        if lo is None or hi is None or lo < SQLITE_INT_RANGE[0] or hi > SQLITE_INT_RANGE[1]:
+            found.append(where)
+    for key, value in schema.items():
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            found += [p for name, sub in value.items() for p in _unbounded_ints(sub, name)]
+        elif isinstance(value, (dict, list)):
+            found += _unbounded_ints(value, where)
+    return found
 
 
 def load_domain(path: str) -> Domain:

@@ -4,19 +4,24 @@ The tools are the domain's routes: each request model becomes an OpenAI tool
 schema (`agentenv.tools.spec_from_model`), so the core validates arguments before
 anything is sent and names the bad field. A valid call is POSTed with httpx to the
 domain's service (service.py) against this episode's own SQLite file. The env adds
-one tool of its own, ``respond``, which carries the final answer and ends the episode.
+one tool of its own, ``respond``, which ends the episode: a free-text ``message``
+for the user (never scored) and the typed fields of the domain's `Answer` model.
 
 Rewards. Step: ``rule_violation`` (-0.1 per call a business rule refused) and
 ``server_error`` (-0.1 per 5xx); an invalid call is the core's ``format`` penalty.
 Task, the tau2-bench way: replay the golden actions on a fresh copy of the seed
-through the same service, hash the compared tables of both databases, and require
-the final answer to contain the task's ``outputs``. ``db_match`` and ``outputs`` are
-reported with weight 0; ``task`` is their product.
+through the same service and hash the compared tables of both databases
+(``db_match``); ``outputs`` is 1 when the answer fields given are exactly the
+task's ``expect`` (each expected field equal, every other one empty), so stuffing
+the answer cannot help. Both are reported with weight 0; ``task`` is their product.
 
-Faults: a killed, hung or unreachable service raises `InfraError` (the episode is
-truncated as ``infra``, never scored); every call has ``timeout_s``. Snapshots carry
-the episode database (serialised, base64). Left out: user simulation (the task
-prompt is the whole request), concurrent writers to one episode.
+Faults: a killed, hung, unreachable or impersonated service, or a lost episode
+database, raises `InfraError` (the episode is truncated as ``infra``, never
+scored; `step` never raises for it); every call has ``timeout_s``. What an action
+can cause (any argument value) is a ``format`` or tool error, never ``infra``:
+request models bound their integers and pydantic refuses lone surrogates. Snapshots
+carry the episode database (serialised, base64). Left out: user simulation (the
+task prompt is the whole request), concurrent writers to one episode.
 """
 
 from __future__ import annotations
@@ -25,19 +30,16 @@ import base64
 import functools
 import hashlib
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
-from pydantic import Field
-
-from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, ToolError, tool, tool_call_text
+from agentenv import CallOutcome, Env, InfraError, ScriptedPolicy, State, Task, TaskSet, ToolError, tool_call_text
 from agentenv.envs.tools import service as services
-from agentenv.envs.tools.domain import FINISH_TOOL, Domain, Route, load_domain
+from agentenv.envs.tools.domain import FINISH_TOOL, MESSAGE_FIELD, Domain, Route, load_domain
+from agentenv.envs.tools.service import db_hash
 from agentenv.tools import ToolSpec, spec_from_model
 
-__all__ = ["ToolsEnv", "ToolsState", "db_hash", "oracle", "route_specs"]
+__all__ = ["ToolsEnv", "ToolsState", "db_hash", "oracle", "respond_spec", "route_specs"]
 
 _ROUTE_ATTR = "route:"  # prefix of the per-instance callers the core dispatches to
 
@@ -47,6 +49,11 @@ class ToolsState(State):
     database itself lives in the episode's SQLite file and is snapshotted apart."""
 
     answer: str | None = None
+    """The message of ``respond`` (shown to the user, never scored)."""
+    answer_fields: dict[str, Any] = {}
+    """The answer fields ``respond`` filled in (the empty ones left out): what ``outputs`` checks."""
+    seen: list[str] = []
+    """Every value (as JSON) that a tool result of the episode held: the facts the agent was shown."""
     calls: int = 0
     writes: list[str] = []
     violations: list[str] = []
@@ -74,9 +81,13 @@ class ToolsEnv(Env[ToolsState]):
         self.domain_path = domain
         self.domain: Domain = load_domain(domain)  # an import; nothing starts until reset
         self.timeout_s = timeout_s
-        self.instructions = (f"{self.domain.instructions}\nWhen you are done, call {FINISH_TOOL} with your "
-                             "final answer to the user; it ends the conversation.")
-        self.tools = {**route_specs(self.domain), **type(self).tools}  # type: ignore[misc]
+        self.instructions = (
+            f"{self.domain.instructions}\nWhen you are done, call {FINISH_TOOL}; it ends the conversation. "
+            f"Its {MESSAGE_FIELD!r} is what the user reads. Put each fact they asked for (or, when you refuse, "
+            "the rule and the fact behind it) in its own field, exactly as the tools showed it, and leave out "
+            "every field the request does not call for.")
+        self.tools = {**route_specs(self.domain), **type(self).tools,  # type: ignore[misc]
+                      FINISH_TOOL: respond_spec(self.domain)}
         for route in self.domain.routes.values():
             setattr(self, _ROUTE_ATTR + route.name, functools.partial(self._call_route, route))
         self._service: services.Service | None = None
@@ -98,14 +109,11 @@ class ToolsEnv(Env[ToolsState]):
         self._step_faults = []
         return ToolsState()
 
-    @tool(terminal=True)
-    def respond(self, message: Annotated[str, Field(max_length=4000)]) -> str:
-        """Send your final answer to the user and end the conversation.
-
-        Args:
-            message: What you tell the user: what you did, or what they asked to know.
-        """
+    def respond(self, message: str, **fields: Any) -> str:
+        """The final tool (its spec is `respond_spec`): the core has validated every field."""
+        self._live()  # an answer that cannot be verified ends as infra here, with its error shown
         self.state.answer = message
+        self.state.answer_fields = {k: v for k, v in fields.items() if v is not None}
         return "sent"
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
@@ -116,20 +124,16 @@ class ToolsEnv(Env[ToolsState]):
         }
 
     def verify(self, task: Task) -> dict[str, float]:
-        service = self._live_service()
-        db_match = float(self._gold_hash(task) == db_hash(service.db_path(self.episode), self.domain.compare))
-        answer = (self.state.answer or "").lower()
-        outputs = float(all(o.lower() in answer for o in task.payload.get("outputs", [])))
+        service, episode = self._live()  # never replaced here: a service that died is this episode's infra failure
+        db_match = float(self._gold_hash(service, episode, task) == service.episode_hash(episode))
+        expect = task.payload.get("expect", {})
+        outputs = float(self.state.answer_fields == expect and self._seen_all(expect, task.payload.get("inferred", ())))
         return {"task": db_match * outputs, "db_match": db_match, "outputs": outputs}
 
     def snapshot_external(self) -> dict[str, str] | None:
         if self._episode is None or self._service is None:
             return None
-        db = sqlite3.connect(self._service.db_path(self._episode))
-        try:
-            return {"db": base64.b64encode(db.serialize()).decode("ascii")}
-        finally:
-            db.close()
+        return {"db": base64.b64encode(self._service.read_episode(self._episode)).decode("ascii")}
 
     def restore_external(self, data: Any) -> None:
         if data is None:
@@ -161,8 +165,16 @@ class ToolsEnv(Env[ToolsState]):
             raise RuntimeError("no service yet: call reset() first")
         return self._service
 
+    def _live(self) -> tuple[services.Service, str]:
+        """This episode's service and id, for a step: missing ones are an infrastructure failure."""
+        if self._service is None or self._episode is None:
+            raise InfraError(f"no live {self.domain.name} episode (its service failed to start); reset again")
+        if not self._service.alive():
+            raise InfraError(f"the {self.domain.name} service exited with code {self._service.process.returncode}")
+        return self._service, self._episode
+
     def _live_service(self) -> services.Service:
-        """The domain's service; a dead one is swapped for a new one (and a new database)."""
+        """The domain's service at reset; a dead one is swapped for a new one (and a new database)."""
         if self._service is not None and not self._service.alive():
             services.release(self._service)
             self._service, self._episode = None, None
@@ -173,9 +185,11 @@ class ToolsEnv(Env[ToolsState]):
     def _call_route(self, route: Route, **fields: Any) -> Any:
         # The core has validated the fields against route.request already.
         body = route.request.model_construct(**fields).model_dump_json().encode()
-        reply = self.service.call(self.episode, route.name, body, self.timeout_s)
+        service, episode = self._live()
+        reply = service.call(episode, route.name, body, self.timeout_s)
         self.state.calls += 1
         if reply.status == 200:
+            self._observe(reply.result)
             if route.write:
                 self.state.writes.append(route.name)
             return reply.result
@@ -189,13 +203,33 @@ class ToolsEnv(Env[ToolsState]):
             raise ToolError(f"the service failed on {route.name!r}: {reply.message}")
         raise ToolError(f"{reply.kind}: {reply.message}")
 
-    def _gold_hash(self, task: Task) -> str:
+    def _observe(self, result: Any) -> None:
+        """Remember every scalar of a tool result (the service's answer: plain JSON, validated)."""
+        seen = set(self.state.seen)
+        stack = [result]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
+            elif value is not None:
+                seen.add(json.dumps(value))
+        if len(seen) != len(self.state.seen):
+            self.state.seen = sorted(seen)
+
+    def _seen_all(self, expect: Mapping[str, Any], task_inferred: Sequence[str]) -> bool:
+        """Whether every expected fact the agent must read (not infer) came back in a tool result."""
+        seen = set(self.state.seen)
+        inferred = self.domain.answer.inferred | set(task_inferred)
+        return all(json.dumps(v) in seen for k, v in expect.items() if k not in inferred)
+
+    def _gold_hash(self, service: services.Service, episode: str, task: Task) -> str:
         """The hash of the final state the golden actions reach, cached per service."""
-        service = self.service
         actions = [a for a in task.payload.get("actions", []) if a["name"] != FINISH_TOOL]
         key = hashlib.sha256(json.dumps([task.id, actions], sort_keys=True).encode()).hexdigest()
         if key not in service.gold_hashes:
-            gold = f"{self.episode}-gold"
+            gold = f"{episode}-gold"
             service.reset_episode(gold)
             try:
                 for action in actions:
@@ -203,7 +237,7 @@ class ToolsEnv(Env[ToolsState]):
                     if reply.status != 200:
                         raise ValueError(f"task {task.id!r}: golden action {action['name']!r} failed: "
                                          f"{reply.kind}: {reply.message}")
-                service.gold_hashes[key] = db_hash(service.db_path(gold), self.domain.compare)
+                service.gold_hashes[key] = service.episode_hash(gold)
             finally:
                 service.drop_episode(gold)
         return service.gold_hashes[key]
@@ -217,18 +251,12 @@ def route_specs(domain: Domain) -> dict[str, ToolSpec]:
     }
 
 
-def db_hash(path: Path, compare: Mapping[str, Sequence[str]]) -> str:
-    """SHA-256 of the compared columns of the compared tables, rows in sorted order."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        digest = hashlib.sha256()
-        for table in sorted(compare):
-            cols = ", ".join(f'"{c}"' for c in compare[table])  # names come from the domain's code, not the agent
-            rows = db.execute(f'SELECT {cols} FROM "{table}" ORDER BY {cols}').fetchall()  # noqa: S608
-            digest.update(json.dumps([table, rows]).encode())
-        return digest.hexdigest()
-    finally:
-        db.close()
+def respond_spec(domain: Domain) -> ToolSpec:
+    """The final tool: the message and the domain's answer fields, ending the episode."""
+    return spec_from_model(
+        FINISH_TOOL, "Send your final answer to the user and end the conversation.", domain.respond_model,
+        method_name="respond", terminal=True,
+    )
 
 
 def oracle() -> ScriptedPolicy:

@@ -1,12 +1,19 @@
 """Running domain services: one subprocess per domain per process, shared by every env.
 
 `acquire(domain_path)` returns the live `Service` of a domain, starting it on first
-use: a data directory with the seed database, ``python -m agentenv.envs.tools.serve``
-on a free loopback port, a health check. Envs `release` it on close; the last
-release stops it after a short linger (so a loop of make/close does not restart it
-each time), and an atexit hook stops whatever is left. A dead service (killed,
-crashed) is replaced on the next acquire; the envs still holding it see
+use: a data directory holding the read-only seed database and an ``episodes/``
+directory, a fresh secret handed to ``python -m agentenv.envs.tools.serve`` over its
+stdin, a free loopback port, a signed health check. Envs `release` it on close; the
+last release stops it after a short linger (so a loop of make/close does not
+restart it each time), and an atexit hook stops whatever is left. A dead service
+(killed, crashed) is replaced on the next acquire; the envs still holding it see
 `InfraError` on their next call.
+
+Every call is signed and every answer must prove it came from the process this
+env started (auth.py) and have the wire shape (`{"result": ...}` on 200, `{"error",
+"message", "rule"?}` otherwise); anything else (an impostor on a dead service's
+port, a garbled answer, a lost episode file) is `InfraError`, never a crash. The
+episode databases are files the env writes; the service only opens them.
 
 A subprocess rather than a thread: a route that hangs or crashes cannot take the
 trainer down, and "the service died" is a real, testable event (kill the pid).
@@ -16,30 +23,37 @@ Left out: several replicas per domain, remote services.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentenv import InfraError
-from agentenv.envs.tools.app import EPISODE_HEADER
+from agentenv.envs.tools import auth
+from agentenv.envs.tools.app import EPISODE_HEADER, MAX_BODY_BYTES
 from agentenv.envs.tools.domain import Domain, load_domain
 
-__all__ = ["Reply", "Service", "acquire", "release", "shutdown_all"]
+__all__ = ["MAX_REPLY_BYTES", "Reply", "Service", "acquire", "db_hash", "release", "shutdown_all"]
 
 START_TIMEOUT_S = 30.0
 LINGER_S = 5.0
+MAX_REPLY_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +67,22 @@ class Reply:
     rule: str | None = None
 
 
+class _Ok(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    result: Any
+
+
+class _Error(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    error: str
+    message: str
+    rule: str | None = None
+    field: str | None = None
+
+
 @dataclass(eq=False)
 class Service:
-    """A live domain service and the directory of its episode databases."""
+    """A live domain service, its secret and the directory of its episode databases."""
 
     path: str
     domain: Domain
@@ -63,16 +90,24 @@ class Service:
     process: subprocess.Popen[str]
     base_url: str
     client: httpx.Client
+    secret: bytes = field(repr=False)
     users: int = 0
     gold_hashes: dict[str, str] = field(default_factory=dict)  # task key -> hash of its gold final state
     _linger: threading.Timer | None = None
 
     @property
     def seed_db(self) -> Path:
+        """The seed database: read-only, outside `episodes_dir`, so no episode id names it."""
         return self.data_dir / "seed.sqlite"
+
+    @property
+    def episodes_dir(self) -> Path:
+        return self.data_dir / "episodes"
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    # -- episode databases (files this process writes; the service only opens them) --
 
     def new_episode(self) -> str:
         """A fresh episode id with a copy of the seed database."""
@@ -81,43 +116,115 @@ class Service:
         return episode
 
     def reset_episode(self, episode: str) -> None:
-        tmp = self.db_path(episode).with_suffix(".tmp")
-        shutil.copyfile(self.seed_db, tmp)  # a few KB: far cheaper than re-running the seed
-        os.replace(tmp, self.db_path(episode))  # atomic: the service never sees half a file
+        with self._files("copy the seed database"):
+            tmp = self.db_path(episode).with_suffix(".tmp")
+            shutil.copyfile(self.seed_db, tmp)  # a few KB: far cheaper than re-running the seed
+            os.replace(tmp, self.db_path(episode))  # atomic: the service never sees half a file
 
     def write_episode(self, episode: str, data: bytes) -> None:
-        tmp = self.db_path(episode).with_suffix(".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, self.db_path(episode))
+        with self._files("write an episode database"):
+            tmp = self.db_path(episode).with_suffix(".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, self.db_path(episode))
+
+    def read_episode(self, episode: str) -> bytes:
+        """The episode database, serialised (for snapshots)."""
+        with self._files("read an episode database"):
+            db = sqlite3.connect(f"{self.db_path(episode).as_uri()}?mode=ro", uri=True)
+            try:
+                return db.serialize()
+            finally:
+                db.close()
+
+    def episode_hash(self, episode: str) -> str:
+        """`db_hash` of the episode database over the domain's compared tables."""
+        with self._files("hash an episode database"):
+            return db_hash(self.db_path(episode), self.domain.compare)
 
     def drop_episode(self, episode: str) -> None:
         self.db_path(episode).unlink(missing_ok=True)
 
     def db_path(self, episode: str) -> Path:
-        return self.data_dir / f"{episode}.sqlite"
+        return self.episodes_dir / f"{episode}.sqlite"
+
+    @contextmanager
+    def _files(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (OSError, sqlite3.Error) as e:  # the data directory went with a stopped service
+            raise InfraError(f"could not {what} of the {self.domain.name} service: {type(e).__name__}: {e}") from None
+
+    # -- calls ---------------------------------------------------------------------
 
     def call(self, episode: str, tool: str, body: bytes, timeout_s: float) -> Reply:
-        """POST one tool call; transport failures and timeouts raise `InfraError`."""
+        """POST one tool call. Transport failures, timeouts, unsigned or malformed
+        answers and a lost episode database raise `InfraError`."""
+        if len(body) > MAX_BODY_BYTES:  # the service's 413 cannot be signed, so refuse here
+            return Reply(413, kind="too_large",
+                         message=f"the request is {len(body)} bytes; the limit is {MAX_BODY_BYTES}")
+        status, data = self.send("POST", f"/call/{tool}", episode, body, timeout_s)
+        if status == 200:
+            return Reply(200, result=self._parse(_Ok, data, status).result)
+        error = self._parse(_Error, data, status)
+        if error.error == "unknown_episode":
+            raise InfraError(f"the {self.domain.name} service lost the episode database: {error.message}")
+        return Reply(status, kind=error.error, message=error.message, rule=error.rule)
+
+    def health(self, timeout_s: float = 1.0) -> dict[str, Any]:
+        """The service's ``/health`` answer, signed."""
+        status, data = self.send("GET", "/health", "", b"", timeout_s)
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            payload = None
+        if status != 200 or not isinstance(payload, dict):
+            raise InfraError(f"the {self.domain.name} service failed its health check ({status})")
+        return payload
+
+    def send(self, method: str, path: str, episode: str, body: bytes, timeout_s: float) -> tuple[int, bytes]:
+        """One signed request; returns (status, body) once the answer's proof checks out."""
         if self.client.is_closed:  # stopped after a crash while this env still held it
             raise InfraError(f"the {self.domain.name} service was stopped")
+        if not self.alive():
+            raise InfraError(f"the {self.domain.name} service exited with code {self.process.returncode}")
+        nonce = auth.new_nonce()
+        headers = {auth.NONCE_HEADER: nonce, auth.AUTH_HEADER: auth.request_mac(self.secret, nonce, method, path,
+                                                                                 episode, body)}
+        if episode:
+            headers[EPISODE_HEADER] = episode
+        if body:
+            headers["content-type"] = "application/json"
         try:
-            resp = self.client.post(
-                f"/call/{tool}", content=body, timeout=timeout_s,
-                headers={EPISODE_HEADER: episode, "content-type": "application/json"},
-            )
+            with self.client.stream(method, path, content=body, headers=headers, timeout=timeout_s) as resp:
+                data = self._read_capped(resp)
         except httpx.TimeoutException:
-            raise InfraError(f"the {self.domain.name} service did not answer {tool!r} within {timeout_s} s") from None
-        except httpx.TransportError as e:
+            raise InfraError(f"the {self.domain.name} service did not answer {path} within {timeout_s} s") from None
+        except httpx.HTTPError as e:
             raise InfraError(f"the {self.domain.name} service is unreachable: {type(e).__name__}: {e}") from None
+        proof = auth.response_mac(self.secret, nonce, resp.status_code, data)
+        if not auth.valid_mac(proof, resp.headers.get(auth.PROOF_HEADER)):
+            raise InfraError(f"the answer from {self.base_url} is not signed by the {self.domain.name} service "
+                             f"({resp.status_code}): another process holds its port, or it is broken")
+        return resp.status_code, data
+
+    def _read_capped(self, resp: httpx.Response) -> bytes:
+        declared = resp.headers.get("content-length", "")
+        if len(declared) > 12 or (declared.isdigit() and int(declared) > MAX_REPLY_BYTES):
+            raise InfraError(f"the {self.domain.name} service's answer is over {MAX_REPLY_BYTES} bytes")
+        chunks, size = [], 0
+        for chunk in resp.iter_raw():
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                raise InfraError(f"the {self.domain.name} service's answer is over {MAX_REPLY_BYTES} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _parse(self, model: type[BaseModel], data: bytes, status: int) -> Any:
         try:
-            data = resp.json()
-        except ValueError:
-            raise InfraError(f"the {self.domain.name} service sent a non-JSON reply ({resp.status_code})") from None
-        if resp.status_code == 200:
-            return Reply(200, result=data["result"])
-        if data.get("error") == "unknown_episode":
-            raise InfraError(f"the {self.domain.name} service lost the episode database: {data.get('message')}")
-        return Reply(resp.status_code, kind=data.get("error"), message=data.get("message", ""), rule=data.get("rule"))
+            return model.model_validate_json(data)
+        except ValidationError:
+            raise InfraError(f"the {self.domain.name} service sent a malformed answer ({status}): "
+                             f"{data[:200]!r}") from None
 
     def stop(self) -> None:
         self.client.close()
@@ -129,10 +236,27 @@ class Service:
                 self.process.kill()
                 self.process.wait()
         if self.process.stdin:
-            self.process.stdin.close()
+            try:
+                self.process.stdin.close()
+            except OSError:  # a broken pipe: the process is gone anyway
+                pass
         if self.process.stdout:
             self.process.stdout.close()
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def db_hash(path: Path, compare: Mapping[str, Sequence[str]]) -> str:
+    """SHA-256 of the compared columns of the compared tables, rows in sorted order."""
+    db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        digest = hashlib.sha256()
+        for table in sorted(compare):
+            cols = ", ".join(f'"{c}"' for c in compare[table])  # names come from the domain's code, not the agent
+            rows = db.execute(f'SELECT {cols} FROM "{table}" ORDER BY {cols}').fetchall()  # noqa: S608
+            digest.update(json.dumps([table, rows]).encode())
+        return digest.hexdigest()
+    finally:
+        db.close()
 
 
 _lock = threading.Lock()
@@ -197,15 +321,25 @@ def _stop_if_unused(service: Service) -> None:
 
 def _start(path: str) -> Service:
     domain = load_domain(path)
-    data_dir = Path(tempfile.mkdtemp(prefix=f"agentenv-tools-{domain.name}-"))
-    domain.create_seed(str(data_dir / "seed.sqlite"))
+    data_dir = Path(tempfile.mkdtemp(prefix=f"agentenv-tools-{domain.name}-"))  # 0700: this user only
+    try:
+        seed = data_dir / "seed.sqlite"
+        domain.create_seed(str(seed))
+        seed.chmod(0o444)
+        (data_dir / "episodes").mkdir(mode=0o700)
+    except BaseException:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        raise
+    secret = auth.new_secret()
     # The child imports the domain by name, so it gets this process's import path.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentenv.envs.tools.serve", "--domain", path, "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "agentenv.envs.tools.serve", "--domain", path, "--episodes-dir",
+         str(data_dir / "episodes")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, text=True, env=env,
     )
     try:
+        _hand_secret(process, secret)
         port = _read_port(process)
         base_url = f"http://127.0.0.1:{port}"
         # TCP_NODELAY: httpx writes headers and body apart, and Nagle + delayed ACK would add 40 ms a call.
@@ -214,13 +348,23 @@ def _start(path: str) -> Service:
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
         )
         client = httpx.Client(base_url=base_url, transport=transport)
-        _wait_healthy(client, process, domain.name)
+        service = Service(path, domain, data_dir, process, base_url, client, secret)
+        _wait_healthy(service)
     except BaseException:
         process.kill()
         process.wait()
         shutil.rmtree(data_dir, ignore_errors=True)
         raise
-    return Service(path, domain, data_dir, process, base_url, client)
+    return service
+
+
+def _hand_secret(process: subprocess.Popen[str], secret: bytes) -> None:
+    """The secret goes over the stdin pipe: argv and the environment are readable by any local process."""
+    try:
+        process.stdin.write(secret.hex() + "\n")  # type: ignore[union-attr]
+        process.stdin.flush()  # type: ignore[union-attr]
+    except OSError as e:
+        raise InfraError(f"the domain service did not start (exit code {process.poll()}): {e}") from None
 
 
 def _read_port(process: subprocess.Popen[str]) -> int:
@@ -230,18 +374,22 @@ def _read_port(process: subprocess.Popen[str]) -> int:
     reader.join(START_TIMEOUT_S)
     if not line or not line[0]:
         raise InfraError(f"the domain service did not start (exit code {process.poll()}); see its stderr above")
-    return int(json.loads(line[0])["port"])
+    try:
+        return int(json.loads(line[0])["port"])
+    except (ValueError, KeyError, TypeError):
+        raise InfraError(f"the domain service announced no port: {line[0][:200]!r}") from None
 
 
-def _wait_healthy(client: httpx.Client, process: subprocess.Popen[str], name: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
+def _wait_healthy(service: Service) -> None:
+    name, deadline = service.domain.name, time.monotonic() + START_TIMEOUT_S
+    last: InfraError | None = None
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise InfraError(f"the {name} service exited with code {process.returncode} while starting")
+        if not service.alive():
+            raise InfraError(f"the {name} service exited with code {service.process.returncode} while starting")
         try:
-            if client.get("/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass  # not listening yet
+            service.health()
+            return
+        except InfraError as e:  # not listening yet
+            last = e
         time.sleep(0.02)
-    raise InfraError(f"the {name} service failed its health check for {START_TIMEOUT_S} s")
+    raise InfraError(f"the {name} service failed its health check for {START_TIMEOUT_S} s: {last}")

@@ -20,7 +20,6 @@ import httpx  # noqa: E402
 import agentenv  # noqa: E402
 from agentenv import ToolCall, check_env, tool_call_text  # noqa: E402
 from agentenv.envs.tools import ToolsEnv, db_hash, oracle  # noqa: E402
-from agentenv.envs.tools import service as services  # noqa: E402
 from agentenv.envs.tools.domains import calendar, retail  # noqa: E402
 from tests.envs._oracle import oracle_plan  # noqa: E402
 
@@ -72,27 +71,36 @@ def _refusals(domain) -> list:
 
 
 @pytest.mark.parametrize("domain", [retail.DOMAIN, calendar.DOMAIN], ids=lambda d: d.name)
-def test_refusal_tasks_only_read_and_demand_the_reason(domain):
+def test_refusal_tasks_only_read_and_demand_the_rule_and_a_fact(domain):
     tasks = _refusals(domain)
     assert len(tasks) >= 12 and len({t.metadata.family for t in tasks}) >= 4
     for task in tasks:
         writes = [a["name"] for a in task.payload["actions"]
                   if a["name"] in domain.routes and domain.routes[a["name"]].write]
         assert set(writes) <= {"authenticate"}, task.id
-        assert task.payload["outputs"], f"{task.id}: a refusal must name its reason"
+        expect = task.payload["expect"]
+        assert "rule" in expect and len(expect) >= 2, f"{task.id}: a refusal gives its rule and the fact behind it"
 
 
 @pytest.mark.parametrize("env_id, domain", [("retail-v0", retail.DOMAIN), ("calendar-v0", calendar.DOMAIN)])
-def test_a_refusal_scores_1_only_when_the_answer_names_the_reason(env_id, domain):
+def test_a_refusal_scores_1_only_when_the_answer_gives_the_rule_and_the_fact(env_id, domain):
     tasks = [t.id for t in _refusals(domain)]
     for message in ("Done.", "Sorry, I can't do that for you."):
         vague = agentenv.ScriptedPolicy(lambda conv, m=message: tool_call_text("respond", message=m))
         trajs = agentenv.rollout(env_id, vague, tasks=tasks, concurrency=8)
         assert [t.task_reward for t in trajs] == [0.0] * len(tasks), message
-    # The database is unchanged either way, so the golden answer alone (no reads) is enough.
+    rule_only = agentenv.ScriptedPolicy(lambda conv: tool_call_text(
+        "respond", message="No.", rule=conv.task.payload["expect"]["rule"]))
+    trajs = agentenv.rollout(env_id, rule_only, tasks=tasks, concurrency=8)
+    assert [t.task_reward for t in trajs] == [0.0] * len(tasks)
+    # The database is unchanged either way, but the golden answer alone is a guess: its facts
+    # were never read, so it scores 0; with the golden reads before it, 1.
     golden = agentenv.ScriptedPolicy(
-        lambda conv: tool_call_text("respond", message=conv.task.payload["actions"][-1]["arguments"]["message"]))
+        lambda conv: tool_call_text("respond", **conv.task.payload["actions"][-1]["arguments"]))
     trajs = agentenv.rollout(env_id, golden, tasks=tasks, concurrency=8)
+    assert [t.task_reward for t in trajs] == [0.0] * len(tasks)
+    assert {t.transitions[-1].task_rewards["db_match"] for t in trajs} == {1.0}
+    trajs = agentenv.rollout(env_id, oracle(), tasks=tasks, concurrency=8)
     assert [t.task_reward for t in trajs] == [1.0] * len(tasks)
 
 
@@ -100,16 +108,19 @@ def test_attempting_the_forbidden_write_is_refused_and_a_substitute_write_scores
     env.reset(options={"task": "retail-refuse-quantity-O1003"})
     email, zip_code = _customer("O1003")
     env.step(tool_call_text("authenticate", email=email, zip=zip_code))
-    _, _, _, _, info = env.step(tool_call_text("return_item", order_id="O1003", product_id="P13", quantity=4,
+    _, _, _, _, info = env.step(tool_call_text("return_item", order_id="O1003", product_id="P13", quantity=3,
                                                reason="damaged"))
     assert "return_quantity_exceeded" in info["error"] and info["rewards"]["rule_violation"] == -0.1
-    _, _, terminated, _, info = env.step(tool_call_text("respond", message="You bought only 2, not 4."))
+    env.step(tool_call_text("get_order", order_id="O1003"))  # the fact the answer gives must have been read
+    _, _, terminated, _, info = env.step(tool_call_text("respond", message="You bought only 2, not 3.",
+                                                        rule="return_quantity_exceeded", quantity=2))
     assert terminated and info["task_reward"] == 1.0  # refused, so nothing changed: the penalty is per step
 
     env.reset(options={"task": "retail-refuse-quantity-O1003"})
     env.step(tool_call_text("authenticate", email=email, zip=zip_code))
     env.step(tool_call_text("return_item", order_id="O1003", product_id="P13", quantity=2, reason="damaged"))
-    _, _, _, _, info = env.step(tool_call_text("respond", message="You bought only 2; I returned those 2."))
+    _, _, _, _, info = env.step(tool_call_text("respond", message="You bought only 2; I returned those 2.",
+                                               rule="return_quantity_exceeded", quantity=2))
     assert info["task_reward"] == 0.0 and info["rewards"]["db_match"] == 0.0
 
 
@@ -214,14 +225,14 @@ def test_domain_queries_are_parameterised():
 
 def test_service_refuses_malformed_requests_on_the_wire(env):
     env.reset(seed=0)
-    client, headers = env.service.client, {"X-Episode": env.episode}
-    assert client.post("/call/get_order", content=b"{nope", headers=headers).json()["error"] == "bad_json"
-    reply = client.post("/call/get_order", json={"order_id": 7}, headers=headers).json()
-    assert reply["error"] == "validation" and reply["field"] == "order_id"
-    assert client.post("/call/nope", json={}, headers=headers).status_code == 404
-    assert client.post("/call/get_order", content=b"x" * 100_000, headers=headers).status_code == 413
-    assert client.post("/call/get_order", json={"order_id": "O1001"},
-                       headers={"X-Episode": "../seed"}).json()["error"] == "unknown_episode"
+    service, episode = env.service, env.episode
+    assert service.call(episode, "get_order", b"{nope", 5.0).kind == "bad_json"
+    reply = service.call(episode, "get_order", b'{"order_id": 7}', 5.0)
+    assert reply.status == 422 and reply.kind == "validation" and "order_id" in reply.message
+    assert service.call(episode, "nope", b"{}", 5.0).status == 404
+    assert service.call(episode, "get_order", b"x" * 100_000, 5.0).status == 413
+    with pytest.raises(agentenv.InfraError, match="lost the episode database"):
+        service.call("../seed", "get_order", b'{"order_id": "O1001"}', 5.0)
 
 
 def test_each_episode_has_its_own_database_reset_by_copy():
@@ -313,4 +324,5 @@ def test_structured_tool_calls_work_like_text(env):
     env.reset(seed=0)
     obs, _, _, _, info = env.step(ToolCall(name="get_order", arguments={"order_id": "O1001"}))
     assert info["error"] is None and json.loads(obs[0]["content"])["order_id"] == "O1001"
-    assert httpx.get(f"{env.service.base_url}/health").json()["domain"] == "retail"
+    assert env.service.health()["domain"] == "retail"
+    assert httpx.get(f"{env.service.base_url}/health").status_code == 401  # unsigned

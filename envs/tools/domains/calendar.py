@@ -7,10 +7,12 @@ Rules (each refusal is a `RuleViolation` with this name): ``identity_required``
 ``not_your_booking`` (only the organiser changes a booking). Days are the five
 working days of one fixed week, so the seed and the tasks never depend on today.
 
-Tasks (48): single requests (book, cancel, move, ask), requests a rule forbids
-(``calendar-refuse-*``: the golden actions only read, the bookings must stay
-unchanged and the answer must name the reason), and two-write requests
-(``calendar-multi``). Left out: recurring meetings, time zones, invitations.
+The answer fields (`CalendarAnswer`): the refusing rule, a room id, a day, a
+booking id, a capacity, an organiser. Tasks (48): single requests (book, cancel,
+move, ask), requests a rule forbids (``calendar-refuse-*``: the golden actions only
+read, the bookings must stay unchanged, and the answer gives the rule and the fact
+behind it, read from the database), and two-write requests (``calendar-multi``).
+Left out: recurring meetings, time zones, invitations.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from agentenv import Task
-from agentenv.envs.tools.domain import Domain, NotFound, Request, RuleViolation, gold_task
+from agentenv.envs.tools.domain import Answer, Domain, NotFound, Request, RuleViolation, gold_task
 
 DAYS = ("2025-03-03", "2025-03-04", "2025-03-05", "2025-03-06", "2025-03-07")
 Day = Literal["2025-03-03", "2025-03-04", "2025-03-05", "2025-03-06", "2025-03-07"]
 Hour = Annotated[int, Field(ge=0, le=23, description="Hour of the day, 0-23.")]
 Id = Annotated[str, Field(min_length=1, max_length=40)]
+BookingId = Annotated[int, Field(ge=1, le=10**6)]
+Rule = Literal["identity_required", "identity_failed", "no_double_booking", "office_hours", "room_capacity",
+               "not_your_booking"]
 
 SCHEMA = """
 CREATE TABLE rooms (id TEXT PRIMARY KEY, name TEXT NOT NULL, capacity INTEGER NOT NULL);
@@ -41,6 +46,21 @@ ROOMS = [("R1", "Aurora", 4), ("R2", "Borealis", 6), ("R3", "Cirrus", 8), ("R4",
 PEOPLE = ["Ana Ruiz", "Bo Chen", "Cara Diaz", "Dan Ito", "Eve Park", "Finn Roy", "Gia Luca", "Hal Moss"]
 TITLES = ["Standup", "Design review", "1:1", "Planning", "Retro", "Hiring sync"]
 
+
+
+class CalendarAnswer(Answer):
+    rule: Rule | None = Field(None, description="Only when you refuse: the rule that forbids the request.")
+    room_id: Id | None = Field(
+        None, description="The room the employee asked about, or the room of a booking you refuse, by id (e.g. R1).")
+    day: Day | None = Field(None, description="The day the employee asked about.")
+    booking_id: BookingId | None = Field(
+        None, description="When a room is taken at the time asked: the id of the booking that holds it.")
+    capacity: Annotated[int, Field(ge=1, le=1000)] | None = Field(
+        None, description="When you refuse for the room's size: how many people the room holds.")
+    organiser_id: Id | None = Field(
+        None, description="When you refuse to change someone else's booking: the employee id of its organiser.")
+
+
 calendar = Domain(
     "calendar",
     schema=SCHEMA,
@@ -52,6 +72,7 @@ calendar = Domain(
         "their capacity. Only the organiser may cancel or move a booking."
     ),
     tasks=lambda: _tasks(),
+    answer=CalendarAnswer,
 )
 DOMAIN = calendar
 
@@ -75,7 +96,7 @@ class EmployeeRef(Request):
 
 
 class BookingRef(Request):
-    booking_id: Annotated[int, Field(ge=1)]
+    booking_id: BookingId
 
 
 class BookRoom(Request):
@@ -88,7 +109,7 @@ class BookRoom(Request):
 
 
 class Reschedule(Request):
-    booking_id: Annotated[int, Field(ge=1)]
+    booking_id: BookingId
     day: Day
     start_hour: Hour
     end_hour: Hour
@@ -300,16 +321,16 @@ def _single_tasks() -> list[Task]:
             tasks.append(gold_task(
                 f"calendar-ask-{k}", f"{me} Which room is my booking {booking_id} in, and on what day?",
                 [("get_booking", {"booking_id": booking_id})],
-                answer=f"Booking {booking_id} is in room {room} on {day}.", outputs=[room, day],
+                answer=f"Booking {booking_id} is in room {room} on {day}.", expect={"room_id": room, "day": day},
                 family="calendar-ask", difficulty=0))
     return tasks
 
 
 def _refusal_tasks() -> list[Task]:
-    """Requests a rule forbids: read enough to know why, change nothing, say why."""
+    """Requests a rule forbids: read enough to know why, change nothing, give the rule and the fact read."""
     bookings = _bookings()
     tasks: list[Task] = []
-    for booking_id in range(25, 31):  # a clash with another employee's booking; the answer names it
+    for booking_id in range(25, 31):  # a clash with another employee's booking; the answer gives its id
         room, organiser, day, start, _, title, _ = bookings[booking_id - 1]
         me, auth = _introduce(_colleague(organiser))
         tasks.append(gold_task(
@@ -318,27 +339,31 @@ def _refusal_tasks() -> list[Task]:
             [auth, ("room_schedule", {"room_id": room, "day": day})],
             answer=f"Room {room} is already taken on {day} at {start}:00 by \"{title}\" (booking {booking_id}); "
                    "I did not book it.",
-            outputs=[title], family="calendar-refuse-taken", difficulty=2))
+            expect={"rule": "no_double_booking", "booking_id": booking_id}, family="calendar-refuse-taken",
+            difficulty=2))
     for k, (start, end) in enumerate(((17, 19), (7, 9), (18, 20), (6, 8))):
-        room = ROOMS[k][0]
+        room, name, _ = ROOMS[k]  # asked for by name: its id, which the answer gives, takes a read
         me, _ = _introduce(f"E{10 + k}")
-        limit = "18:00" if end > 18 else "8:00"  # the office-hours bound the request crosses
         tasks.append(gold_task(
             f"calendar-refuse-hours-{k}",
-            f"{me} Book room {room} on {DAYS[k]} from {start}:00 to {end}:00 for 2 people, titled \"Offsite prep\".",
-            [], answer=f"Rooms can only be booked between 8:00 and 18:00, so I cannot book {start}:00-{end}:00.",
-            outputs=[limit], family="calendar-refuse-hours", difficulty=1))
+            f"{me} Book the {name} room on {DAYS[k]} from {start}:00 to {end}:00 for 2 people, "
+            "titled \"Offsite prep\".",
+            [("list_rooms", {"min_capacity": 1})],
+            answer=f"Rooms can only be booked between 8:00 and 18:00, so I cannot book {name} ({room}) "
+                   f"from {start}:00 to {end}:00.",
+            expect={"rule": "office_hours", "room_id": room}, family="calendar-refuse-hours", difficulty=1))
     for k, (room, name, capacity) in enumerate(ROOMS[:4]):
         me, auth = _introduce(f"E{14 + k}")
         day, hour = _free_slots(bookings, room)[5 * k]
-        wanted = capacity + 3
+        wanted = capacity + 1 + k  # another excess each time: the request does not give the capacity away
         tasks.append(gold_task(
             f"calendar-refuse-capacity-{room}",
             f"{me} Book room {room} on {day} from {hour}:00 to {hour + 1}:00 for {wanted} people, "
             "titled \"All hands\".",
             [auth, ("list_rooms", {"min_capacity": 1})],
             answer=f"Room {room} ({name}) holds only {capacity} people, not {wanted}; I did not book it.",
-            outputs=[str(capacity)], family="calendar-refuse-capacity", difficulty=2))
+            expect={"rule": "room_capacity", "capacity": capacity}, family="calendar-refuse-capacity",
+            difficulty=2))
     for booking_id in (2, 7, 12, 21):
         room, organiser, day, _, _, _, _ = bookings[booking_id - 1]
         me, auth = _introduce(_colleague(organiser))
@@ -347,9 +372,9 @@ def _refusal_tasks() -> list[Task]:
         tasks.append(gold_task(
             f"calendar-refuse-other-{booking_id}", f"{me} My colleague is away; please {ask} for them.",
             [auth, ("get_booking", {"booking_id": booking_id})],
-            # "organi" accepts organiser, organizer, organised, organized.
             answer=f"Booking {booking_id} is organised by {organiser}, not you; only its organiser can change it.",
-            outputs=["organi"], family="calendar-refuse-other", difficulty=2))
+            expect={"rule": "not_your_booking", "organiser_id": organiser}, family="calendar-refuse-other",
+            difficulty=2))
     return tasks
 
 

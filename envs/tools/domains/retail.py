@@ -4,13 +4,16 @@ Rules the agent must follow (each refusal is a `RuleViolation` with this name):
 ``identity_required`` (authenticate the customer before any change),
 ``not_your_order`` (changes only to the authenticated customer's orders),
 ``cancel_only_pending``, ``address_only_pending``, ``refund_only_delivered``,
-``return_quantity_exceeded``. Prices are integer cents. The seed is fixed
-(`random.Random(7)`), so tasks can name real orders. Left out: payments, stock.
+``return_quantity_exceeded`` (and ``identity_failed`` for a wrong zip code).
+Prices are integer cents. The seed is fixed (`random.Random(7)`), so tasks can
+name real orders. Left out: payments, stock.
 
-Tasks (54): single requests (cancel, address, return, status), requests a rule
-forbids (``retail-refuse-*``: the golden actions only read, the database must
-stay unchanged and the answer must name the reason), and two-write requests
-(``retail-multi``).
+The answer fields (`RetailAnswer`): the order status, an amount in cents, a
+quantity, the refusing rule, the customer's id. Tasks (54): single requests
+(cancel, address, return, status), requests a rule forbids (``retail-refuse-*``:
+the golden actions only read, the database must stay unchanged, and the answer
+gives the rule and the fact behind it, read from the database), and two-write
+requests (``retail-multi``).
 """
 
 from __future__ import annotations
@@ -22,10 +25,27 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from agentenv import Task
-from agentenv.envs.tools.domain import Domain, NotFound, Request, RuleViolation, gold_task
+from agentenv.envs.tools.domain import Answer, Domain, NotFound, Request, RuleViolation, gold_task
 
 Id = Annotated[str, Field(min_length=1, max_length=40, description="An id as shown by the tools, e.g. O1001.")]
 Email = Annotated[str, Field(min_length=3, max_length=120)]
+Rule = Literal["identity_required", "identity_failed", "not_your_order", "cancel_only_pending",
+               "address_only_pending", "refund_only_delivered", "return_quantity_exceeded"]
+Status = Literal["pending", "shipped", "delivered", "cancelled"]
+
+
+class RetailAnswer(Answer):
+    rule: Rule | None = Field(None, description="Only when you refuse: the rule that forbids the request.")
+    order_status: Status | None = Field(
+        None, description="The status of the order the customer asked about, or of the order you refuse to change.")
+    amount_cents: Annotated[int, Field(ge=0, le=10**9)] | None = Field(
+        None, description="The amount the customer asked about, in integer cents: an order's total, or what "
+                          "they get back (the sum, for several returns).")
+    quantity: Annotated[int, Field(ge=0, le=1000)] | None = Field(
+        None, description="When you refuse a return of more items than allowed: how many can still be returned.")
+    customer_id: Annotated[str, Field(min_length=1, max_length=40)] | None = Field(
+        None, description="When you refuse to change an order that is not the customer's: their own customer id.")
+
 
 SCHEMA = """
 CREATE TABLE customers (id TEXT PRIMARY KEY, name TEXT NOT NULL, email TEXT UNIQUE NOT NULL, zip TEXT NOT NULL);
@@ -59,6 +79,7 @@ retail = Domain(
         "have their address changed; only delivered items can be returned for a refund."
     ),
     tasks=lambda: _tasks(),
+    answer=RetailAnswer,
 )
 DOMAIN = retail
 
@@ -117,14 +138,14 @@ def find_customer(db: sqlite3.Connection, req: FindCustomer) -> dict:
 
 
 @retail.route(write=True)
-def authenticate(db: sqlite3.Connection, req: Authenticate) -> str:
+def authenticate(db: sqlite3.Connection, req: Authenticate) -> dict:
     """Verify the customer's identity with email and zip code; required before any change."""
     row = db.execute("SELECT id FROM customers WHERE email = ? AND zip = ?", (req.email, req.zip)).fetchone()
     if row is None:
         raise RuleViolation("identity_failed", "email and zip code do not match a customer")
     db.execute("DELETE FROM session")
     db.execute("INSERT INTO session (customer_id) VALUES (?)", (row[0],))
-    return f"authenticated as {row[0]}"
+    return {"authenticated": True, "customer_id": row[0]}
 
 
 @retail.route()
@@ -293,20 +314,20 @@ def _single_tasks() -> list[Task]:
                 "I want to return them. How much will I get back?",
                 [auth, ("get_order", {"order_id": order_id}),
                  ("return_item", {"order_id": order_id, "product_id": product, "quantity": quantity, "reason": "damaged"})],
-                answer=f"Your return is accepted; you will be refunded {refund}.", outputs=[refund],
-                family="retail-return", difficulty=2))
+                answer=f"Your return is accepted; you will be refunded {refund}.",
+                expect={"amount_cents": quantity * price}, family="retail-return", difficulty=2))
         else:  # shipped orders and some pending ones: a read-only question
-            total = _dollars(sum(q * c for _, q, c in items))
+            total = sum(q * c for _, q, c in items)
             tasks.append(gold_task(
                 f"retail-status-{order_id}", f"{me} What is the status of order {order_id}, and what was its total?",
                 [("get_order", {"order_id": order_id})],
-                answer=f"Order {order_id} is {status}; its total was {total}.", outputs=[status, total],
-                family="retail-status", difficulty=0))
+                answer=f"Order {order_id} is {status}; its total was {_dollars(total)}.",
+                expect={"order_status": status, "amount_cents": total}, family="retail-status", difficulty=0))
     return tasks
 
 
 def _refusal_tasks() -> list[Task]:
-    """Requests a rule forbids: read enough to know why, change nothing, say why."""
+    """Requests a rule forbids: read enough to know why, change nothing, give the rule and the fact read."""
     pending, shipped, delivered = _by_status("pending"), _by_status("shipped"), _by_status("delivered")
     tasks: list[Task] = []
     for order_id, cid, status, _, _ in (shipped[1], shipped[6], delivered[2]):
@@ -315,7 +336,8 @@ def _refusal_tasks() -> list[Task]:
             f"retail-refuse-cancel-{order_id}", f"{me} Please cancel order {order_id}; I no longer need it.",
             [auth, ("get_order", {"order_id": order_id})],
             answer=f"Order {order_id} is already {status}, so it cannot be cancelled; only pending orders can.",
-            outputs=[status], family="retail-refuse-cancel", difficulty=2))
+            expect={"rule": "cancel_only_pending", "order_status": status}, family="retail-refuse-cancel",
+            difficulty=2))
     for k, (order_id, cid, status, _, _) in enumerate((shipped[2], delivered[3])):
         me, auth = _introduce(cid)
         new = f"{70 + k} Oak Lane, Capital City"
@@ -323,7 +345,8 @@ def _refusal_tasks() -> list[Task]:
             f"retail-refuse-address-{order_id}", f"{me} Please ship order {order_id} to {new} instead.",
             [auth, ("get_order", {"order_id": order_id})],
             answer=f"Order {order_id} is already {status}; only a pending order's address can change.",
-            outputs=[status], family="retail-refuse-address", difficulty=2))
+            expect={"rule": "address_only_pending", "order_status": status}, family="retail-refuse-address",
+            difficulty=2))
     for order_id, cid, status, _, items in (shipped[3], shipped[8], pending[1]):
         me, auth = _introduce(cid)
         product, quantity, _ = items[0]
@@ -333,19 +356,21 @@ def _refusal_tasks() -> list[Task]:
             "Please return it and refund me.",
             [auth, ("get_order", {"order_id": order_id})],
             answer=f"Order {order_id} is {status}, not delivered, so its items cannot be returned yet.",
-            outputs=[status], family="retail-refuse-return", difficulty=2))
-    # The reason is a number; skip orders whose id holds it, so naming the order is not enough.
-    short = [(o, item) for o in delivered for item in o[4] if item[1] == 2 and "2" not in o[0] + item[0]]
-    for (order_id, cid, _, _, _), (product, quantity, _) in short[:3]:
+            expect={"rule": "refund_only_delivered", "order_status": status}, family="retail-refuse-return",
+            difficulty=2))
+    # One item of each quantity, each claimed with another excess: the claim does not give the answer away.
+    short = [next((o, o[4][0]) for o in delivered if o[4][0][1] == q) for q in (1, 2, 3)]
+    for ((order_id, cid, _, _, _), (product, quantity, _)), excess in zip(short, (2, 1, 3), strict=True):
         me, auth = _introduce(cid)
-        claim = quantity + 2
+        claim = quantity + excess
         tasks.append(gold_task(
             f"retail-refuse-quantity-{order_id}",
             f"{me} I bought {claim} of product {product} in order {order_id} and want to return all {claim}; "
             "they arrived damaged. How much will I get back?",
             [auth, ("get_order", {"order_id": order_id})],
             answer=f"Order {order_id} has only {quantity} of {product}, so {claim} cannot be returned.",
-            outputs=[str(quantity)], family="retail-refuse-quantity", difficulty=2))
+            expect={"rule": "return_quantity_exceeded", "quantity": quantity}, family="retail-refuse-quantity",
+            difficulty=2))
     for k, (mine, theirs) in enumerate(zip((pending[0], pending[2], pending[5]), (pending[1], pending[3], pending[4]),
                                            strict=True)):
         me, auth = _introduce(mine[1])
@@ -355,8 +380,8 @@ def _refusal_tasks() -> list[Task]:
         tasks.append(gold_task(
             f"retail-refuse-other-{order_id}", f"{me} My neighbour asked me to help: {ask}.",
             [auth, ("get_order", {"order_id": order_id})],
-            answer=f"Order {order_id} does not belong to you, so I cannot change it; its owner has to ask.",
-            outputs=["belong"], family="retail-refuse-other", difficulty=2))
+            answer=f"Order {order_id} does not belong to you ({mine[1]}), so I cannot change it; its owner has to ask.",
+            expect={"rule": "not_your_order", "customer_id": mine[1]}, family="retail-refuse-other", difficulty=2))
     return tasks
 
 
@@ -381,11 +406,12 @@ def _multi_step_tasks() -> list[Task]:
                                     "reason": "wrong_item"}) for o in orders]
         asks = " and ".join(f"product {a['product_id']} (quantity {a['quantity']}) from order {a['order_id']}"
                             for _, a in returns)
-        refund = _dollars(sum(o[4][0][1] * o[4][0][2] for o in orders))
+        refund = sum(o[4][0][1] * o[4][0][2] for o in orders)
         tasks.append(gold_task(
             f"retail-multi-return-{cid}",
             f"{me} I was sent the wrong items: I want to return {asks}. How much will I get back in total?",
             [auth, *[("get_order", {"order_id": o[0]}) for o in orders], *returns],
-            answer=f"Both returns are accepted; you will be refunded {refund} in total.", outputs=[refund],
+            answer=f"Both returns are accepted; you will be refunded {_dollars(refund)} in total.",
+            expect={"amount_cents": refund}, inferred=("amount_cents",),  # a sum: no tool shows it whole
             family="retail-multi", difficulty=3))
     return tasks

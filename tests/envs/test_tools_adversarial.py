@@ -1,0 +1,328 @@
+"""The tools env under attack: its service, its wire and its step, one test per property.
+
+The service answers only the env that started it (a per-start secret), never lets an
+episode id reach the seed, refuses oversized and out-of-range input as the caller's
+error, and an impostor on a dead service's port is an infrastructure failure. `step`
+never raises for anything an action causes, and nothing an action causes is
+classified ``infra``.
+"""
+
+import contextlib
+import dataclasses
+import json
+import select
+import socket
+import stat
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+import httpx  # noqa: E402
+from pydantic import Field  # noqa: E402
+
+import agentenv  # noqa: E402
+from agentenv import InfraError, ToolCall, tool_call_text  # noqa: E402
+from agentenv.envs.tools import Answer, Domain, Request, db_hash  # noqa: E402
+from agentenv.envs.tools import auth  # noqa: E402
+from agentenv.envs.tools.app import MAX_BODY_BYTES  # noqa: E402
+from agentenv.envs.tools.domains import retail  # noqa: E402
+
+ALL_RETAIL = {"customers": ("id", "zip"), "orders": ("id", "status", "address"), "session": ("customer_id",)}
+GET_ORDER = b'{"order_id": "O1001"}'
+
+
+@pytest.fixture
+def env():
+    env = agentenv.make("retail-v0")
+    env.reset(options={"task": "retail-cancel-O1001"})
+    yield env
+    env.close()
+
+
+@pytest.fixture
+def calendar_env():
+    env = agentenv.make("calendar-v0")
+    env.reset(seed=0)
+    yield env
+    env.close()
+
+
+def _port(env) -> int:
+    return int(env.service.base_url.rsplit(":", 1)[1])
+
+
+def _authenticate_body() -> bytes:
+    _, _, email, zip_code = retail._customers()[0]
+    return json.dumps({"email": email, "zip": zip_code}).encode()
+
+
+def _kill(service) -> None:
+    service.process.kill()
+    service.process.wait()
+
+
+# -- 1a: only episodes the env created exist; the seed is read-only -------------------
+
+def test_the_seed_is_read_only_and_no_episode_id_reaches_it(env):
+    service = env.service
+    seed = db_hash(service.seed_db, ALL_RETAIL)
+    assert stat.S_IMODE(service.seed_db.stat().st_mode) == 0o444
+    assert service.episodes_dir not in service.seed_db.parents
+    for episode in ("seed", "../seed", "..", "episodes", "x" * 65, "", "never-created", env.episode + "-gold"):
+        with pytest.raises(InfraError, match="lost the episode database"):
+            service.call(episode, "authenticate", _authenticate_body(), 5.0)
+    assert db_hash(service.seed_db, ALL_RETAIL) == seed
+    assert sorted(p.name for p in service.episodes_dir.iterdir()) == [f"{env.episode}.sqlite"]  # nothing created
+
+
+# -- 1b: bodies are size-checked while they stream ------------------------------------
+
+def test_a_streamed_body_is_refused_as_soon_as_it_passes_the_limit(env):
+    head = (f"POST /call/get_order HTTP/1.1\r\nHost: x\r\nX-Episode: {env.episode}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n").encode()
+    chunk = b"%x\r\n%s\r\n" % (32 * 1024, b"x" * 32 * 1024)
+    sent = 0
+    with socket.create_connection(("127.0.0.1", _port(env)), timeout=10) as sock:
+        sock.sendall(head)
+        while sent < 200 * 2**20 and not select.select([sock], [], [], 0.05)[0]:  # 200 MiB, unless refused
+            sock.sendall(chunk)
+            sent += 32 * 1024
+            assert sent <= 4 * MAX_BODY_BYTES, "the service is still reading the body past its limit"
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 413")
+
+
+def test_a_declared_oversized_body_is_refused_before_it_is_sent(env):
+    head = (f"POST /call/get_order HTTP/1.1\r\nHost: x\r\nX-Episode: {env.episode}\r\n"
+            f"Content-Length: {200 * 2**20}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", _port(env)), timeout=10) as sock:
+        sock.sendall(head)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413")
+
+
+# -- 1c: out-of-range integers are the caller's error ----------------------------------
+
+@pytest.mark.parametrize("number", [str(2**70), str(-(2**70)), "9" * 5000, str(2**63)])
+def test_an_out_of_range_integer_on_the_wire_is_a_validation_error(calendar_env, number):
+    reply = calendar_env.service.call(calendar_env.episode, "get_booking",
+                                      b'{"booking_id": %s}' % number.encode(), 5.0)
+    assert (reply.status, reply.kind) == (422, "validation")
+
+
+def test_an_out_of_range_integer_argument_is_a_format_error(calendar_env):
+    _, _, _, _, info = calendar_env.step(tool_call_text("get_booking", booking_id=2**70))
+    assert info["error_kind"] == "format" and "'booking_id'" in info["error"]
+    assert info["rewards"]["server_error"] == 0.0
+
+
+def test_integer_fields_must_be_bounded_when_a_domain_is_defined():
+    domain = Domain("bounds", schema="", seed=lambda db: None, compare={}, instructions="")
+
+    class Loose(Request):
+        n: int
+
+    with pytest.raises(TypeError, match=r"\['n'\]"):
+        @domain.route()
+        def loose(db, req: Loose) -> None: ...
+
+    class LooseAnswer(Answer):
+        total: int | None = None
+
+    with pytest.raises(TypeError, match=r"\['total'\]"):
+        Domain("bounds", schema="", seed=lambda db: None, compare={}, instructions="", answer=LooseAnswer)
+
+    class RequiredAnswer(Answer):
+        total: Annotated[int, Field(ge=0, le=10)]
+
+    with pytest.raises(TypeError, match="default to None"):
+        Domain("bounds", schema="", seed=lambda db: None, compare={}, instructions="", answer=RequiredAnswer)
+
+
+# -- 1d: the service answers only its env, and the env trusts only its service ---------
+
+def test_the_service_refuses_requests_not_signed_with_its_secret(env):
+    url, body = env.service.base_url, _authenticate_body()
+    nonce = auth.new_nonce()
+    forged = auth.request_mac(b"\0" * 32, nonce, "POST", "/call/authenticate", env.episode, body)
+    replayed = auth.request_mac(env.service.secret, nonce, "POST", "/call/authenticate", env.episode, GET_ORDER)
+    for headers in ({}, {"X-Nonce": nonce}, {"X-Nonce": nonce, "X-Auth": forged},
+                    {"X-Nonce": nonce, "X-Auth": replayed}):  # signed for another body
+        reply = httpx.post(f"{url}/call/authenticate", content=body, headers={"X-Episode": env.episode, **headers})
+        assert reply.status_code == 401 and auth.PROOF_HEADER not in reply.headers
+    assert httpx.get(f"{url}/health").status_code == 401
+    assert env.state.writes == [] and db_hash(env.service.db_path(env.episode), {"session": ("customer_id",)}) == \
+        db_hash(env.service.seed_db, {"session": ("customer_id",)})
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_the_secret_is_in_neither_the_argv_nor_the_environment_of_the_service(env):
+    pid, secret = env.service.process.pid, env.service.secret.hex().encode()
+    assert secret not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert secret not in Path(f"/proc/{pid}/environ").read_bytes()
+
+
+@contextlib.contextmanager
+def _impostor(port: int, status: int, body: bytes, proof: bytes | str | None) -> Iterator[tuple[int, list[bytes]]]:
+    """An HTTP server on ``port`` (0: any) answering every request with ``status`` and ``body``;
+    ``proof`` is the secret to sign with (a buggy but real service), a fixed header value, or None.
+    Yields its port and the requests it saw."""
+    seen: list[bytes] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            request_body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            seen.append(bytes(self.headers) + request_body)
+            self.send_response(status)
+            if isinstance(proof, bytes):
+                self.send_header(auth.PROOF_HEADER, auth.response_mac(proof, self.headers[auth.NONCE_HEADER],
+                                                                      status, body))
+            elif proof is not None:
+                self.send_header(auth.PROOF_HEADER, proof)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_an_impostor_on_a_dead_services_port_is_refused_by_its_missing_proof(env, monkeypatch):
+    service, port = env.service, _port(env)
+    _kill(service)
+    monkeypatch.setattr(service, "alive", lambda: True)  # get past the liveness check: the answer itself must fail
+    with _impostor(port, 200, b'{"result": {"order_id": "O1001", "status": "refunded"}}', None) as (_, seen):
+        obs, reward, terminated, truncated, info = env.step(tool_call_text("get_order", order_id="O1001"))
+    assert seen, "the impostor was never asked"
+    assert truncated and not terminated and info["failure"] == "infra" and reward == 0.0
+    assert "not signed" in info["error"] and obs[-1]["content"].startswith("Error: the environment failed")
+    assert service.secret.hex().encode() not in seen[0]  # the secret never travels
+
+
+def test_a_dead_service_is_never_asked(env):
+    service, port = env.service, _port(env)
+    _kill(service)
+    with _impostor(port, 200, b'{"result": {"order_id": "O1001", "status": "refunded"}}', None) as (_, seen):
+        _, _, _, truncated, info = env.step(tool_call_text("get_order", order_id="O1001"))
+    assert truncated and info["failure"] == "infra" and "exited" in info["error"] and not seen
+
+
+SIGNED = object()
+
+
+@pytest.mark.parametrize("status, body, proof", [
+    (200, b'{"result": "forged"}', "0" * 64),  # an impostor: a made-up proof
+    (500, b"<html>oops</html>", None),
+    # A process that knows the secret but answers out of shape (a broken service): still infra, never a crash.
+    (200, b'{"result": 1, "extra": 2}', SIGNED),
+    (200, b'{"no": "result"}', SIGNED),
+    (200, b"[1, 2]", SIGNED),
+    (200, b"not json", SIGNED),
+    (409, b'{"error": 5, "message": "x"}', SIGNED),
+    (409, b'{"message": "no error kind"}', SIGNED),
+    (404, b'{"error": "not_found"}', SIGNED),
+    (409, b'{"error": "rule_violation", "message": "x", "rule": ["a"]}', SIGNED),
+])
+def test_a_forged_or_malformed_answer_is_an_infra_failure(env, monkeypatch, status, body, proof):
+    service = env.service
+    with _impostor(0, status, body, service.secret if proof is SIGNED else proof) as (port, seen), \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+        # The env's service as it is, answered by another process (no kill: the real one keeps serving others).
+        monkeypatch.setattr(env, "_service", dataclasses.replace(service, base_url=str(client.base_url),
+                                                                 client=client))
+        obs, reward, terminated, truncated, info = env.step(tool_call_text("get_order", order_id="O1001"))
+    assert seen, "the impostor was never asked"
+    assert truncated and not terminated and info["failure"] == "infra" and reward == 0.0
+    assert obs[-1]["content"].startswith("Error: the environment failed")
+
+
+# -- 3: step never raises, and infra is only what the policy cannot cause --------------
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["killed", "killed-and-replaced"])
+def test_a_service_killed_before_respond_is_an_infra_failure_not_an_exception(env, replaced):
+    task = env.tasks.get("retail-cancel-O1001")
+    for action in task.payload["actions"][:-1]:
+        env.step(ToolCall(action["name"], action["arguments"]))
+    _kill(env.service)
+    if replaced:  # another env's reset replaces the dead service and removes its data directory
+        other = agentenv.make("retail-v0")
+        other.reset(seed=0)
+        other.close()
+        assert not env.service.data_dir.exists()
+        with pytest.raises(InfraError):
+            env.snapshot()
+    obs, reward, terminated, truncated, info = env.step(ToolCall("respond", task.payload["actions"][-1]["arguments"]))
+    assert truncated and not terminated and info["failure"] == "infra" and info["success"] is None
+    assert "Error: the environment failed" in obs[-1]["content"]
+    env.reset(seed=0)  # and the next reset recovers
+    assert env.step(tool_call_text("get_order", order_id="O1001"))[4]["error"] is None
+
+
+def _nested(depth: int) -> object:
+    value: object = "R1"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+HOSTILE = [
+    pytest.param(tool_call_text("get_booking", booking_id=2**70), id="int 2**70 (text)"),
+    pytest.param(tool_call_text("get_booking", booking_id=-(2**70)), id="int -2**70 (text)"),
+    pytest.param(ToolCall("get_booking", {"booking_id": 10**300}), id="int 10**300 (structured)"),
+    pytest.param(ToolCall("get_booking", {"booking_id": float("inf")}), id="inf"),
+    pytest.param(ToolCall("list_rooms", {"min_capacity": float("nan")}), id="nan"),
+    pytest.param(ToolCall("get_booking", {"booking_id": {"$gt": 0}}), id="an object for an int"),
+    pytest.param(ToolCall("room_schedule", {"room_id": "R1\x00\x07\x1b[2J\r\n", "day": "2025-03-03"}),
+                 id="control characters"),
+    pytest.param(ToolCall("authenticate", {"email": "a@b\x00", "pin": "\x00\x00\x00\x00"}), id="NUL in credentials"),
+    pytest.param(ToolCall("book_room", {"room_id": "R1", "day": "2025-03-03", "start_hour": 9, "end_hour": 10,
+                                        "title": "\u2028\u2029\ufeff\U0010ffff", "attendees": 2}), id="odd unicode"),
+    pytest.param('<tool_call>{"name": "list_rooms", "arguments": {"min_capacity": '
+                 + "[" * 500 + "]" * 500 + "}}</tool_call>", id="nested JSON (text)"),
+    pytest.param(ToolCall("room_schedule", {"room_id": _nested(200), "day": "2025-03-03"}),
+                 id="nested JSON (structured)"),
+    pytest.param(ToolCall("respond", {"message": "x", "score": 1}), id="an unknown answer field"),
+    pytest.param('<tool_call>{"name": "room_schedule", "arguments": {"room_id": "\\udc80", "day": "2025-03-03"}}'
+                 "</tool_call>", id="surrogate (text)"),
+    pytest.param(ToolCall("room_schedule", {"room_id": "R1\udc80", "day": "2025-03-03"}), id="surrogate (structured)"),
+    pytest.param(ToolCall("respond", {"message": "bye \ud800"}), id="surrogate in respond"),
+    pytest.param(ToolCall("respond", {"message": "x", "room_id": "\udfff"}), id="surrogate in an answer field"),
+    pytest.param('<tool_call>{"name": "get_booking", "arguments": {"booking_id": ' + "9" * 5000 + "}}</tool_call>",
+                 id="5,000-digit int (text)"),
+    pytest.param(ToolCall("get_booking", {"booking_id": 10**5000}), id="5,000-digit int (structured)"),
+    pytest.param('<tool_call>{"name": "list_rooms", "arguments": {"min_capacity": ' + "[" * 3000 + "]" * 3000
+                 + "}}</tool_call>", id="JSON nested 3,000 deep (text)"),
+]
+
+
+@pytest.mark.parametrize("action", HOSTILE)
+def test_nothing_an_action_holds_raises_counts_as_infra_or_breaks_the_trajectory(calendar_env, action):
+    _, _, _, _, info = calendar_env.step(action)
+    assert info["failure"] != "infra" and info["error_kind"] in (None, "format", "tool"), info["error"]
+    traj = agentenv.Trajectory(task=calendar_env.task, messages=calendar_env.messages,
+                               transitions=calendar_env.transitions, failure=agentenv.Failure.TRUNCATED)
+    json.loads(traj.model_dump_json())
+
+
+@pytest.mark.parametrize("fields", [{"room_id": "R1\udc80", "day": "2025-03-03"}, {"message": "bye \ud800"}],
+                         ids=["route", "respond"])
+def test_a_lone_surrogate_in_a_string_argument_is_an_invalid_argument(calendar_env, fields):
+    tool = "respond" if "message" in fields else "room_schedule"
+    _, reward, terminated, _, info = calendar_env.step(ToolCall(tool, fields))
+    assert info["error_kind"] == "format" and not terminated and reward < 0

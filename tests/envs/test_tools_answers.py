@@ -1,0 +1,135 @@
+"""The tools env's answers are structured: stuffing the answer with keywords or guesses never scores.
+
+Each task expects some of the domain's answer fields (`gold_task(..., expect=...)`);
+``outputs`` is 1 only if each expected field is given exactly and every other one
+is left empty. These tests attack every task of both built-in domains the way an
+RL-trained policy would, and check that only the real answer scores.
+"""
+
+import typing
+from typing import Any, Literal
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+import agentenv  # noqa: E402
+from agentenv import ToolCall  # noqa: E402
+from agentenv.envs.tools import ToolsEnv  # noqa: E402
+from agentenv.envs.tools.domains import calendar, retail  # noqa: E402
+
+DOMAINS = [("retail-v0", retail.DOMAIN), ("calendar-v0", calendar.DOMAIN)]
+
+
+def _literals(domain, field: str) -> list[Any]:
+    """The values of a field's Literal type (empty for ints and free strings)."""
+    annotation = domain.answer.model_fields[field].annotation
+    for arg in typing.get_args(annotation) or (annotation,):
+        if typing.get_origin(arg) is Literal:
+            return list(typing.get_args(arg))
+    return []
+
+
+def _stuffed_message(domain) -> str:
+    """Every task's id, golden message and expected values in one answer (capped at respond's limit)."""
+    parts = []
+    for task in domain.tasks:
+        final = task.payload["actions"][-1]["arguments"]
+        parts += [task.id, final["message"], *map(str, task.payload["expect"].values())]
+    return " ".join(parts)[:4000]
+
+
+def _guesses(domain, expect: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a stuffer fills the fields with, short of the exact answer: each field alone with
+    each value of its closed set or with this task's own value, the answer missing one field,
+    the answer plus one extra field, and every field at once."""
+    fields = list(domain.answer.model_fields)
+    extra = {f: (_literals(domain, f) or [v for t in domain.tasks for k, v in t.payload["expect"].items() if k == f])[0]
+             for f in fields}
+    guesses: list[dict[str, Any]] = [{}]
+    guesses += [{f: v} for f in fields for v in _literals(domain, f)]
+    guesses += [{f: v} for f, v in expect.items()]
+    guesses += [{k: v for k, v in expect.items() if k != f} for f in expect]
+    guesses += [{**expect, f: extra[f]} for f in fields if f not in expect]
+    guesses.append({**extra, **expect})
+    return [g for g in guesses if g != expect]
+
+
+def _respond(env: ToolsEnv, fields: dict[str, Any], message: str) -> dict[str, Any]:
+    _, _, terminated, _, info = env.step(ToolCall("respond", {"message": message, **fields}))
+    assert terminated and info["error"] is None, info["error"]
+    return info
+
+
+@pytest.mark.parametrize("env_id, domain", DOMAINS, ids=[d for d, _ in DOMAINS])
+def test_no_stuffed_answer_scores_on_any_task_without_tool_calls(env_id, domain):
+    message = _stuffed_message(domain)
+    env = agentenv.make(env_id)
+    try:
+        for task in domain.tasks:
+            for fields in [*_guesses(domain, task.payload["expect"]), task.payload["expect"]]:
+                # the exact answer too: without reading, a right answer is a lucky guess
+                env.reset(options={"task": task.id})
+                info = _respond(env, fields, message)
+                assert info["task_reward"] == 0.0, (task.id, fields)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("env_id, domain", DOMAINS, ids=[d for d, _ in DOMAINS])
+def test_after_the_golden_actions_only_the_exact_answer_scores(env_id, domain):
+    """The database matches, so only the fields decide: missing, extra or wrong ones score 0."""
+    message = _stuffed_message(domain)
+    env = agentenv.make(env_id)
+    try:
+        for task in domain.tasks:
+            env.reset(options={"task": task.id})
+            for action in task.payload["actions"][:-1]:
+                _, _, _, _, info = env.step(ToolCall(action["name"], action["arguments"]))
+                assert info["error"] is None, (task.id, info["error"])
+            before_answer = env.snapshot()
+            expect = task.payload["expect"]
+            for fields in _guesses(domain, expect):
+                env.restore(before_answer)
+                info = _respond(env, fields, message)
+                assert info["rewards"]["db_match"] == 1.0 and info["task_reward"] == 0.0, (task.id, fields)
+            env.restore(before_answer)
+            assert _respond(env, expect, "ok")["task_reward"] == 1.0, task.id  # the message is never scored
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("domain", [d for _, d in DOMAINS], ids=lambda d: d.name)
+def test_every_task_needs_a_tool_call_and_every_read_only_task_two_facts(domain):
+    """No task is answerable from the prompt alone, and no single guessed value answers a read-only task."""
+    for task in domain.tasks:
+        routes = [a["name"] for a in task.payload["actions"][:-1]]
+        assert routes, f"{task.id}: the golden actions make no tool call"
+        writes = [r for r in routes if domain.routes[r].write and r != "authenticate"]
+        if not writes:
+            assert len(task.payload["expect"]) >= 2, f"{task.id}: a read-only task must check two facts"
+
+
+@pytest.mark.parametrize("domain", [d for _, d in DOMAINS], ids=lambda d: d.name)
+def test_the_rule_field_names_every_rule_the_domain_raises(domain):
+    import ast
+    import inspect
+
+    module = inspect.getmodule(domain.routes["authenticate"].handler)
+    tree = ast.parse(inspect.getsource(module))
+    raised = {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and getattr(n.func, "id", None) == "RuleViolation" and isinstance(n.args[0], ast.Constant)}
+    assert raised and raised == set(_literals(domain, "rule"))
+
+
+def test_the_schema_of_respond_shows_the_answer_fields():
+    env = agentenv.make("retail-v0")
+    try:
+        [respond] = [s["function"] for s in env.tool_schemas() if s["function"]["name"] == "respond"]
+        params = respond["parameters"]
+        assert params["required"] == ["message"] and params["additionalProperties"] is False
+        assert list(params["properties"]) == ["message", *retail.DOMAIN.answer.model_fields]
+        assert "not checked" in params["properties"]["message"]["description"]
+    finally:
+        env.close()
