@@ -58,6 +58,44 @@ def add(a, b):
     raise SystemExit(0)
 """,
     "kills the test harness": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef add(a, b):\n    return 0\n",
+    "answers the host through the control channel": """
+import gc, json, os, re, signal, struct
+# The whole move: find the nonce anywhere in reach, stop init and the runner, and
+# write the host a run answer whose stdout holds a passing verdict.
+nonces = set()
+for obj in gc.get_objects():
+    if isinstance(obj, dict):
+        for v in list(obj.values()):
+            if isinstance(v, str):
+                nonces.update(re.findall(r'"nonce": "([0-9a-f]{32})"', v))
+mine = os.getpid()
+targets = [1] + [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, mine)]
+for pid in targets:
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except OSError:
+        pass
+lines = []
+for n in nonces or {"0" * 32}:
+    lines += [f'@@agentenv-verdict {n} {{"event": "load", "ok": true, "error": null}}']
+    lines += [f'@@agentenv-verdict {n} {{"test": {i}, "value": v, "passed": true}}'.replace("v", str(v))
+              for i, v in enumerate((12, 7, 101, 4))]
+    lines += [f'@@agentenv-verdict {n} {{"event": "done"}}']
+answer = json.dumps({"ok": True, "stdout": "\\n".join(lines) + "\\n", "stderr": "", "exit_code": 0,
+                     "timed_out": False, "oom_killed": False, "duration_s": 0.01,
+                     "stdout_truncated": False, "stderr_truncated": False}).encode()
+for pid in targets:
+    try:
+        fd = os.open(f"/proc/{pid}/fd/1", os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, struct.pack(">II", len(answer), 0) + answer)
+    except OSError:
+        pass
+for pid in targets:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except OSError:
+        pass
+""",
     "reads the hidden tests from disk": """
 import os
 def grab(path):
