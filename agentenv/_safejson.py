@@ -50,6 +50,41 @@ def problem(value: Any, *, max_depth: int) -> tuple[str, str] | None:
     Refused: nesting deeper than ``max_depth``, strings or keys with a lone
     surrogate, keys that are not strings, integers of more than `MAX_INT_BITS`
     bits, and any type but dict, list, str, int, float, bool and None."""
+    if _plain(value, max_depth):  # the common case, on every action: no paths built
+        return None
+    return _locate(value, max_depth)
+
+
+def _plain(value: Any, max_depth: int) -> bool:
+    stack = [(value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and not is_unicode(item):
+                return False
+        elif kind is dict:
+            if depth >= max_depth:
+                return False
+            for key, v in item.items():
+                if type(key) is not str or not (key.isascii() or is_unicode(key)):
+                    return False
+                push((v, depth + 1))
+        elif kind is list:
+            if depth >= max_depth:
+                return False
+            for v in item:
+                push((v, depth + 1))
+        elif kind is int:
+            if item.bit_length() > MAX_INT_BITS:
+                return False
+        elif not (item is None or kind is bool or kind is float):
+            return False
+    return True
+
+
+def _locate(value: Any, max_depth: int) -> tuple[str, str] | None:
     stack: list[tuple[str, Any, int]] = [("", value, 0)]
     while stack:
         path, item, depth = stack.pop()

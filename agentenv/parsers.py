@@ -73,7 +73,9 @@ def _call_from_obj(obj: Any, index: int) -> ToolCall:
     call_id = obj.get("id")
     if call_id is not None and not isinstance(call_id, str):
         raise ParseError(f'tool call {index}: "id" must be a string')
-    return checked_call(ToolCall(name, arguments, call_id), index)
+    # Whatever reaches here was checked already: JSON text by _loads / _safejson.loads,
+    # an assistant message by the env's boundary (agentenv._admit).
+    return ToolCall(name, arguments, call_id)
 
 
 def checked_call(call: ToolCall, index: int = 1) -> ToolCall:
