@@ -85,30 +85,39 @@ def admit(action: Any, turn: int) -> Admitted:
 
 
 def _admit_call(call: ToolCall, turn: int) -> Admitted:
-    found = _safejson.problem(call.arguments, max_depth=MAX_MESSAGE_DEPTH)
+    # Checked again, whole: a subclass, or fields set behind the dataclass's back, are
+    # a policy's Python objects like any other. What goes on is a plain ToolCall.
+    name, arguments, call_id = (object.__getattribute__(call, f) for f in ("name", "arguments", "id"))
+    found = None
+    if type(name) is not str or type(arguments) is not dict or not (call_id is None or type(call_id) is str):
+        found = ("", "a ToolCall's name and id must be strings and its arguments a dict")
+    else:
+        found = _safejson.problem({"name": name, "id": call_id, "arguments": arguments}, max_depth=MAX_MESSAGE_DEPTH)
     if found is None:
         try:
-            arguments = json.dumps(call.arguments, ensure_ascii=False)
+            text = json.dumps(arguments, ensure_ascii=False)
         except ValueError:  # NaN is fine for json.dumps; what is left is a circular structure
-            found = ("", "the arguments cannot be written as JSON")
+            found = ("arguments", "they cannot be written as JSON")
     if found is not None:
         where, what = found
-        name = _safejson.clean_text(call.name)
-        return Admitted(name, {"role": "assistant", "content": ""},
-                        f"tool call {name!r}: arguments{'.' + where if where else ''}: {what}")
+        shown = _safejson.clean_text(name) if type(name) is str else _safe_repr(name)
+        return Admitted(shown, {"role": "assistant", "content": ""},
+                        f"tool call {shown!r}: {where + ': ' if where else ''}{what}")
+    try:
+        plain = ToolCall(name, arguments, call_id)
+    except ValueError as e:  # a name of 0 or more than 128 characters
+        return Admitted(name, {"role": "assistant", "content": ""}, str(e))
     message: Message = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": call.id or f"call_{turn}_0", "type": "function",
-         "function": {"name": call.name, "arguments": arguments}},
+        {"id": call_id or f"call_{turn}_0", "type": "function", "function": {"name": name, "arguments": text}},
     ]}
-    return Admitted(call, message)
+    return Admitted(plain, message)
 
 
 def _admit_message(action: dict[Any, Any], turn: int) -> Admitted:
     found = _safejson.problem(action, max_depth=MAX_MESSAGE_DEPTH)
     if found is not None:
         where, what = found
-        content = action.get("content")
-        shown = _safejson.clean_text(content) if isinstance(content, str) else ""
+        shown = _content_of(action)
         return Admitted(shown, {"role": "assistant", "content": shown},
                         f"the assistant message{': ' + where if where else ''}: {what}")
     try:
@@ -116,8 +125,7 @@ def _admit_message(action: dict[Any, Any], turn: int) -> Admitted:
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "(message)"
-        content = action.get("content")
-        shown = content if isinstance(content, str) else ""
+        shown = _content_of(action)
         return Admitted(shown, {"role": "assistant", "content": shown},
                         f"the assistant message: field {field!r}: {err['msg']}")
     message = parsed.model_dump(exclude_none=True)
@@ -127,6 +135,16 @@ def _admit_message(action: dict[Any, Any], turn: int) -> Admitted:
         message["tool_calls"] = [{**tc, "id": tc.get("id") or f"call_{turn}_{i}"}
                                  for i, tc in enumerate(message["tool_calls"])]
     return Admitted(message, message)  # type: ignore[arg-type]
+
+
+def _content_of(action: Any) -> str:
+    """The message's text content, read without calling anything of the (untrusted) object."""
+    if type(action) is not dict:
+        return ""
+    for key, value in list(dict.items(action)):
+        if type(key) is str and key == "content" and type(value) is str:
+            return _safejson.clean_text(value)
+    return ""
 
 
 def clean_messages(messages: list[Message]) -> list[Message]:

@@ -378,7 +378,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         reward = (sum(weights.get(k, 1.0) * v for k, v in all_rewards.items()) if weights
                   else sum(all_rewards.values()))
         recorded = admitted.action
-        if isinstance(recorded, ToolCall):
+        if isinstance(recorded, ToolCall):  # a plain one: _admit rebuilt it
             recorded = recorded.to_dict()
         self.transitions.append(Transition(
             turn, recorded, act.calls, act.obs, rewards,
