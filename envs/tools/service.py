@@ -286,12 +286,15 @@ def acquire(path: str) -> Service:
 
 
 def release(service: Service) -> None:
-    """One env is done with ``service``; the last one stops it after `LINGER_S`."""
+    """One env is done with ``service``; the last one stops it after `LINGER_S` (at once
+    when it is dead: it can never answer again, so its pipes and directory go now)."""
     with _lock:
         service.users -= 1
         if service.users > 0:
             return
-        if _services.get(service.path) is not service:  # already replaced after a crash
+        if _services.get(service.path) is not service or not service.alive():  # replaced, or dead
+            if _services.get(service.path) is service:
+                del _services[service.path]
             service.stop()
             return
         timer = threading.Timer(LINGER_S, _stop_if_unused, args=(service,))

@@ -326,3 +326,21 @@ def test_a_lone_surrogate_in_a_string_argument_is_an_invalid_argument(calendar_e
     tool = "respond" if "message" in fields else "room_schedule"
     _, reward, terminated, _, info = calendar_env.step(ToolCall(tool, fields))
     assert info["error_kind"] == "format" and not terminated and reward < 0
+
+
+def test_a_dead_service_is_stopped_at_its_last_release_not_after_the_linger():
+    import os
+    import signal
+
+    from agentenv.envs.tools import service as services
+
+    s = services.acquire("agentenv.envs.tools.domains.retail:DOMAIN")
+    os.kill(s.process.pid, signal.SIGKILL)
+    s.process.wait()
+    services.release(s)
+    assert s.client.is_closed and not s.data_dir.exists() and s._linger is None
+    fresh = services.acquire("agentenv.envs.tools.domains.retail:DOMAIN")
+    try:
+        assert fresh is not s and fresh.alive()
+    finally:
+        services.release(fresh)
