@@ -6,7 +6,9 @@ are I/O: containers, HTTP services, browsers). An exception inside one env ends
 that episode as ``infra`` and never stops the others; a policy that raises (a
 timeout, a dead server, a bug) or answers with the wrong number of actions ends
 the episodes it was asked about as ``infra`` and the rollout goes on with the
-rest. Only `KeyboardInterrupt` (or another `BaseException`) stops it. Finished
+rest. Only `KeyboardInterrupt` (or another `BaseException`) stops it, and `EOFError`
+from the policy: it has no more actions to give (a person at the terminal typed
+Ctrl-D), which no later turn can change. Finished
 trajectories are appended to a JSONL file and flushed one by one, so a crash
 loses nothing that had finished; a trajectory holding something no encoder
 takes is written with those values spelled out rather than lost.
@@ -207,6 +209,8 @@ def _ask(policy: Policy, live: list[_Episode]) -> list[PolicyOutput]:
     ]
     try:
         outputs = list(policy.act(conversations))
+    except EOFError:
+        raise  # the policy is out of input for good: the caller ends the run (see the module doc)
     except Exception as e:  # noqa: BLE001 - the policy's backend failed: infra for these episodes, see module doc
         return [PolicyFailure(error=_describe(e)) for _ in live]
     if len(outputs) != len(live):
