@@ -131,6 +131,7 @@ def _agentenv_sources() -> set[str]:
     spec = importlib.util.find_spec("agentenv.envs")  # found, not imported: sandboxes never import envs
     if spec is not None and spec.submodule_search_locations:
         dirs.update(spec.submodule_search_locations)
+    dirs = {os.path.realpath(d) for d in dirs}  # the checkout links src/agentenv and agentenv/envs, ...
     roots = {os.path.dirname(d) for d in dirs
              if any(os.path.exists(os.path.join(os.path.dirname(d), m)) for m in _CHECKOUT_MARKERS)}
     return dirs | roots

@@ -51,6 +51,9 @@ def test_editable_install_maps_top_level_folders(tmp_path: Path) -> None:
     assert Path(agentenv.__file__).resolve().parent == REPO / "agentenv", (
         "the suite expects agentenv installed editable from this checkout (scripts/setup.sh does it)"
     )
+    for name in SUBPACKAGES:  # the links the layout rests on
+        assert (REPO / "agentenv" / name).is_symlink() and (REPO / "agentenv" / name).resolve() == REPO / name
+    assert (REPO / "src" / "agentenv").resolve() == REPO / "agentenv"
     out = run_python(
         """
         import json
@@ -69,8 +72,8 @@ def test_wheel_installs_only_agentenv(tmp_path: Path) -> None:
     # Build from a copy: an in-tree build would leave build/ and egg-info in the checkout.
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
-    for folder in ("agentenv", *SUBPACKAGES):
-        shutil.copytree(REPO / folder, src / folder, ignore=ignore)
+    for folder in ("agentenv", "src", *SUBPACKAGES):  # the links copied as links
+        shutil.copytree(REPO / folder, src / folder, ignore=ignore, symlinks=True)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
     wheels = tmp_path / "wheels"
@@ -162,13 +165,40 @@ def _admits(specifier: str, version: str) -> bool:
 
 
 def test_every_package_in_the_tree_is_shipped() -> None:
-    # setuptools gets an explicit list (the folders are mapped), so a new subpackage
-    # missing from it would work in an editable install and vanish from the wheel.
+    # setuptools gets an explicit list, so a new subpackage missing from it would work
+    # in an editable install and vanish from the wheel. (Path.rglob does not follow
+    # the links, so each linked folder is walked as its own root.)
     tool = _pyproject()["tool"]["setuptools"]
-    roots = {Path(REPO / folder): name for name, folder in tool["package-dir"].items()}
-    found = set()
+    assert tool["package-dir"] == {"": "src"}
+    roots = {REPO / "agentenv": "agentenv", **{REPO / name: f"agentenv.{name}" for name in SUBPACKAGES}}
+    found = {"agentenv.sandboxes.image"}  # a folder of package data (the sandbox's Dockerfile)
     for root, name in roots.items():
         for init in root.rglob("__init__.py"):
             rel = init.parent.relative_to(root).parts
             found.add(".".join((name, *rel)))
     assert found == set(tool["packages"])
+
+
+def test_type_checkers_resolve_every_package_from_anywhere(tmp_path: Path) -> None:
+    # The editable install is a plain path entry (src/), not an import hook: mypy and
+    # editors find agentenv and its linked subpackages the way Python does.
+    pytest.importorskip("mypy")
+    probe = tmp_path / "probe.py"
+    probe.write_text(textwrap.dedent("""
+        from agentenv import Env
+        from agentenv.envs.code import CodeEnv
+        from agentenv.sandboxes import Limits
+        from agentenv.trainers import GRPOConfig
+        reveal_type(Env)
+        reveal_type(CodeEnv)
+        reveal_type(Limits)
+        reveal_type(GRPOConfig)
+    """))
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
+                           "--ignore-missing-imports", str(probe)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    revealed = [line for line in proc.stdout.splitlines() if "Revealed type" in line]
+    assert len(revealed) == 4, proc.stdout + proc.stderr
+    for name in ("agentenv.env.Env", "agentenv.envs.code.env.CodeEnv", "agentenv.sandboxes.base.Limits",
+                 "agentenv.trainers.config.GRPOConfig"):
+        assert any(name in line for line in revealed), (name, revealed)
