@@ -38,7 +38,7 @@ from agentenv.tools import ToolSpec, tool
 from agentenv.trajectory import Trajectory
 from agentenv.types import Action, Failure, Message, ToolCall
 
-list = envs_list  # noqa: A001 - `agentenv.list()` mirrors register/make/spec; not exported by *
+list = envs_list
 
 __version__ = "0.1.0"
 

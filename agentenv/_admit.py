@@ -71,17 +71,22 @@ def admit(action: Any, turn: int) -> Admitted:
         if not _safejson.is_unicode(text):
             clean = _safejson.clean_text(text)
             at = next(i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff")
-            return Admitted(clean, {"role": "assistant", "content": clean},
-                            f"the action holds a lone surrogate (U+{ord(text[at]):04X} at char {at}), "
-                            "which is not Unicode text")
+            return Admitted(
+                clean,
+                {"role": "assistant", "content": clean},
+                f"the action holds a lone surrogate (U+{ord(text[at]):04X} at char {at}), which is not Unicode text",
+            )
         return Admitted(text, {"role": "assistant", "content": text})
     if isinstance(action, ToolCall):
         return _admit_call(action, turn)
     if isinstance(action, dict):
         return _admit_message(action, turn)
     shown = _safe_repr(action)
-    return Admitted(shown, {"role": "assistant", "content": shown},
-                    f"expected text, a ToolCall or an assistant message, got {type(action).__name__}")
+    return Admitted(
+        shown,
+        {"role": "assistant", "content": shown},
+        f"expected text, a ToolCall or an assistant message, got {type(action).__name__}",
+    )
 
 
 def _admit_call(call: ToolCall, turn: int) -> Admitted:
@@ -101,15 +106,20 @@ def _admit_call(call: ToolCall, turn: int) -> Admitted:
     if found is not None:
         where, what = found
         shown = _safejson.clean_text(name) if type(name) is str else _safe_repr(name)
-        return Admitted(shown, {"role": "assistant", "content": ""},
-                        f"tool call {shown!r}: {where + ': ' if where else ''}{what}")
+        return Admitted(
+            shown, {"role": "assistant", "content": ""}, f"tool call {shown!r}: {where + ': ' if where else ''}{what}"
+        )
     try:
         plain = ToolCall(name, arguments, call_id)
     except ValueError as e:  # a name of 0 or more than 128 characters
         return Admitted(name, {"role": "assistant", "content": ""}, str(e))
-    message: Message = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": call_id or f"call_{turn}_0", "type": "function", "function": {"name": name, "arguments": text}},
-    ]}
+    message: Message = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": call_id or f"call_{turn}_0", "type": "function", "function": {"name": name, "arguments": text}},
+        ],
+    }
     return Admitted(plain, message)
 
 
@@ -118,22 +128,27 @@ def _admit_message(action: dict[Any, Any], turn: int) -> Admitted:
     if found is not None:
         where, what = found
         shown = _content_of(action)
-        return Admitted(shown, {"role": "assistant", "content": shown},
-                        f"the assistant message{': ' + where if where else ''}: {what}")
+        return Admitted(
+            shown,
+            {"role": "assistant", "content": shown},
+            f"the assistant message{': ' + where if where else ''}: {what}",
+        )
     try:
         parsed = _AssistantIn.model_validate(action)
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "(message)"
         shown = _content_of(action)
-        return Admitted(shown, {"role": "assistant", "content": shown},
-                        f"the assistant message: field {field!r}: {err['msg']}")
+        return Admitted(
+            shown, {"role": "assistant", "content": shown}, f"the assistant message: field {field!r}: {err['msg']}"
+        )
     message = parsed.model_dump(exclude_none=True)
     message["role"] = "assistant"
     message["content"] = parsed.content or ""
     if parsed.tool_calls:
-        message["tool_calls"] = [{**tc, "id": tc.get("id") or f"call_{turn}_{i}"}
-                                 for i, tc in enumerate(message["tool_calls"])]
+        message["tool_calls"] = [
+            {**tc, "id": tc.get("id") or f"call_{turn}_{i}"} for i, tc in enumerate(message["tool_calls"])
+        ]
     return Admitted(message, message)  # type: ignore[arg-type]
 
 

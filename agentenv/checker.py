@@ -83,7 +83,9 @@ def _run(env: Env, seed: int, plan: Sequence[Action]) -> list[tuple[Any, ...]]:
     record: list[tuple[Any, ...]] = [("reset", _dump(obs), _dump(env.state.model_dump(mode="json")))]
     for action in plan:
         obs, reward, terminated, truncated, info = _checked_step(env, action)
-        record.append((_dump(obs), reward, terminated, truncated, _dump(info), _dump(env.state.model_dump(mode="json"))))
+        record.append(
+            (_dump(obs), reward, terminated, truncated, _dump(info), _dump(env.state.model_dump(mode="json")))
+        )
         if terminated or truncated:
             break
     return record
@@ -133,13 +135,18 @@ def _check_snapshot(env: Env, seed: int, plan: Sequence[Action]) -> None:
             if terminated or truncated:
                 return
         blob = env.snapshot().model_dump_json()
-        rest = [(_dump(r[0]), r[1], r[2], r[3], _dump(r[4]), _dump(env.state.model_dump(mode="json")))
-                for r in (env.step(a) for a in plan[k:]) if True]
+        rest = [
+            (_dump(r[0]), r[1], r[2], r[3], _dump(r[4]), _dump(env.state.model_dump(mode="json")))
+            for r in (env.step(a) for a in plan[k:])
+            if True
+        ]
         restored = env.restore(Snapshot.model_validate_json(blob))
         if _dump(restored) != _dump(json.loads(blob)["messages"]):
             _fail(f"restore at turn {k} does not return the saved conversation")
-        again = [(_dump(r[0]), r[1], r[2], r[3], _dump(r[4]), _dump(env.state.model_dump(mode="json")))
-                 for r in (env.step(a) for a in plan[k:])]
+        again = [
+            (_dump(r[0]), r[1], r[2], r[3], _dump(r[4]), _dump(env.state.model_dump(mode="json")))
+            for r in (env.step(a) for a in plan[k:])
+        ]
         if rest != again:
             _fail(f"restoring the snapshot taken at turn {k} and replaying the same actions gives different results")
 
@@ -152,13 +159,16 @@ def _check_bad_actions(env: Env, seed: int) -> None:
         "<tool_call>{not json</tool_call>",
         '<tool_call>{"arguments": {}}</tool_call>',
         tool_call_text("no_such_tool_xyz"),
-        '<tool_call>{"name": "%s", "arguments": {"__bogus__": 1}}</tool_call>' % name,
-        '{"name": "%s", "arguments": "[1, 2"}' % name,
+        '<tool_call>{"name": "' + name + '", "arguments": {"__bogus__": 1}}</tool_call>',
+        '{"name": "' + name + '", "arguments": "[1, 2"}',
         "x" * (env.max_action_chars + 1),
         "\x00\udcff\ufffe binary",
         12345,
         None,
-        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": "{oops"}}]},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": "{oops"}}],
+        },
         ToolCall(name="no_such_tool_xyz"),
     ]
     for action in bad:
@@ -170,7 +180,9 @@ def _check_bad_actions(env: Env, seed: int) -> None:
         except Exception as e:  # noqa: BLE001
             _fail(f"bad action {action!r:.60} raised {type(e).__name__}: {e}")
         if info["error_kind"] != "format" or not obs:
-            _fail(f"bad action {action!r:.60} must give an error observation of kind 'format', got {info['error_kind']!r}")
+            _fail(
+                f"bad action {action!r:.60} must give an error observation of kind 'format', got {info['error_kind']!r}"
+            )
         if env.format_penalty > 0 and not info["rewards"].get("format", 0.0) < 0:
             _fail(f"bad action {action!r:.60} got no format penalty: {info['rewards']}")
 

@@ -303,7 +303,7 @@ def _make_policy(
         return env_spec.make_oracle()  # type: ignore[no-any-return]
     if not base_url or not model:
         _fail("--policy openai needs --base-url and --model")
-    from agentenv.openai_policy import OpenAIPolicy  # noqa: PLC0415 - only this command needs it
+    from agentenv.openai_policy import OpenAIPolicy
 
     # Only the command line reads the key from the environment; the library never does.
     # An unset variable means no key, which local servers (vLLM, Ollama) accept.
@@ -374,8 +374,11 @@ def train(
         _fail(f"training needs torch and transformers ({e}); install with: pip install -e '.[train]'")
     try:
         config = GRPOConfig.from_file(config_path)
-        overrides = {k: v for k, v in (("steps", steps), ("output_dir", str(output_dir) if output_dir else None),
-                                       ("model", model)) if v is not None}
+        overrides = {
+            k: v
+            for k, v in (("steps", steps), ("output_dir", str(output_dir) if output_dir else None), ("model", model))
+            if v is not None
+        }
         if overrides:
             config = GRPOConfig.from_dict({**config.to_dict(), **overrides}, source=str(config_path))
         trainer = GRPOTrainer(config.model, envs=config.envs, config=config)
@@ -397,8 +400,12 @@ def _print_curve(history: Sequence[dict[str, Any]], run_dir: str) -> None:
         held_out = row.get("eval/success_rate")
         if held_out is None and row is not history[-1] and row["step"] % 5:
             continue
-        table.add_row(str(row["step"]), f"{row.get('success_rate', 0):.0%}", f"{row.get('reward/task', 0):.3f}",
-                      "" if held_out is None else f"{held_out:.0%}")
+        table.add_row(
+            str(row["step"]),
+            f"{row.get('success_rate', 0):.0%}",
+            f"{row.get('reward/task', 0):.3f}",
+            "" if held_out is None else f"{held_out:.0%}",
+        )
     _out().print(table)
     _out().print(f"run directory: {run_dir} (metrics.jsonl, trajectories/, checkpoints/, final/)")
 
@@ -412,7 +419,7 @@ def miner_show(
     top: Annotated[int, typer.Option(help="Rows in the family and task tables.")] = 10,
 ) -> None:
     """Pools, informative groups, failures by kind and the top failing families of a run."""
-    from agentenv.miner.report import MinerReport  # noqa: PLC0415 - only this command needs it
+    from agentenv.miner.report import MinerReport
 
     try:
         report = MinerReport.from_run(run_dir)
@@ -424,10 +431,15 @@ def miner_show(
     m = report.metrics
     if m:
         rows = [("informative groups (last step)", f"{m.get('miner/informative_frac', 0):.0%}")]
-        rows += [(k.removeprefix("miner/"), str(v)) for k, v in m.items()
-                 if k.startswith("miner/new/") or k == "miner/requeued"]
+        rows += [
+            (k.removeprefix("miner/"), str(v))
+            for k, v in m.items()
+            if k.startswith("miner/new/") or k == "miner/requeued"
+        ]
         out.print(_two_columns(f"step {m.get('step')}", ("measure", "value"), rows))
-    out.print(_two_columns("failures by kind", ("kind", "episodes"), [(k, str(v)) for k, v in report.failures_by_kind()]))
+    out.print(
+        _two_columns("failures by kind", ("kind", "episodes"), [(k, str(v)) for k, v in report.failures_by_kind()])
+    )
     families = Table(title="top failing families", title_justify="left")
     for column in ("family", "attempts", "failures", "failure rate"):
         families.add_column(column, justify="left" if column == "family" else "right")
@@ -439,8 +451,14 @@ def miner_show(
         hardest.add_column(column, justify="left" if column in ("task", "status") else "right")
     for task_id, r in report.hardest(top):
         turns = ", ".join(f"{t}:{n}" for t, n in sorted(r.break_turns.items()))
-        hardest.add_row(escape(task_id), r.status, str(r.attempts), f"{r.success_rate:.0%}",
-                        "-" if r.ema is None else f"{r.ema:.2f}", turns)
+        hardest.add_row(
+            escape(task_id),
+            r.status,
+            str(r.attempts),
+            f"{r.success_rate:.0%}",
+            "-" if r.ema is None else f"{r.ema:.2f}",
+            turns,
+        )
     out.print(hardest)
 
 

@@ -142,7 +142,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
     success_threshold: float = 1.0
     """A task reward at or above this counts as solved."""
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012 (gymnasium API)
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}
     tools: ClassVar[dict[str, ToolSpec]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -340,13 +340,17 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         (a resume task has its own id) and must have the snapshot task's prompt and payload."""
         snap = _as_snapshot(snapshot)
         if snap.ended:
-            raise ValueError("cannot resume from a snapshot of an episode that had ended; take one before its last turn")
+            raise ValueError(
+                "cannot resume from a snapshot of an episode that had ended; take one before its last turn"
+            )
         if task is not None:
             if not isinstance(task, Task):
                 raise TypeError(f'with options["snapshot"], options["task"] must be a Task, got {type(task).__name__}')
             if task.prompt != snap.task.prompt or task.payload != snap.task.payload:
-                raise ValueError(f"task {task.id!r} is not the snapshot's task {snap.task.id!r}: "
-                                 "a resume task must keep its prompt and payload")
+                raise ValueError(
+                    f"task {task.id!r} is not the snapshot's task {snap.task.id!r}: "
+                    "a resume task must keep its prompt and payload"
+                )
         messages = self.restore(snap)
         if task is not None:
             self._task = task
@@ -375,15 +379,24 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         self.messages.extend(act.obs)
         all_rewards = {**rewards, **task_rewards} if task_rewards else rewards
         weights = self.reward_weights
-        reward = (sum(weights.get(k, 1.0) * v for k, v in all_rewards.items()) if weights
-                  else sum(all_rewards.values()))
+        reward = sum(weights.get(k, 1.0) * v for k, v in all_rewards.items()) if weights else sum(all_rewards.values())
         recorded = admitted.action
         if isinstance(recorded, ToolCall):  # a plain one: _admit rebuilt it
             recorded = recorded.to_dict()
-        self.transitions.append(Transition(
-            turn, recorded, act.calls, act.obs, rewards,
-            task_rewards, diff, time.perf_counter() - start, act.error, act.error_kind,
-        ))
+        self.transitions.append(
+            Transition(
+                turn,
+                recorded,
+                act.calls,
+                act.obs,
+                rewards,
+                task_rewards,
+                diff,
+                time.perf_counter() - start,
+                act.error,
+                act.error_kind,
+            )
+        )
         info = {
             "task_id": self._task.id,  # type: ignore[union-attr]
             "turn": self._turn,
@@ -538,8 +551,9 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             raise
         except Exception as e:  # noqa: BLE001 - an action must not be able to crash step (or pass for infra)
             _log_once(type(self), f"tool {call.name!r}", e)
-            return CallOutcome(call, call_id, False, error=f"the tool {call.name!r} failed: {_describe(e)}",
-                               error_kind="tool")
+            return CallOutcome(
+                call, call_id, False, error=f"the tool {call.name!r} failed: {_describe(e)}", error_kind="tool"
+            )
         return CallOutcome(call, call_id, True, result=result)
 
     def _render(self, outcome: CallOutcome) -> Message:
@@ -547,8 +561,12 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             return self.render_result(outcome)
         except Exception as e:  # noqa: BLE001 - a result the tool returned but nobody can show
             _log_once(type(self), "render_result", e)
-            return {"role": "tool", "tool_call_id": outcome.call_id, "name": outcome.call.name,
-                    "content": f"Error: the result could not be shown: {_describe(e)}"}
+            return {
+                "role": "tool",
+                "tool_call_id": outcome.call_id,
+                "name": outcome.call.name,
+                "content": f"Error: the result could not be shown: {_describe(e)}",
+            }
 
     def _step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         try:
@@ -630,8 +648,13 @@ def _log_once(env: type, where: str, error: Exception) -> None:
     if key in _logged:
         return
     _logged.add(key)
-    logger.warning("%s.%s raised %s (an action reached a bug; the step goes on)", env.__name__, where,
-                   _describe(error), exc_info=error)
+    logger.warning(
+        "%s.%s raised %s (an action reached a bug; the step goes on)",
+        env.__name__,
+        where,
+        _describe(error),
+        exc_info=error,
+    )
 
 
 def _describe(error: BaseException) -> str:

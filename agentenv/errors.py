@@ -9,8 +9,8 @@ from __future__ import annotations
 
 __all__ = [
     "AgentEnvError",
-    "EnvStateError",
     "EnvCheckError",
+    "EnvStateError",
     "InfraError",
     "TaskFileError",
     "ToolError",

@@ -81,8 +81,9 @@ def _call_from_obj(obj: Any, index: int) -> ToolCall:
 def checked_call(call: ToolCall, index: int = 1) -> ToolCall:
     """``call`` if its name, id and arguments are plain JSON data that every later
     reader can take (see `agentenv._safejson`); otherwise `ParseError`."""
-    found = _safejson.problem({"name": call.name, "id": call.id, "arguments": call.arguments},
-                              max_depth=MAX_ARGUMENT_DEPTH + 1)
+    found = _safejson.problem(
+        {"name": call.name, "id": call.id, "arguments": call.arguments}, max_depth=MAX_ARGUMENT_DEPTH + 1
+    )
     if found is not None:
         where, what = found
         raise ParseError(f"tool call {index}: {_safejson.clean_text(where)}: {what}")
@@ -110,9 +111,8 @@ def _text_of(action: Action) -> str:
 class HermesParser:
     """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, one block per call."""
 
-    format_hint = (
-        'To call a tool, write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.'
-    )
+    format_hint = 'To call a tool, write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.'
+
     def parse(self, action: Action) -> list[ToolCall]:
         text = _text_of(action)
         start = text.find("<tool_call>")
@@ -196,9 +196,7 @@ class AutoParser:
                 return self._openai.parse(action)
             action = _text_of(action)
         if not isinstance(action, str):
-            raise ParseError(
-                f"expected text, a ToolCall or an assistant message, got {type(action).__name__}"
-            )
+            raise ParseError(f"expected text, a ToolCall or an assistant message, got {type(action).__name__}")
         if "<tool_call>" in action or "</tool_call>" in action:
             return self._hermes.parse(action)
         return self._json.parse(action)

@@ -121,4 +121,3 @@ class HumanPolicy:
                 continue
             lines.append(line)
             return "\n".join(lines)
-

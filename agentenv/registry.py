@@ -56,7 +56,7 @@ _plugins_loaded = False
 
 
 def register(
-    id: str,  # noqa: A002 - the name gymnasium and users know
+    id: str,
     entry_point: str | Callable[..., Any],
     *,
     description: str = "",
@@ -80,7 +80,7 @@ def register(
     return env_spec
 
 
-def spec(id: str) -> EnvSpec:  # noqa: A002
+def spec(id: str) -> EnvSpec:
     """The spec of a registered env; `UnknownEnvError` with a did-you-mean otherwise."""
     _load_plugins()
     try:
@@ -90,7 +90,7 @@ def spec(id: str) -> EnvSpec:  # noqa: A002
         raise UnknownEnvError(f"no env registered as {id!r}.{hint}") from None
 
 
-def make(id: str, **kwargs: Any) -> Any:  # noqa: A002
+def make(id: str, **kwargs: Any) -> Any:
     """A new env of the registered ``id``; ``kwargs`` override the registered defaults."""
     return spec(id).make(**kwargs)
 

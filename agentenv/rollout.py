@@ -28,8 +28,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from enum import Enum
+from pathlib import Path
 from typing import IO, Any
 
 from agentenv import _safejson
@@ -230,9 +230,15 @@ def _jsonl_line(traj: Trajectory) -> str:
     try:
         data = _plain(traj.model_dump(mode="python"), depth=0)
     except (ValueError, TypeError, RecursionError):  # not even a Python dump: keep what identifies it
-        data = {"env_id": traj.env_id, "task": _plain(traj.task.model_dump(mode="python"), depth=0),
-                "seed": traj.seed, "messages": [], "transitions": [], "failure": traj.failure.value,
-                "error": "the episode's record could not be written"}
+        data = {
+            "env_id": traj.env_id,
+            "task": _plain(traj.task.model_dump(mode="python"), depth=0),
+            "seed": traj.seed,
+            "messages": [],
+            "transitions": [],
+            "failure": traj.failure.value,
+            "error": "the episode's record could not be written",
+        }
     return json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
 
 

@@ -62,17 +62,16 @@ class MessagesSpace(Space[list[dict[str, Any]]]):
 
     def contains(self, x: Any) -> bool:
         return isinstance(x, list) and all(
-            isinstance(m, dict)
-            and m.get("role") in _ROLES
-            and self.content.contains(m.get("content"))
-            for m in x
+            isinstance(m, dict) and m.get("role") in _ROLES and self.content.contains(m.get("content")) for m in x
         )
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, Any]]:
         n = int(self.np_random.integers(1, 4))
         return [
-            {"role": _ROLES[int(self.np_random.integers(1, 4))],
-             "content": _random_text(self.np_random, self.content.max_length)}
+            {
+                "role": _ROLES[int(self.np_random.integers(1, 4))],
+                "content": _random_text(self.np_random, self.content.max_length),
+            }
             for _ in range(n)
         ]
 
@@ -97,8 +96,8 @@ class ActionSpace(Space[Any]):
     def contains(self, x: Any) -> bool:
         if isinstance(x, (str, ToolCall)):
             return not isinstance(x, str) or self.text.contains(x)
-        return isinstance(x, dict) and x.get("role", "assistant") == "assistant" and (
-            "content" in x or "tool_calls" in x
+        return (
+            isinstance(x, dict) and x.get("role", "assistant") == "assistant" and ("content" in x or "tool_calls" in x)
         )
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:

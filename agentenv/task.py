@@ -189,8 +189,9 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
                     text = line.decode("utf-8")
                 except UnicodeDecodeError as e:
                     bad = e.object[e.start]
-                    raise TaskFileError(f"{path}:{lineno}: not UTF-8 text: byte {bad:#04x} at byte {e.start + 1} "
-                                        "of the line") from None
+                    raise TaskFileError(
+                        f"{path}:{lineno}: not UTF-8 text: byte {bad:#04x} at byte {e.start + 1} of the line"
+                    ) from None
                 yield lineno, text
         except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError; EOFError: cut short
             raise TaskFileError(f"{path}:{lineno + 1}: corrupt or truncated gzip data: {e}") from None

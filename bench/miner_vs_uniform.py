@@ -27,11 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
+from _common import header, table
 
-import agentenv  # noqa: E402
-from _common import header, table  # noqa: E402
-from agentenv.envs.guess_number import GuessNumberEnv, make_tasks  # noqa: E402
+import agentenv
+from agentenv.envs.guess_number import GuessNumberEnv, make_tasks
 
 ENV_ID = "bench-guess-ladder-v0"
 
@@ -44,11 +44,29 @@ def _run(sampler: str, args: argparse.Namespace, out: Path) -> dict[str, float]:
     from agentenv.trainers import GRPOConfig, GRPOTrainer
 
     config = GRPOConfig(
-        model="tiny", envs={ENV_ID: 1.0}, output_dir=str(out / sampler), seed=args.seed, device=args.device,
-        tool_prompt="compact", max_turns=10, max_new_tokens=32, stop=["</tool_call>"], max_seq_len=1024,
-        steps=args.steps, group_size=args.group_size, batch_size=args.batch_size, learning_rate=5e-4,
-        micro_batch_size=16, sft_steps=args.sft_steps, eval_every=0, eval_episodes=args.eval_episodes,
-        eval_temperature=1.0, save_every=args.steps, tensorboard=False, resume=False, save_trajectories=False,
+        model="tiny",
+        envs={ENV_ID: 1.0},
+        output_dir=str(out / sampler),
+        seed=args.seed,
+        device=args.device,
+        tool_prompt="compact",
+        max_turns=10,
+        max_new_tokens=32,
+        stop=["</tool_call>"],
+        max_seq_len=1024,
+        steps=args.steps,
+        group_size=args.group_size,
+        batch_size=args.batch_size,
+        learning_rate=5e-4,
+        micro_batch_size=16,
+        sft_steps=args.sft_steps,
+        eval_every=0,
+        eval_episodes=args.eval_episodes,
+        eval_temperature=1.0,
+        save_every=args.steps,
+        tensorboard=False,
+        resume=False,
+        save_trajectories=False,
         miner={} if sampler == "miner" else None,
     )
     start = time.perf_counter()
@@ -74,18 +92,32 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    agentenv.register(ENV_ID, entry_point=_env, oracle="agentenv.envs.guess_number:oracle",
-                      description="guess-number, difficulties 0-3 (bench)")
+    agentenv.register(
+        ENV_ID,
+        entry_point=_env,
+        oracle="agentenv.envs.guess_number:oracle",
+        description="guess-number, difficulties 0-3 (bench)",
+    )
     print(header("failure miner vs uniform sampling (tiny model, GRPO)"))
-    print(f"guess-number difficulties 0-3, {args.steps} steps x {args.batch_size // args.group_size} groups "
-          f"of {args.group_size}, {args.sft_steps} SFT steps, {args.eval_episodes} held-out episodes, "
-          f"seed {args.seed}, device {args.device}\n")
+    print(
+        f"guess-number difficulties 0-3, {args.steps} steps x {args.batch_size // args.group_size} groups "
+        f"of {args.group_size}, {args.sft_steps} SFT steps, {args.eval_episodes} held-out episodes, "
+        f"seed {args.seed}, device {args.device}\n"
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for sampler in ("uniform", "miner"):
             r = _run(sampler, args, Path(tmp))
-            rows.append([sampler, f"{r['informative']:.1%}", f"{r['train_success']:.1%}",
-                         f"{r['held_out_start']:.1%}", f"{r['held_out_end']:.1%}", f"{r['seconds']:.0f}"])
+            rows.append(
+                [
+                    sampler,
+                    f"{r['informative']:.1%}",
+                    f"{r['train_success']:.1%}",
+                    f"{r['held_out_start']:.1%}",
+                    f"{r['held_out_end']:.1%}",
+                    f"{r['seconds']:.0f}",
+                ]
+            )
     print(table(["sampler", "informative groups", "train success", "held-out start", "held-out end", "s"], rows))
 
 

@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header, table  # noqa: E402
+from _common import header, table
 
-from agentenv import Env, ScriptedPolicy, State, Task, TaskSet, rollout, tool, tool_call_text  # noqa: E402
-from agentenv.policies import Conversation  # noqa: E402
+from agentenv import Env, ScriptedPolicy, State, Task, TaskSet, rollout, tool, tool_call_text
+from agentenv.policies import Conversation
 
 TARGET_RATIO = 1.5  # issue floor
 AIM_RATIO = 1.2  # DESIGN.md, "Where the bar is"
@@ -93,8 +93,10 @@ def run_rollout(episodes: int, steps: int, sleep_s: float) -> float:
     wall = time.perf_counter() - t0
     bad = [t for t in trajs if not t.success or t.turns != steps]
     if len(trajs) != episodes or bad:
-        raise RuntimeError(f"expected {episodes} solved {steps}-step episodes; {len(bad)} were not: "
-                           f"{bad[0].failure if bad else ''} {bad[0].error if bad else ''}")
+        raise RuntimeError(
+            f"expected {episodes} solved {steps}-step episodes; {len(bad)} were not: "
+            f"{bad[0].failure if bad else ''} {bad[0].error if bad else ''}"
+        )
     return wall
 
 
@@ -136,29 +138,43 @@ def main(argv: list[str] | None = None) -> None:
 
     def row(name: str, n: int, wall: tuple[float, float], base: float) -> list[str]:
         per_turn_ms = (wall[0] - ideal) / args.steps * 1e3
-        return [name, str(n), f"{wall[0] * 1e3:.1f}", f"{wall[1] * 1e3:.1f}", f"{per_turn_ms:.2f}",
-                f"{wall[0] / base:.2f}x"]
+        return [
+            name,
+            str(n),
+            f"{wall[0] * 1e3:.1f}",
+            f"{wall[1] * 1e3:.1f}",
+            f"{per_turn_ms:.2f}",
+            f"{wall[0] / base:.2f}x",
+        ]
 
-    print(header(f"rollout concurrency: {args.episodes} episodes vs 1, {args.steps} steps of "
-                 f"{args.sleep_ms:g} ms simulated I/O"))
+    print(
+        header(
+            f"rollout concurrency: {args.episodes} episodes vs 1, {args.steps} steps of "
+            f"{args.sleep_ms:g} ms simulated I/O"
+        )
+    )
     print(f"median of {args.repeats} runs each; ideal wall = steps x sleep = {ideal * 1e3:.0f} ms\n")
-    print(table(
-        ["case", "episodes", "wall ms (median)", "wall ms (min)", "over ideal ms/turn", "vs 1 episode"],
-        [
-            row("agentenv.rollout", 1, one, one[0]),
-            row("agentenv.rollout", args.episodes, many, one[0]),
-            row("bare thread pool (floor)", 1, bare_one, bare_one[0]),
-            row("bare thread pool (floor)", args.episodes, bare_many, bare_one[0]),
-        ],
-    ))
+    print(
+        table(
+            ["case", "episodes", "wall ms (median)", "wall ms (min)", "over ideal ms/turn", "vs 1 episode"],
+            [
+                row("agentenv.rollout", 1, one, one[0]),
+                row("agentenv.rollout", args.episodes, many, one[0]),
+                row("bare thread pool (floor)", 1, bare_one, bare_one[0]),
+                row("bare thread pool (floor)", args.episodes, bare_many, bare_one[0]),
+            ],
+        )
+    )
     ratio = many[0] / one[0]
     if not sleep_s:
         print("\ntarget: n/a without simulated I/O (this run shows the engine's CPU cost alone)")
         return
     verdict = "ok" if ratio <= TARGET_RATIO else "MISSED"
     aim = "met" if ratio <= AIM_RATIO else "not met"
-    print(f"\ntarget: {args.episodes} vs 1 <= {TARGET_RATIO}x: {ratio:.2f}x ({verdict}); "
-          f"design aim <= {AIM_RATIO}x: {aim}")
+    print(
+        f"\ntarget: {args.episodes} vs 1 <= {TARGET_RATIO}x: {ratio:.2f}x ({verdict}); "
+        f"design aim <= {AIM_RATIO}x: {aim}"
+    )
 
 
 if __name__ == "__main__":

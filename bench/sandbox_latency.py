@@ -29,10 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header, table  # noqa: E402
+from _common import header, table
 
-from agentenv.sandboxes import Limits, SandboxPool  # noqa: E402
-from agentenv.sandboxes.docker import DockerSandbox, docker_client  # noqa: E402
+from agentenv.sandboxes import Limits, SandboxPool
+from agentenv.sandboxes.docker import DockerSandbox, docker_client
 
 TARGET_RUN_MS = 10.0  # warm sandboxed run, issue target (DESIGN.md: docker exec 80 ms, new container 0.3 s)
 TARGET_ACQUIRE_MS = 50.0
@@ -70,8 +70,9 @@ def new_container_rows(client: object, n: int) -> list[list[object]]:
 
 def warm_rows(client: object, runs: int) -> list[list[object]]:
     with DockerSandbox(limits=LIMITS, client=client) as sb:
-        exec_samples = timed(lambda: sb.container.exec_run(["python3", "-c", "print(1)"], user="1000"),
-                             max(20, runs // 5))
+        exec_samples = timed(
+            lambda: sb.container.exec_run(["python3", "-c", "print(1)"], user="1000"), max(20, runs // 5)
+        )
         py = timed(lambda: sb.run_python("print(1)"), runs)
         true = timed(lambda: sb.run(["true"]), runs)
         resets = []
@@ -118,6 +119,7 @@ def throughput(total: int, *, reset_each: bool) -> float:
     with SandboxPool("docker", size=4, limits=LIMITS) as pool:
         pool.wait_ready()
         if reset_each:
+
             def one(_: int) -> None:
                 with pool.acquire() as sb:
                     sb.run_python("print(1)")
@@ -145,8 +147,12 @@ def main(argv: list[str] | None = None) -> None:
 
     client = docker_client()
     print(header("sandbox latency: print(1) by route") + f"\ndocker engine {client.version().get('Version')}\n")
-    rows = [*warm_rows(client, args.runs), *process_rows(max(20, args.runs // 4)), *pool_rows(max(20, args.runs // 4)),
-            *new_container_rows(client, args.containers)]
+    rows = [
+        *warm_rows(client, args.runs),
+        *process_rows(max(20, args.runs // 4)),
+        *pool_rows(max(20, args.runs // 4)),
+        *new_container_rows(client, args.containers),
+    ]
     print(table(["measure", "p50 ms", "p95 ms", "n", "note"], rows))
     fresh = throughput(args.throughput, reset_each=True)
     held = throughput(args.throughput, reset_each=False)
@@ -155,10 +161,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  4 sandboxes held, no reset between runs:       {held:7.1f} runs/s")
     run_p50 = float(rows[1][1])
     acquire_p50 = float(next(r for r in rows if r[0].startswith("pool acquire"))[1])
-    print(f"\ntarget: warm run p50 <= {TARGET_RUN_MS:g} ms: {run_p50:.2f} ms "
-          f"({'met' if run_p50 <= TARGET_RUN_MS else 'NOT met'})")
-    print(f"target: warm pool acquire p50 <= {TARGET_ACQUIRE_MS:g} ms: {acquire_p50:.3f} ms "
-          f"({'met' if acquire_p50 <= TARGET_ACQUIRE_MS else 'NOT met'})")
+    print(
+        f"\ntarget: warm run p50 <= {TARGET_RUN_MS:g} ms: {run_p50:.2f} ms "
+        f"({'met' if run_p50 <= TARGET_RUN_MS else 'NOT met'})"
+    )
+    print(
+        f"target: warm pool acquire p50 <= {TARGET_ACQUIRE_MS:g} ms: {acquire_p50:.3f} ms "
+        f"({'met' if acquire_p50 <= TARGET_ACQUIRE_MS else 'NOT met'})"
+    )
 
 
 if __name__ == "__main__":

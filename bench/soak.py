@@ -69,14 +69,14 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header, table  # noqa: E402
+from _common import header, table
 
-import agentenv  # noqa: E402
-from agentenv import Trajectory  # noqa: E402
-from agentenv.env import Env  # noqa: E402
-from agentenv.envs.code.sandboxes import CodeSandboxes  # noqa: E402
-from agentenv.envs.tools import service as services  # noqa: E402
-from agentenv.policies import Conversation, Policy, PolicyFailure, PolicyOutput  # noqa: E402
+import agentenv
+from agentenv import Trajectory
+from agentenv.env import Env
+from agentenv.envs.code.sandboxes import CodeSandboxes
+from agentenv.envs.tools import service as services
+from agentenv.policies import Conversation, Policy, PolicyFailure, PolicyOutput
 
 TOOLS_ENVS = ("retail-v0", "calendar-v0")
 ENV_IDS = ("arithmetic-v0", "guess-number-v0", "code-v0", *TOOLS_ENVS)
@@ -251,6 +251,7 @@ class FaultyPolicy:
 
     def _late(self, conv: Conversation) -> PolicyOutput:
         """The conversation's call, made too slow for its deadline; the miss is the answer."""
+
         def slow_call() -> list[PolicyOutput]:
             time.sleep(4 * POLICY_DEADLINE_S)
             return self.inner.act([conv])
@@ -293,10 +294,14 @@ def host(docker: Any) -> Host:
     me = os.getpid()
     procs = _proc_table()
     children = [p for p in procs if p[2] == me]
-    rss_kb = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
-                  if line.startswith("VmRSS:"))
-    containers = (len(docker.containers.list(all=True, filters={"label": f"agentenv.owner.pid={me}"}))
-                  if docker is not None else float("nan"))
+    rss_kb = next(
+        int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("VmRSS:")
+    )
+    containers = (
+        len(docker.containers.list(all=True, filters={"label": f"agentenv.owner.pid={me}"}))
+        if docker is not None
+        else float("nan")
+    )
     fds: Counter[str] = Counter()
     for fd in os.listdir("/proc/self/fd"):
         try:
@@ -366,8 +371,11 @@ class EnvRun:
 def soak_env(env_id: str, n: int, args: argparse.Namespace, out_dir: Path, docker: bool, rate: float) -> EnvRun:
     """``n`` oracle episodes of ``env_id`` under the planned faults, written to a JSONL file."""
     spec = agentenv.spec(env_id)
-    sandboxes = CodeSandboxes("docker" if docker else "process", workspaces=args.concurrency, verifiers=2) \
-        if env_id == "code-v0" else None
+    sandboxes = (
+        CodeSandboxes("docker" if docker else "process", workspaces=args.concurrency, verifiers=2)
+        if env_id == "code-v0"
+        else None
+    )
     tracker = EnvTracker(lambda: agentenv.make(env_id, sandboxes=sandboxes)) if sandboxes is not None else None
     rng = np.random.default_rng([args.seed, ENV_IDS.index(env_id)])
     log = FaultLog.plan(n, rate, kinds_of(env_id, docker), rng)
@@ -376,8 +384,17 @@ def soak_env(env_id: str, n: int, args: argparse.Namespace, out_dir: Path, docke
     out = out_dir / f"{env_id}.jsonl"
     t0 = time.perf_counter()
     try:
-        returned = len(agentenv.rollout(tracker or env_id, policy, n=n, seed=args.seed, concurrency=args.concurrency,
-                                        out=out, on_episode=lambda t: log.ended(t.seed - args.seed)))
+        returned = len(
+            agentenv.rollout(
+                tracker or env_id,
+                policy,
+                n=n,
+                seed=args.seed,
+                concurrency=args.concurrency,
+                out=out,
+                on_episode=lambda t: log.ended(t.seed - args.seed),
+            )
+        )
     finally:
         slow.shutdown()
         if sandboxes is not None:
@@ -450,23 +467,58 @@ def fault_rows(runs: Sequence[EnvRun]) -> list[list[object]]:
         total.update(row)
         rows.append((run.env_id, row))
     rows.append(("total", total))
-    return [[name, c["episodes"], f"{c['fired']} ({c['fired'] / max(c['episodes'], 1):.1%})",
-             *(c[k.value] for k in Kind), c["carried"], c["unfired"]] for name, c in rows]
+    return [
+        [
+            name,
+            c["episodes"],
+            f"{c['fired']} ({c['fired'] / max(c['episodes'], 1):.1%})",
+            *(c[k.value] for k in Kind),
+            c["carried"],
+            c["unfired"],
+        ]
+        for name, c in rows
+    ]
 
 
 def outcome_rows(runs: Sequence[EnvRun], outcomes: Sequence[Outcome]) -> list[list[object]]:
     rows, total = [], Counter()
     for run, o in zip(runs, outcomes, strict=True):
-        c = Counter({"episodes": run.n, "infra": o.infra, "faulted": o.faulted, "faulted_infra": o.faulted_infra,
-                     "coll_service": o.collateral[Kind.SERVICE_KILL], "coll_policy": o.collateral[Kind.POLICY_EXCEPTION],
-                     "coll_infra": o.collateral_infra, "clean": o.clean, "clean_infra": o.clean_infra,
-                     "clean_solved": o.clean_solved, "lines": o.lines, "lost": o.lost})
+        c = Counter(
+            {
+                "episodes": run.n,
+                "infra": o.infra,
+                "faulted": o.faulted,
+                "faulted_infra": o.faulted_infra,
+                "coll_service": o.collateral[Kind.SERVICE_KILL],
+                "coll_policy": o.collateral[Kind.POLICY_EXCEPTION],
+                "coll_infra": o.collateral_infra,
+                "clean": o.clean,
+                "clean_infra": o.clean_infra,
+                "clean_solved": o.clean_solved,
+                "lines": o.lines,
+                "lost": o.lost,
+            }
+        )
         total.update(c)
         rows.append((run.env_id, c))
     rows.append(("total", total))
-    return [[name, c["episodes"], c["infra"], f"{c['faulted_infra']}/{c['faulted']}",
-             f"{c['coll_infra']}/{c['coll_service'] + c['coll_policy']}", c["coll_service"], c["coll_policy"],
-             c["clean"], c["clean_infra"], c["clean_solved"], c["lines"], c["lost"]] for name, c in rows]
+    return [
+        [
+            name,
+            c["episodes"],
+            c["infra"],
+            f"{c['faulted_infra']}/{c['faulted']}",
+            f"{c['coll_infra']}/{c['coll_service'] + c['coll_policy']}",
+            c["coll_service"],
+            c["coll_policy"],
+            c["clean"],
+            c["clean_infra"],
+            c["clean_solved"],
+            c["lines"],
+            c["lost"],
+        ]
+        for name, c in rows
+    ]
 
 
 def resource_rows(before: Host, after: Host) -> list[list[object]]:
@@ -500,6 +552,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--episodes and --concurrency must be >= 1, --fault-rate in [0, 1]")
 
     from agentenv.sandboxes.docker import docker_client
+
     try:
         docker = docker_client()
     except agentenv.InfraError as e:
@@ -513,8 +566,9 @@ def main(argv: list[str] | None = None) -> None:
             soak_env(env_id, WARM_UP_EPISODES, args, warm, docker is not None, args.fault_rate)
         settle()
         before = host(docker)
-        runs = [soak_env(env_id, args.episodes, args, Path(tmp), docker is not None, args.fault_rate)
-                for env_id in ENV_IDS]
+        runs = [
+            soak_env(env_id, args.episodes, args, Path(tmp), docker is not None, args.fault_rate) for env_id in ENV_IDS
+        ]
     settle()
     after = host(docker)
     report(args, runs, before, after, time.perf_counter() - t_start)
@@ -525,22 +579,44 @@ def main(argv: list[str] | None = None) -> None:
 def report(args: argparse.Namespace, runs: Sequence[EnvRun], before: Host, after: Host, seconds: float) -> None:
     outcomes = [run.outcome for run in runs]
     print(header("soak: episodes over every built-in env with injected faults; infra, JSONL, host resources"))
-    print(f"{args.episodes} episodes per env x {len(runs)} envs, fault rate {args.fault_rate} (planned), "
-          f"seed {args.seed}, concurrency {args.concurrency}; {seconds:.0f} s "
-          f"({', '.join(f'{r.env_id} {r.seconds:.0f} s' for r in runs)})\n")
-    print(table(["env", "episodes", "faults fired", *(k.value for k in Kind), "carried", "unfired"],
-                fault_rows(runs)))
-    print("\n" + table(["env", "episodes", "infra", "faulted->infra", "collateral->infra", "coll. service",
-                        "coll. policy call", "clean", "clean infra (unexplained)", "clean solved", "JSONL lines",
-                        "lost"], outcome_rows(runs, outcomes)))
-    print("\nfaulted: a fault fired at the episode. collateral: live in the same batch as a service kill (they"
-          " share the\ndomain's one service process) or a policy exception (the engine fails every episode of"
-          " the raising call).\nclean: neither; the oracle solves every task, so a clean episode should be"
-          " solved and never infra.")
+    print(
+        f"{args.episodes} episodes per env x {len(runs)} envs, fault rate {args.fault_rate} (planned), "
+        f"seed {args.seed}, concurrency {args.concurrency}; {seconds:.0f} s "
+        f"({', '.join(f'{r.env_id} {r.seconds:.0f} s' for r in runs)})\n"
+    )
+    print(table(["env", "episodes", "faults fired", *(k.value for k in Kind), "carried", "unfired"], fault_rows(runs)))
+    print(
+        "\n"
+        + table(
+            [
+                "env",
+                "episodes",
+                "infra",
+                "faulted->infra",
+                "collateral->infra",
+                "coll. service",
+                "coll. policy call",
+                "clean",
+                "clean infra (unexplained)",
+                "clean solved",
+                "JSONL lines",
+                "lost",
+            ],
+            outcome_rows(runs, outcomes),
+        )
+    )
+    print(
+        "\nfaulted: a fault fired at the episode. collateral: live in the same batch as a service kill (they"
+        " share the\ndomain's one service process) or a policy exception (the engine fails every episode of"
+        " the raising call).\nclean: neither; the oracle solves every task, so a clean episode should be"
+        " solved and never infra."
+    )
     print("\n" + table(["host resource", "before", "after", "delta"], resource_rows(before, after)))
-    print(f"before: after a warm-up of {WARM_UP_EPISODES} episodes per env (same fault rate), all closed; after: the"
-          " soak's envs,\npools and services closed; both after the services' linger, gc and malloc_trim. RSS also"
-          " counts heap the\nallocators keep (pymalloc arenas, glibc); the gc row counts live Python objects.")
+    print(
+        f"before: after a warm-up of {WARM_UP_EPISODES} episodes per env (same fault rate), all closed; after: the"
+        " soak's envs,\npools and services closed; both after the services' linger, gc and malloc_trim. RSS also"
+        " counts heap the\nallocators keep (pymalloc arenas, glibc); the gc row counts live Python objects."
+    )
     for line in held_since(before, after):
         print(f"  {line}")
     anomalies = [a for o in outcomes for a in o.anomalies]
@@ -554,9 +630,11 @@ def report(args: argparse.Namespace, runs: Sequence[EnvRun], before: Host, after
     fired = sum(r.faults["fired"] for r in runs)
     total = sum(r.n for r in runs)
     verdict = "OK" if lost == 0 and unexplained == 0 and missed == 0 and not anomalies else "NOT OK"
-    print(f"\n{verdict}: lost {lost} (want 0), unexplained infra {unexplained} (want 0), faulted or collateral"
-          f" episodes not infra {missed} (want 0), {len(anomalies)} anomalies; faults fired {fired}/{total}"
-          f" = {fired / max(total, 1):.1%} of episodes (issue: >= 10%)")
+    print(
+        f"\n{verdict}: lost {lost} (want 0), unexplained infra {unexplained} (want 0), faulted or collateral"
+        f" episodes not infra {missed} (want 0), {len(anomalies)} anomalies; faults fired {fired}/{total}"
+        f" = {fired / max(total, 1):.1%} of episodes (issue: >= 10%)"
+    )
 
 
 if __name__ == "__main__":

@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header, table  # noqa: E402
+from _common import header, table
 
-from agentenv import ToolCall  # noqa: E402
-from agentenv.envs.tools import ToolsEnv  # noqa: E402
+from agentenv import ToolCall
+from agentenv.envs.tools import ToolsEnv
 
 DOMAIN = "agentenv.envs.tools.domains.retail:DOMAIN"
 TASK = "retail-status-O1002"
@@ -105,18 +105,34 @@ def main(argv: list[str] | None = None) -> None:
 
     p50, p95 = statistics.median(resets) * 1e3, resets[int(0.95 * (len(resets) - 1))] * 1e3
     print(header("tools env: tool calls through ToolsEnv (retail, get_order) and reset latency"))
-    print(f"{args.rounds} rounds x {args.calls} calls per episode; {args.episodes} concurrent episodes; "
-          f"{args.resets} resets; {time.perf_counter() - t_start:.1f} s\n")
-    print(table(["measure", "calls/s (median)", "ms per call"], [
-        ["service.call, no env (baseline)", f"{statistics.median(base):.0f}", f"{1e3 / statistics.median(base):.2f}"],
-        ["1 episode through the env", f"{statistics.median(one):.0f}", f"{1e3 / statistics.median(one):.2f}"],
-        [f"{args.episodes} concurrent episodes (total)", f"{statistics.median(many):.0f}",
-         f"{1e3 / statistics.median(many):.2f}"],
-    ]))
+    print(
+        f"{args.rounds} rounds x {args.calls} calls per episode; {args.episodes} concurrent episodes; "
+        f"{args.resets} resets; {time.perf_counter() - t_start:.1f} s\n"
+    )
+    print(
+        table(
+            ["measure", "calls/s (median)", "ms per call"],
+            [
+                [
+                    "service.call, no env (baseline)",
+                    f"{statistics.median(base):.0f}",
+                    f"{1e3 / statistics.median(base):.2f}",
+                ],
+                ["1 episode through the env", f"{statistics.median(one):.0f}", f"{1e3 / statistics.median(one):.2f}"],
+                [
+                    f"{args.episodes} concurrent episodes (total)",
+                    f"{statistics.median(many):.0f}",
+                    f"{1e3 / statistics.median(many):.2f}",
+                ],
+            ],
+        )
+    )
     print(f"\nreset (copy the seed db + first observation): p50 {p50:.2f} ms, p95 {p95:.2f} ms")
     overhead_ms = 1e3 / statistics.median(one) - 1e3 / statistics.median(base)
-    print(f"env overhead per call over service.call: {overhead_ms:+.2f} ms; "
-          f"{args.episodes} episodes vs 1: {statistics.median(many) / statistics.median(one):.2f}x the throughput")
+    print(
+        f"env overhead per call over service.call: {overhead_ms:+.2f} ms; "
+        f"{args.episodes} episodes vs 1: {statistics.median(many) / statistics.median(one):.2f}x the throughput"
+    )
     print("targets: the issue sets none for these figures; they are reported as measured")
 
 

@@ -7,8 +7,8 @@ reward, a verifier and a seeded task generator with difficulty levels.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 import operator
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import numpy as np
@@ -93,7 +93,8 @@ def _task(task_id: str, rng: np.random.Generator, d: int) -> Task:
     steps: list[list[int | str]] = []
     expr, value = _expression(rng, d + 1, 9 if d < 2 else 20, steps)
     return Task(
-        id=task_id, prompt=f"Compute {expr}.",
+        id=task_id,
+        prompt=f"Compute {expr}.",
         payload={"steps": steps, "intermediates": [s[-1] for s in steps], "answer": value},
         metadata={"family": "arithmetic", "difficulty": d, "tags": (f"ops:{d + 1}",)},
     )

@@ -11,8 +11,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agentenv import CallOutcome, Env, HermesParser, ScriptedPolicy, State, Task, TaskSet, ToolError, tool
-from agentenv import tool_call_text
+from agentenv import (
+    CallOutcome,
+    Env,
+    HermesParser,
+    ScriptedPolicy,
+    State,
+    Task,
+    TaskSet,
+    ToolError,
+    tool,
+    tool_call_text,
+)
 
 
 class GuessState(State):
@@ -70,10 +80,12 @@ class GuessNumberEnv(Env[GuessState]):
     def mutate(self, task: Task, rng: np.random.Generator) -> Task | None:
         """The same range with a new secret."""
         high = task.payload["high"]
-        return task.model_copy(update={
-            "id": f"{task.id}~v{int(rng.integers(1 << 30)):08x}",
-            "payload": {**task.payload, "secret": int(rng.integers(1, high + 1))},
-        })
+        return task.model_copy(
+            update={
+                "id": f"{task.id}~v{int(rng.integers(1 << 30)):08x}",
+                "payload": {**task.payload, "secret": int(rng.integers(1, high + 1))},
+            }
+        )
 
 
 @functools.cache
@@ -88,11 +100,14 @@ def make_tasks(n: int, *, seed: int = 0, difficulties: tuple[int, ...] = (0, 1, 
     for i in range(n):
         d = difficulties[i % len(difficulties)]
         high = 16 * 4**d
-        tasks.append(Task(
-            id=f"guess-{seed}-{i}", prompt=f"I am thinking of an integer between 1 and {high}. Find it.",
-            payload={"high": high, "secret": int(rng.integers(1, high + 1))},
-            metadata={"family": "guess-number", "difficulty": d},
-        ))
+        tasks.append(
+            Task(
+                id=f"guess-{seed}-{i}",
+                prompt=f"I am thinking of an integer between 1 and {high}. Find it.",
+                payload={"high": high, "secret": int(rng.integers(1, high + 1))},
+                metadata={"family": "guess-number", "difficulty": d},
+            )
+        )
     return TaskSet(tasks)
 
 

@@ -55,8 +55,9 @@ class Captured:
     """The last few KiB of stderr, even past the cap."""
 
 
-def capture(proc: subprocess.Popen[bytes], stdin: bytes | None, cap_bytes: int, timeout_s: float,
-            kill: Callable[[], None]) -> Captured:
+def capture(
+    proc: subprocess.Popen[bytes], stdin: bytes | None, cap_bytes: int, timeout_s: float, kill: Callable[[], None]
+) -> Captured:
     """Pump ``proc``'s pipes until they close; call ``kill`` once at the deadline."""
     assert proc.stdout is not None and proc.stderr is not None  # the caller opened them
     out, err = _Stream(cap_bytes), _Stream(cap_bytes)

@@ -35,8 +35,26 @@ _PYTHON_NAME = re.compile(r"python[0-9.]*")
 _CHECKOUT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 # Never covered (nor anything above them), whatever a host's sys.path holds.
-_ESSENTIAL = ("/bin", "/sbin", "/lib", "/lib64", "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib64",
-              "/usr/local/bin", "/usr/local/lib", "/etc", "/tmp", "/var/tmp", "/run", "/proc", "/dev", "/sys")
+_ESSENTIAL = (
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/local/bin",
+    "/usr/local/lib",
+    "/etc",
+    "/tmp",
+    "/var/tmp",
+    "/run",
+    "/proc",
+    "/dev",
+    "/sys",
+)
+
 
 @dataclass(frozen=True)
 class Python:
@@ -73,8 +91,9 @@ def host_python() -> Python:
     real = {p for p in map(os.path.realpath, found) if os.path.isdir(p)} - not_packages
     outermost = sorted(p for p in real if not any(q != p and _within(p, q) for q in real))
     dirs = {sys.base_prefix, sys.base_exec_prefix, os.path.dirname(executable), *stdlib}
-    return Python(executable, tuple(sorted((d for d in dirs if os.path.isdir(d)), key=len)),
-                   tuple(outermost), tuple(unasked))
+    return Python(
+        executable, tuple(sorted((d for d in dirs if os.path.isdir(d)), key=len)), tuple(outermost), tuple(unasked)
+    )
 
 
 def _base_executable() -> str:
@@ -103,25 +122,35 @@ def _package_dirs_of(interpreter: str) -> tuple[set[str], set[str]] | None:
     """``interpreter``'s stdlib directories and where it finds packages (site dirs, .pth
     additions), asked of it and resolved; None if it would not say."""
     try:
-        out = subprocess.run([interpreter, "-I", "-S", "-c", _PACKAGE_DIRS], capture_output=True, timeout=30,
-                             env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL, check=True)
+        out = subprocess.run(
+            [interpreter, "-I", "-S", "-c", _PACKAGE_DIRS],
+            capture_output=True,
+            timeout=30,
+            env={"PATH": "/usr/bin:/bin"},
+            stdin=subprocess.DEVNULL,
+            check=True,
+        )
         found = json.loads(out.stdout)
         stdlib, packages = found["stdlib"], found["packages"]
     except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError) as exc:
         logger.warning("process sandbox: cannot ask %s where its packages are (%s)", interpreter, exc)
         return None
-    return ({os.path.realpath(p) for p in stdlib if isinstance(p, str) and p},
-            {os.path.realpath(p) for p in packages if isinstance(p, str) and p})
+    return (
+        {os.path.realpath(p) for p in stdlib if isinstance(p, str) and p},
+        {os.path.realpath(p) for p in packages if isinstance(p, str) and p},
+    )
 
 
 # Run with -S: sys.path is the stdlib only until site.main() adds the rest.
-_PACKAGE_DIRS = ("import json, sys\n"
-                 "stdlib = [p for p in sys.path if p]\n"
-                 "import site\n"
-                 "site.main()\n"
-                 "packages = [p for p in sys.path if p not in stdlib]\n"
-                 "packages += list(getattr(site, 'getsitepackages', list)()) + [site.getusersitepackages()]\n"
-                 "print(json.dumps({'stdlib': stdlib, 'packages': packages}))\n")
+_PACKAGE_DIRS = (
+    "import json, sys\n"
+    "stdlib = [p for p in sys.path if p]\n"
+    "import site\n"
+    "site.main()\n"
+    "packages = [p for p in sys.path if p not in stdlib]\n"
+    "packages += list(getattr(site, 'getsitepackages', list)()) + [site.getusersitepackages()]\n"
+    "print(json.dumps({'stdlib': stdlib, 'packages': packages}))\n"
+)
 
 
 def _agentenv_sources() -> set[str]:
@@ -132,8 +161,11 @@ def _agentenv_sources() -> set[str]:
     if spec is not None and spec.submodule_search_locations:
         dirs.update(spec.submodule_search_locations)
     dirs = {os.path.realpath(d) for d in dirs}  # the checkout links src/agentenv and agentenv/envs, ...
-    roots = {os.path.dirname(d) for d in dirs
-             if any(os.path.exists(os.path.join(os.path.dirname(d), m)) for m in _CHECKOUT_MARKERS)}
+    roots = {
+        os.path.dirname(d)
+        for d in dirs
+        if any(os.path.exists(os.path.join(os.path.dirname(d), m)) for m in _CHECKOUT_MARKERS)
+    }
     return dirs | roots
 
 

@@ -21,10 +21,11 @@ The mount namespace is built in this order, later mounts on top of earlier ones:
 a fresh /dev (a tmpfs with a few device nodes bound from the host's), the private
 /tmp bound at its places, the homes covered, the workspace and the interpreter
 bound back, then the host's Python packages, the venv and the checkout covered
-by empty read-only tmpfs mounts, and /dev made read-only. Last, just before exec, with ``deny_userns``, a seccomp filter makes
-``unshare``/``clone`` with CLONE_NEWUSER fail with EPERM and ``clone3`` with
-ENOSYS (libc then falls back to ``clone``, whose flags a classic BPF filter can
-read; ``clone3`` passes them in memory it cannot).
+by empty read-only tmpfs mounts, and /dev made read-only. Last, just before
+exec, with ``deny_userns``, a seccomp filter makes ``unshare``/``clone`` with
+CLONE_NEWUSER fail with EPERM and ``clone3`` with ENOSYS (libc then falls back to
+``clone``, whose flags a classic BPF filter can read; ``clone3`` passes them in
+memory it cannot).
 
 A failure to set up (not the command's: it has not started yet) is written to the
 ``report_fd`` pipe and the launcher exits 125. The command never holds that pipe
@@ -70,8 +71,12 @@ SETUP_FAILED = 125
 
 # The devices a run gets, bound from the host's /dev, and the usual symlinks.
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
-DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-             "stderr": "/proc/self/fd/2"}
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
 
 # Classic BPF, as seccomp runs it on struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6]}.
 BPF_LD_W_ABS = 0x20
@@ -245,8 +250,16 @@ def _deny_user_namespaces() -> None:
     program = _userns_filter(os.uname().machine)
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = SockFprog(len(program) // 8, ctypes.addressof(buf))
-    _checked(_libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog),
-                         ctypes.c_ulong(0), ctypes.c_ulong(0)), "seccomp filter")
+    _checked(
+        _libc.prctl(
+            PR_SET_SECCOMP,
+            ctypes.c_ulong(SECCOMP_MODE_FILTER),
+            ctypes.byref(fprog),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        ),
+        "seccomp filter",
+    )
 
 
 def _userns_filter(machine: str) -> bytes:
@@ -266,11 +279,18 @@ def _userns_filter(machine: str) -> bytes:
         code.append((BPF_LD_W_ABS, 0, 0, 0))  # the syscall number
         if arch == AUDIT_ARCH_X86_64:
             code.append((BPF_JGE_K, "deny", 0, X32_SYSCALL_BIT))  # x32 numbers: their own table
-        code += [(BPF_JEQ_K, "nosys", 0, clone3), (BPF_JEQ_K, "flags", 0, unshare),
-                 (BPF_JEQ_K, "flags", 0, clone), (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
+        code += [
+            (BPF_JEQ_K, "nosys", 0, clone3),
+            (BPF_JEQ_K, "flags", 0, unshare),
+            (BPF_JEQ_K, "flags", 0, clone),
+            (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        ]
     labels["flags"] = len(code)
-    code += [(BPF_LD_W_ABS, 0, 0, args0_low), (BPF_JSET_K, "deny", 0, CLONE_NEWUSER),
-             (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
+    code += [
+        (BPF_LD_W_ABS, 0, 0, args0_low),
+        (BPF_JSET_K, "deny", 0, CLONE_NEWUSER),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ]
     labels["deny"] = len(code)
     code.append((BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM))
     labels["nosys"] = len(code)

@@ -89,8 +89,9 @@ class Sandbox(Protocol):
         """Run ``code`` as a fresh Python process in the workspace."""
         ...
 
-    def run(self, command: str | Sequence[str], *, timeout_s: float | None = None,
-            stdin: str | None = None) -> ExecResult:
+    def run(
+        self, command: str | Sequence[str], *, timeout_s: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
         """Run a command (a string goes to ``sh -c``) in the workspace."""
         ...
 

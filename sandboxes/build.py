@@ -104,7 +104,11 @@ def build_image(
             shutil.copyfile(path, Path(ctx) / name)
         try:
             built, _ = client.images.build(
-                path=ctx, tag=image, buildargs={"BASE": base}, rm=True, forcerm=True,
+                path=ctx,
+                tag=image,
+                buildargs={"BASE": base},
+                rm=True,
+                forcerm=True,
                 labels={INPUTS_LABEL: image_inputs_hash(), BASE_LABEL: base},
             )
         except docker.errors.BuildError as e:
@@ -170,8 +174,11 @@ def _check_call(cmd: list[str], *, what: str) -> None:
 
 def apt_mirror(etc: Path = Path("/etc/apt")) -> str:
     """The Debian mirror apt is configured with for bookworm (one-line or deb822 sources)."""
-    files = [etc / "sources.list", *sorted((etc / "sources.list.d").glob("*.list")),
-             *sorted((etc / "sources.list.d").glob("*.sources"))]
+    files = [
+        etc / "sources.list",
+        *sorted((etc / "sources.list.d").glob("*.list")),
+        *sorted((etc / "sources.list.d").glob("*.sources")),
+    ]
     for path in files:
         try:
             text = path.read_text()

@@ -133,9 +133,13 @@ def doctor_checks(image: str = "agentenv-sandbox:latest") -> Iterator[Check]:
         yield Check("image", False, f"{image} is absent", "agentenv sandbox build")
         return
     current = image_is_current(client, image)
-    yield Check("image", current, f"{image} " + ("is current" if current else
-                f"was built from another Dockerfile or runner (want {image_inputs_hash()})"),
-                "agentenv sandbox build --force")
+    yield Check(
+        "image",
+        current,
+        f"{image} "
+        + ("is current" if current else f"was built from another Dockerfile or runner (want {image_inputs_hash()})"),
+        "agentenv sandbox build --force",
+    )
     limits = Limits(memory_mb=256, pids=32)
     try:
         sandbox = DockerSandbox(image, limits, client=client)
@@ -151,30 +155,55 @@ def _limit_checks(sandbox: DockerSandbox) -> list[Check]:
 
     result = sandbox.run_python(PROBE, timeout_s=20)
     if not result.ok:
-        return [Check("probe", False, f"the probe failed: {result.stderr[-300:] or result}",
-                      "agentenv sandbox build --force")]
+        return [
+            Check(
+                "probe", False, f"the probe failed: {result.stderr[-300:] or result}", "agentenv sandbox build --force"
+            )
+        ]
     seen = json.loads(result.stdout)
     host = sandbox.container.attrs["HostConfig"]
     mem_bytes = sandbox.limits.memory_mb * 1024 * 1024
     rebuild = "use DockerSandbox's defaults (container_options); do not override them"
     rows: list[tuple[str, Callable[[], bool], str, str]] = [
         ("runner", lambda: True, "answered", ""),
-        ("network", lambda: host["NetworkMode"] == "none" and not seen["connect"] and seen["interfaces"] == ["lo"],
-         f"mode {host['NetworkMode']}, interfaces {seen['interfaces']}, outbound connect "
-         + ("succeeded" if seen["connect"] else "refused"), rebuild),
-        ("user", lambda: seen["uid"] != 0 and seen["init_uid"] != seen["uid"],
-         f"runs as uid {seen['uid']}, init and the runner as uid {seen['init_uid']}",
-         "the image must not override USER or the command; rebuild it"),
-        ("capabilities", lambda: seen["cap_eff"] == 0 and seen["cap_held"] == 0 and not seen["cap_bnd"] & ~RUNNER_CAPS,
-         f"effective {seen['cap_eff']:#x}, held {seen['cap_held']:#x}, bounding {seen['cap_bnd']:#x}", rebuild),
+        (
+            "network",
+            lambda: host["NetworkMode"] == "none" and not seen["connect"] and seen["interfaces"] == ["lo"],
+            f"mode {host['NetworkMode']}, interfaces {seen['interfaces']}, outbound connect "
+            + ("succeeded" if seen["connect"] else "refused"),
+            rebuild,
+        ),
+        (
+            "user",
+            lambda: seen["uid"] != 0 and seen["init_uid"] != seen["uid"],
+            f"runs as uid {seen['uid']}, init and the runner as uid {seen['init_uid']}",
+            "the image must not override USER or the command; rebuild it",
+        ),
+        (
+            "capabilities",
+            lambda: seen["cap_eff"] == 0 and seen["cap_held"] == 0 and not seen["cap_bnd"] & ~RUNNER_CAPS,
+            f"effective {seen['cap_eff']:#x}, held {seen['cap_held']:#x}, bounding {seen['cap_bnd']:#x}",
+            rebuild,
+        ),
         ("no-new-privileges", lambda: seen["no_new_privs"], f"NoNewPrivs {int(seen['no_new_privs'])}", rebuild),
-        ("read-only root", lambda: not seen["root_writable"] and host["ReadonlyRootfs"],
-         "writing /etc " + ("succeeded" if seen["root_writable"] else "failed"), rebuild),
-        ("memory", lambda: _int(seen["memory"]) == mem_bytes and _int(seen["swap"]) in (mem_bytes, None),
-         f"cgroup limit {seen['memory']}, with swap {seen['swap']}",
-         "the engine must support memory cgroups (check `docker info` for 'No memory limit support')"),
-        ("pids", lambda: _int(seen["pids"]) == sandbox.limits.pids, f"cgroup pids.max {seen['pids']}",
-         "the engine must support the pids cgroup (check `docker info` for 'No pids limit support')"),
+        (
+            "read-only root",
+            lambda: not seen["root_writable"] and host["ReadonlyRootfs"],
+            "writing /etc " + ("succeeded" if seen["root_writable"] else "failed"),
+            rebuild,
+        ),
+        (
+            "memory",
+            lambda: _int(seen["memory"]) == mem_bytes and _int(seen["swap"]) in (mem_bytes, None),
+            f"cgroup limit {seen['memory']}, with swap {seen['swap']}",
+            "the engine must support memory cgroups (check `docker info` for 'No memory limit support')",
+        ),
+        (
+            "pids",
+            lambda: _int(seen["pids"]) == sandbox.limits.pids,
+            f"cgroup pids.max {seen['pids']}",
+            "the engine must support the pids cgroup (check `docker info` for 'No pids limit support')",
+        ),
     ]
     return [Check(name, test(), detail, fix) for name, test, detail, fix in rows]
 

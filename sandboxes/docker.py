@@ -93,7 +93,7 @@ def docker_client(base_url: str | None = None) -> docker.DockerClient:
     try:
         client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
         client.ping()
-    except Exception as e:  # noqa: BLE001 - docker, requests and urllib3 each have their own
+    except Exception as e:
         raise engine_unreachable(e, base_url) from e
     return client
 
@@ -154,7 +154,7 @@ def reap_stale_containers(client: docker.DockerClient | None = None) -> list[str
         candidates = client.containers.list(all=True, filters={"label": host_filter}, ignore_removed=True)
     except docker.errors.APIError as e:
         raise SandboxInfraError(f"listing sandbox containers failed: {_short(e)}") from e
-    except Exception as e:  # noqa: BLE001 - connection errors from below docker
+    except Exception as e:
         raise engine_unreachable(e) from e
     for container in candidates:
         if _owner_alive(container.labels):
@@ -248,7 +248,8 @@ class _Channel:
         if header_len > self.max_header_bytes or blob_len > self.max_blob_bytes:
             raise SandboxInfraError(
                 f"the runner sent a frame of {header_len} + {blob_len} bytes, past the bounds "
-                f"({self.max_header_bytes} + {self.max_blob_bytes}); the channel is closed")
+                f"({self.max_header_bytes} + {self.max_blob_bytes}); the channel is closed"
+            )
         body = self._take(header_len + blob_len, deadline)
         try:
             header = json.loads(body[:header_len])
@@ -360,20 +361,19 @@ class DockerSandbox:
             ) from e
         except docker.errors.APIError as e:
             raise SandboxInfraError(f"creating a sandbox container failed: {e.explanation or e}") from e
-        except Exception as e:  # noqa: BLE001 - connection errors from below docker
+        except Exception as e:
             raise engine_unreachable(e) from e
 
     def _attach_and_start(self) -> _Channel:
         # Attach before start: the runner writes only when asked, and nothing is lost.
         try:
-            attached = self._client.api.attach_socket(
-                self._container.id, params={"stdin": 1, "stdout": 1, "stream": 1}
-            )
+            attached = self._client.api.attach_socket(self._container.id, params={"stdin": 1, "stdout": 1, "stream": 1})
             self._container.start()
-        except Exception as e:  # noqa: BLE001 - APIError or a connection error
+        except Exception as e:
             raise SandboxInfraError(f"starting the sandbox container failed: {_short(e)}") from e
-        channel = _Channel(attached, max_header_bytes=max_header_bytes(self.limits),
-                           max_blob_bytes=max_blob_bytes(self.limits))
+        channel = _Channel(
+            attached, max_header_bytes=max_header_bytes(self.limits), max_blob_bytes=max_blob_bytes(self.limits)
+        )
         try:
             channel.send({"op": "ping"})
             answer, _ = channel.receive(time.monotonic() + START_TIMEOUT_S)
@@ -440,8 +440,10 @@ class DockerSandbox:
         try:
             self._container.reload()
             state = self._container.attrs.get("State", {})
-            return (f"container {state.get('Status')}, exit code {state.get('ExitCode')}, "
-                    f"OOM-killed {state.get('OOMKilled')}")
+            return (
+                f"container {state.get('Status')}, exit code {state.get('ExitCode')}, "
+                f"OOM-killed {state.get('OOMKilled')}"
+            )
         except Exception:  # noqa: BLE001 - gone entirely, or the engine is
             return _short(error) if str(error) else f"{type(error).__name__} (connection closed)"
 
@@ -466,8 +468,13 @@ class DockerSandbox:
         if stdin is not None and not isinstance(stdin, str):
             raise SandboxError(f"expected stdin as str, got {type(stdin).__name__}")
         timeout = self._timeout(timeout_s)
-        header = {"op": "run", **request, "timeout_s": timeout, "stdin": stdin,
-                  "output_bytes": self.limits.output_bytes}
+        header = {
+            "op": "run",
+            **request,
+            "timeout_s": timeout,
+            "stdin": stdin,
+            "output_bytes": self.limits.output_bytes,
+        }
         answer, _ = self._call(header, wait_s=timeout + ANSWER_SLACK_S)
         if not answer.get("ok"):
             raise SandboxInfraError(f"the runner failed to run the code: {answer.get('message')}")
@@ -479,8 +486,9 @@ class DockerSandbox:
             raise SandboxError(f"expected code as str, got {type(code).__name__}")
         return self._exec({"python": code}, timeout_s, stdin)
 
-    def run(self, command: str | Sequence[str], *, timeout_s: float | None = None,
-            stdin: str | None = None) -> ExecResult:
+    def run(
+        self, command: str | Sequence[str], *, timeout_s: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
         """Run a command in /workspace; a string goes to ``sh -c``."""
         if isinstance(command, str):
             argv = ["sh", "-c", command]
@@ -503,20 +511,22 @@ class DockerSandbox:
                 raise SandboxError(f"expected str or bytes for {path!r}, got {type(content).__name__}")
             entries.append([rel, len(content)])
             blobs.append(bytes(content))
-        self._checked(self._call({"op": "write_files", "files": entries}, b"".join(blobs),
-                                 wait_s=FILE_OP_TIMEOUT_S)[0])
+        self._checked(self._call({"op": "write_files", "files": entries}, b"".join(blobs), wait_s=FILE_OP_TIMEOUT_S)[0])
 
     def read_file(self, path: str) -> bytes:
         """A file of /workspace; `FileNotFoundError` when absent."""
-        answer, blob = self._call({"op": "read_file", "path": workspace_path(path),
-                                   "max_bytes": max_blob_bytes(self.limits)}, wait_s=FILE_OP_TIMEOUT_S)
+        answer, blob = self._call(
+            {"op": "read_file", "path": workspace_path(path), "max_bytes": max_blob_bytes(self.limits)},
+            wait_s=FILE_OP_TIMEOUT_S,
+        )
         self._checked(answer, path)
         return blob
 
     def snapshot(self) -> bytes:
         """/workspace as a tar archive."""
-        answer, blob = self._call({"op": "snapshot", "max_bytes": max_blob_bytes(self.limits)},
-                                  wait_s=FILE_OP_TIMEOUT_S)
+        answer, blob = self._call(
+            {"op": "snapshot", "max_bytes": max_blob_bytes(self.limits)}, wait_s=FILE_OP_TIMEOUT_S
+        )
         self._checked(answer)
         return blob
 

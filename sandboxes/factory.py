@@ -45,11 +45,11 @@ def docker_available(timeout_s: float = 2.0) -> str | None:
         return "the docker package is not installed (pip install 'agentenv[sandbox]')"
     try:
         client = docker.from_env(timeout=timeout_s)
-    except Exception as exc:  # the SDK raises DockerException or plain OSError subclasses
+    except Exception as exc:  # noqa: BLE001 - the SDK raises DockerException or plain OSError subclasses
         return f"cannot reach the engine: {exc}"
     try:
         client.ping()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - as above, and requests' and urllib3's own
         return f"the engine did not answer a ping: {exc}"
     finally:
         client.close()

@@ -52,8 +52,9 @@ class PooledSandbox:
     def run_python(self, code: str, *, timeout_s: float | None = None, stdin: str | None = None) -> ExecResult:
         return self.sandbox.run_python(code, timeout_s=timeout_s, stdin=stdin)
 
-    def run(self, command: str | Sequence[str], *, timeout_s: float | None = None,
-            stdin: str | None = None) -> ExecResult:
+    def run(
+        self, command: str | Sequence[str], *, timeout_s: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
         return self.sandbox.run(command, timeout_s=timeout_s, stdin=stdin)
 
     def write_files(self, files: Mapping[str, str | bytes]) -> None:
@@ -94,8 +95,9 @@ class SandboxPool:
     built with ``limits``). Thread-safe. ``reap`` (default: when the backend is
     "docker") removes stale sandbox containers of dead processes first."""
 
-    def __init__(self, backend: Backend = "docker", size: int = 4, *, limits: Limits | None = None,
-                 reap: bool | None = None) -> None:
+    def __init__(
+        self, backend: Backend = "docker", size: int = 4, *, limits: Limits | None = None, reap: bool | None = None
+    ) -> None:
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise SandboxError(f"expected size >= 1, got {size!r}")
         self.size = size

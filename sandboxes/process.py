@@ -180,8 +180,10 @@ class ProcessSandbox:
         self.limits = limits if limits is not None else Limits()
         support = _host_support()
         if network == "isolate" and not support.namespaces:
-            raise SandboxError(f"network='isolate' needs a network namespace, unavailable here: {support.why}; "
-                               "use the Docker backend or network='host'")
+            raise SandboxError(
+                f"network='isolate' needs a network namespace, unavailable here: {support.why}; "
+                "use the Docker backend or network='host'"
+            )
         if network == "auto" and not support.namespaces:
             logger.warning("process sandbox: the network is NOT isolated (%s)", support.why)
         python = host_python()
@@ -205,10 +207,15 @@ class ProcessSandbox:
         if visible:
             logger.warning("process sandbox: host Python packages stay visible: %s", visible)
         self.isolation = Isolation(
-            namespaces=support.namespaces, network_isolated=support.namespaces and network != "host",
-            dedicated_uid=uid, disk_quota=quota, host_python_hidden=support.namespaces and not visible,
-            minimal_dev=support.minimal_dev, userns_denied=support.seccomp,
-            why_not="; ".join(w for w in (support.why, visible) if w))
+            namespaces=support.namespaces,
+            network_isolated=support.namespaces and network != "host",
+            dedicated_uid=uid,
+            disk_quota=quota,
+            host_python_hidden=support.namespaces and not visible,
+            minimal_dev=support.minimal_dev,
+            userns_denied=support.seccomp,
+            why_not="; ".join(w for w in (support.why, visible) if w),
+        )
         self._python = python.executable
         self._covers = covers
         self._env = _scrubbed_env(self.workspace, self._bin, None if support.namespaces else self._tmp)
@@ -240,12 +247,22 @@ class ProcessSandbox:
         of this one (never a venv: runs get the standard library only)."""
         if len(code.encode()) > 100_000:  # beyond what one argv string may hold
             self._put_private("main.py", code.encode())
-            return self.run([self._python, "-I", "/tmp/.agentenv/main.py" if self.isolation.namespaces
-                             else os.path.join(self._tmp, ".agentenv", "main.py")], timeout_s=timeout_s, stdin=stdin)
+            return self.run(
+                [
+                    self._python,
+                    "-I",
+                    "/tmp/.agentenv/main.py"
+                    if self.isolation.namespaces
+                    else os.path.join(self._tmp, ".agentenv", "main.py"),
+                ],
+                timeout_s=timeout_s,
+                stdin=stdin,
+            )
         return self.run([self._python, "-I", "-c", code], timeout_s=timeout_s, stdin=stdin)
 
-    def run(self, command: str | Sequence[str], *, timeout_s: float | None = None,
-            stdin: str | None = None) -> ExecResult:
+    def run(
+        self, command: str | Sequence[str], *, timeout_s: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
         """Run ``command`` (a string goes to ``/bin/sh -c``) as a fresh process in the workspace."""
         self._check_open()
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
@@ -282,22 +299,38 @@ class ProcessSandbox:
             return subprocess.Popen(
                 [sys.executable, "-I", "-S", _LAUNCHER, json.dumps(config)],
                 stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_fd,),
-                env=self._env, cwd=self._root, start_new_session=True, close_fds=True)
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(report_fd,),
+                env=self._env,
+                cwd=self._root,
+                start_new_session=True,
+                close_fds=True,
+            )
         except OSError as exc:
             raise SandboxInfraError(f"cannot start the sandbox launcher: {exc}") from exc
 
     def _launch_config(self, argv: list[str], timeout_s: float, report_fd: int) -> dict[str, Any]:
         iso = self.isolation
         return {
-            "mode": "run", "argv": argv, "env": self._env, "cwd": self.workspace,
-            "uid": iso.dedicated_uid, "gid": iso.dedicated_uid,
-            "namespaces": iso.namespaces, "userns": iso.namespaces and os.geteuid() != 0,
-            "isolate_net": iso.network_isolated, "tmp": self._tmp,
-            "private_tmp_at": list(PRIVATE_TMP_AT), "hide": _homes(),
+            "mode": "run",
+            "argv": argv,
+            "env": self._env,
+            "cwd": self.workspace,
+            "uid": iso.dedicated_uid,
+            "gid": iso.dedicated_uid,
+            "namespaces": iso.namespaces,
+            "userns": iso.namespaces and os.geteuid() != 0,
+            "isolate_net": iso.network_isolated,
+            "tmp": self._tmp,
+            "private_tmp_at": list(PRIVATE_TMP_AT),
+            "hide": _homes(),
             "reveal": [[self.workspace, True], [self._bin, False]] + [[p, False] for p in host_python().dirs],
-            "cover": self._covers, "minimal_dev": iso.minimal_dev, "deny_userns": iso.userns_denied,
-            "rlimits": self._rlimits(timeout_s), "report_fd": report_fd,
+            "cover": self._covers,
+            "minimal_dev": iso.minimal_dev,
+            "deny_userns": iso.userns_denied,
+            "rlimits": self._rlimits(timeout_s),
+            "report_fd": report_fd,
         }
 
     def _rlimits(self, timeout_s: float) -> dict[str, int]:
@@ -329,8 +362,12 @@ class ProcessSandbox:
         if uid is None:
             return  # runs as the caller: nothing tells its strays from the caller's processes
         config = {"mode": "killall", "uid": uid}
-        subprocess.run([sys.executable, "-I", "-S", _LAUNCHER, json.dumps(config)],
-                       env=self._env, stdin=subprocess.DEVNULL, check=False)
+        subprocess.run(
+            [sys.executable, "-I", "-S", _LAUNCHER, json.dumps(config)],
+            env=self._env,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
 
     # --- files ---------------------------------------------------------------------
 
@@ -428,10 +465,15 @@ def _result(returncode: int, got: Any, timed_out: bool, duration_s: float) -> Ex
     signalled = returncode < 0
     timed_out = timed_out or returncode == -signal.SIGXCPU
     return ExecResult(
-        stdout=got.stdout.decode(errors="replace"), stderr=got.stderr.decode(errors="replace"),
+        stdout=got.stdout.decode(errors="replace"),
+        stderr=got.stderr.decode(errors="replace"),
         exit_code=None if signalled or timed_out else returncode,
-        timed_out=timed_out, oom_killed=not timed_out and _looks_out_of_memory(returncode, got.stderr_tail),
-        duration_s=duration_s, stdout_truncated=got.stdout_truncated, stderr_truncated=got.stderr_truncated)
+        timed_out=timed_out,
+        oom_killed=not timed_out and _looks_out_of_memory(returncode, got.stderr_tail),
+        duration_s=duration_s,
+        stdout_truncated=got.stdout_truncated,
+        stderr_truncated=got.stderr_truncated,
+    )
 
 
 def _looks_out_of_memory(returncode: int, stderr_tail: bytes) -> bool:
@@ -464,28 +506,53 @@ def _host_support() -> _Support:
     if dev_why is None and seccomp_why is None:  # each works alone, not together
         seccomp_why = "the seccomp filter fails inside the namespaces"
     reasons = {"namespaces": namespaces_why, "/dev": None if namespaces_why else dev_why, "seccomp": seccomp_why}
-    return _Support(namespaces_why is None, dev_why is None, seccomp_why is None,
-                    "; ".join(f"{what}: {why}" for what, why in reasons.items() if why))
+    return _Support(
+        namespaces_why is None,
+        dev_why is None,
+        seccomp_why is None,
+        "; ".join(f"{what}: {why}" for what, why in reasons.items() if why),
+    )
 
 
 # Exits 0 only if a new user namespace is refused (as it is under the launcher's filter).
-_USERNS_REFUSED = ("import ctypes, errno, sys\n"
-                   "libc = ctypes.CDLL(None, use_errno=True)\n"
-                   "if libc.unshare(0x10000000) == 0 or ctypes.get_errno() != errno.EPERM:\n"
-                   "    sys.exit('the seccomp filter did not refuse unshare(CLONE_NEWUSER)')\n")
+_USERNS_REFUSED = (
+    "import ctypes, errno, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "if libc.unshare(0x10000000) == 0 or ctypes.get_errno() != errno.EPERM:\n"
+    "    sys.exit('the seccomp filter did not refuse unshare(CLONE_NEWUSER)')\n"
+)
 
 
 def _probe(*, namespaces: bool, minimal_dev: bool, deny_userns: bool) -> str | None:
     """Run a trivial command the way runs are started; None if it worked, else why not."""
     argv = [host_python().executable, "-I", "-S", "-c", _USERNS_REFUSED] if deny_userns else ["true"]
-    config = {"mode": "run", "argv": argv, "env": {"PATH": "/usr/bin:/bin"}, "cwd": "/",
-              "uid": None, "gid": None, "namespaces": namespaces, "userns": namespaces and os.geteuid() != 0,
-              "isolate_net": namespaces, "tmp": "/tmp", "private_tmp_at": [], "hide": [], "reveal": [],
-              "cover": [], "minimal_dev": minimal_dev, "deny_userns": deny_userns, "rlimits": {},
-              "report_fd": None}
+    config = {
+        "mode": "run",
+        "argv": argv,
+        "env": {"PATH": "/usr/bin:/bin"},
+        "cwd": "/",
+        "uid": None,
+        "gid": None,
+        "namespaces": namespaces,
+        "userns": namespaces and os.geteuid() != 0,
+        "isolate_net": namespaces,
+        "tmp": "/tmp",
+        "private_tmp_at": [],
+        "hide": [],
+        "reveal": [],
+        "cover": [],
+        "minimal_dev": minimal_dev,
+        "deny_userns": deny_userns,
+        "rlimits": {},
+        "report_fd": None,
+    }
     try:
-        probe = subprocess.run([sys.executable, "-I", "-S", _LAUNCHER, json.dumps(config)],
-                               capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        probe = subprocess.run(
+            [sys.executable, "-I", "-S", _LAUNCHER, json.dumps(config)],
+            capture_output=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"the probe failed: {exc}"
     if probe.returncode == 0:
@@ -495,8 +562,7 @@ def _probe(*, namespaces: bool, minimal_dev: bool, deny_userns: bool) -> str | N
 
 def _scrubbed_env(workspace: str, bindir: str, tmpdir: str | None) -> dict[str, str]:
     """The whole environment of sandboxed code: nothing is inherited from ``os.environ``."""
-    env = {"PATH": ":".join((bindir, *RUN_PATH)), "HOME": workspace, "LANG": "C.UTF-8",
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"PATH": ":".join((bindir, *RUN_PATH)), "HOME": workspace, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
     if tmpdir is not None:  # without a private /tmp, point temp files somewhere private
         env["TMPDIR"] = tmpdir
     return env

@@ -40,6 +40,8 @@ Standard library only: the image may have nothing else.
 
 from __future__ import annotations
 
+# Imported here so that forked runs find them warm; nothing below needs all of them.
+import base64  # noqa: F401
 import contextlib
 import errno
 import functools
@@ -60,9 +62,6 @@ import time
 import types
 from collections.abc import Iterator
 from typing import Any
-
-# Imported here so that forked runs find them warm; nothing below needs all of them.
-import base64, collections, itertools, math, random, re, string, traceback, typing  # noqa: E401,F401,I001
 
 PROTOCOL = 2  # bump on any change to the frames, ops or process model; the host refuses a mismatch
 FRAME = struct.Struct(">II")
@@ -265,8 +264,10 @@ class Zygote:
                 os.set_inheritable(theirs.fileno(), True)
                 os.closerange(3, theirs.fileno())
                 os.closerange(theirs.fileno() + 1, 1 << 16)
-                os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), *self.cfg.argv(),
-                                          "--zygote", str(theirs.fileno())])
+                os.execv(
+                    sys.executable,
+                    [sys.executable, os.path.abspath(__file__), *self.cfg.argv(), "--zygote", str(theirs.fileno())],
+                )
             finally:
                 os._exit(127)
         theirs.close()
@@ -363,7 +364,9 @@ def _exec_python(code: str | types.CodeType) -> int:
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8")
     sys.stderr = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8", errors="backslashreplace",
+        io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+        encoding="utf-8",
+        errors="backslashreplace",
         line_buffering=True,
     )
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
@@ -400,12 +403,14 @@ def _exit_status(code: object) -> int:
 def _finalize(status: int) -> int:
     # What interpreter shutdown would do (we leave with os._exit, so it will not):
     # join non-daemon threads, run atexit handlers, flush the streams.
-    for hook in (getattr(sys.modules.get("threading"), "_shutdown", None),
-                 getattr(sys.modules.get("atexit"), "_run_exitfuncs", None)):
+    for hook in (
+        getattr(sys.modules.get("threading"), "_shutdown", None),
+        getattr(sys.modules.get("atexit"), "_run_exitfuncs", None),
+    ):
         if hook is not None:
             try:
                 hook()
-            except BaseException:  # noqa: BLE001 - a failing hook must not change the exit path
+            except BaseException:  # noqa: BLE001, S110 - a failing hook must not change the exit path
                 pass
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -545,12 +550,20 @@ def run(req: dict[str, Any], cfg: Config, zygote: Zygote) -> dict[str, Any]:
     except OSError as e:
         # Most likely the process limit, used up by what earlier runs left behind:
         # the run's failure (data), not the sandbox's; reset() clears it.
-        return {"stdout": "", "stderr": f"cannot start the process: {e}; reset the sandbox to clear leftovers\n",
-                "exit_code": 126, "timed_out": False, "oom_killed": False, "duration_s": time.monotonic() - start,
-                "stdout_truncated": False, "stderr_truncated": False}
+        return {
+            "stdout": "",
+            "stderr": f"cannot start the process: {e}; reset the sandbox to clear leftovers\n",
+            "exit_code": 126,
+            "timed_out": False,
+            "oom_killed": False,
+            "duration_s": time.monotonic() - start,
+            "stdout_truncated": False,
+            "stderr_truncated": False,
+        }
     try:
-        status, timed_out, captures = _supervise(pid, start + timeout_s, in_w, stdin_data, out_r, err_r, cap,
-                                                 zygote, cfg)
+        status, timed_out, captures = _supervise(
+            pid, start + timeout_s, in_w, stdin_data, out_r, err_r, cap, zygote, cfg
+        )
     finally:
         _kill_group(pid, cfg)
     duration_s = time.monotonic() - start
@@ -573,8 +586,17 @@ def run(req: dict[str, Any], cfg: Config, zygote: Zygote) -> dict[str, Any]:
     }
 
 
-def _supervise(pid: int, deadline: float, in_w: int, stdin_data: bytes, out_r: int, err_r: int,
-               cap: int, zygote: Zygote, cfg: Config) -> tuple[int, bool, tuple[Capture, Capture]]:
+def _supervise(
+    pid: int,
+    deadline: float,
+    in_w: int,
+    stdin_data: bytes,
+    out_r: int,
+    err_r: int,
+    cap: int,
+    zygote: Zygote,
+    cfg: Config,
+) -> tuple[int, bool, tuple[Capture, Capture]]:
     """Feed stdin, read output and wait for the zygote to report the run's exit (or ``deadline``)."""
     captures = (Capture(out_r, cap), Capture(err_r, cap))
     by_fd = {c.fd: c for c in captures}
@@ -839,8 +861,13 @@ def handle(req: dict[str, Any], blob: bytes, cfg: Config, zygote: Zygote) -> tup
     if op == "run":
         return {"ok": True, **run(req, cfg, zygote)}, b""
     if op == "ping":
-        return {"ok": True, "protocol": PROTOCOL, "pid": os.getpid(), "zygote": zygote.pid,
-                "python": sys.version.split()[0]}, b""
+        return {
+            "ok": True,
+            "protocol": PROTOCOL,
+            "pid": os.getpid(),
+            "zygote": zygote.pid,
+            "python": sys.version.split()[0],
+        }, b""
     with acting_as_run(cfg):
         if op == "write_files":
             return write_files(req, blob, cfg), b""

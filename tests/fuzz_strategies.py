@@ -36,25 +36,152 @@ from agentenv import Env, ToolCall
 __all__ = ["KINDS", "ActionStrategies", "Fuzzed"]
 
 SURROGATES = ("\ud800", "\udc80", "\udfff", "\udbff", "\ud83d")
-CONTROLS = ("\x00", "\x01", "\x07", "\x08", "\x1b", "\x7f", "\x85", "\u2028", "\u2029", "\ufeff", "\u200b",
-            "\r", "\n", "\t", "\ufffe", "\U0010ffff")
-TAGS = ("<tool_call>", "</tool_call>", "<tool_call>", "</tool_call>", "<tool_call", "tool_call>", "</tool_call",
-        "<TOOL_CALL>", "<tool_call><tool_call>", "</tool_call></tool_call>", "```json\n", "```")
-NUMBER_LITERALS = ("NaN", "Infinity", "-Infinity", "-NaN", "nan", "inf", "1e999", "-1e999", "1E400", "-0",
-                   "0.0e-999", "01", "+1", "0x10", ".5", "1.", "1e", "--1", "1_000")
-JSON_BREAKAGE = ("", ",", "}", "]", "{", "[", '"', ":", "\\", "\\u", "\\ud800", "\\udc80", "'", "null", "tru",
-                 "/*", "//", "\x00")
+CONTROLS = (
+    "\x00",
+    "\x01",
+    "\x07",
+    "\x08",
+    "\x1b",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\ufeff",
+    "\u200b",
+    "\r",
+    "\n",
+    "\t",
+    "\ufffe",
+    "\U0010ffff",
+)
+TAGS = (
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_call",
+    "tool_call>",
+    "</tool_call",
+    "<TOOL_CALL>",
+    "<tool_call><tool_call>",
+    "</tool_call></tool_call>",
+    "```json\n",
+    "```",
+)
+NUMBER_LITERALS = (
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "-NaN",
+    "nan",
+    "inf",
+    "1e999",
+    "-1e999",
+    "1E400",
+    "-0",
+    "0.0e-999",
+    "01",
+    "+1",
+    "0x10",
+    ".5",
+    "1.",
+    "1e",
+    "--1",
+    "1_000",
+)
+JSON_BREAKAGE = (
+    "",
+    ",",
+    "}",
+    "]",
+    "{",
+    "[",
+    '"',
+    ":",
+    "\\",
+    "\\u",
+    "\\ud800",
+    "\\udc80",
+    "'",
+    "null",
+    "tru",
+    "/*",
+    "//",
+    "\x00",
+)
 WORDS = (
-    "", " ", "a", "xyz", "0", "-1", "1e999", "NaN", "null", "true", "{", "}", "[", '"', "\\", "'", ":", ",",
-    "\\u0000", "\\ud800", "\\udc80x", "<tool_call>", "</tool_call>", "submit", "名前", "ﬁ", "😀", "\u202e",
-    "\x1b[31m", "\r\n", "a\x00b", "\ud83d\ude00", "x\udc80", "\ufeff", "\U0010ffff",
-) + SURROGATES + CONTROLS
+    "",
+    " ",
+    "a",
+    "xyz",
+    "0",
+    "-1",
+    "1e999",
+    "NaN",
+    "null",
+    "true",
+    "{",
+    "}",
+    "[",
+    '"',
+    "\\",
+    "'",
+    ":",
+    ",",
+    "\\u0000",
+    "\\ud800",
+    "\\udc80x",
+    "<tool_call>",
+    "</tool_call>",
+    "submit",
+    "名前",
+    "ﬁ",
+    "😀",
+    "\u202e",
+    "\x1b[31m",
+    "\r\n",
+    "a\x00b",
+    "��",
+    "x�",
+    "\ufeff",
+    "\U0010ffff",
+    *SURROGATES,
+    *CONTROLS,
+)
 """Strings worth trying as they are: JSON punctuation, escapes, tags, lone surrogates
 (a pair written as two escapes is two lone surrogates in a Python str), controls."""
-MADE_UP_TOOLS = ("", " ", "x" * 129, "submit ", "SUBMIT", "respond\x00", "__init__", "_call", "step", "reset",
-                 "close", "verify", "route:list_orders", "../submit")
-ODD_STRINGS = ("solution.py", "../../etc/passwd", "/etc/passwd", "a/" * 40 + "b", ".", "", "solution.py/x",
-               "O1001", "C1001", "R1", "E1", "a@b.co", "2025-03-03", "x" * 5000)
+MADE_UP_TOOLS = (
+    "",
+    " ",
+    "x" * 129,
+    "submit ",
+    "SUBMIT",
+    "respond\x00",
+    "__init__",
+    "_call",
+    "step",
+    "reset",
+    "close",
+    "verify",
+    "route:list_orders",
+    "../submit",
+)
+ODD_STRINGS = (
+    "solution.py",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "a/" * 40 + "b",
+    ".",
+    "",
+    "solution.py/x",
+    "O1001",
+    "C1001",
+    "R1",
+    "E1",
+    "a@b.co",
+    "2025-03-03",
+    "x" * 5000,
+)
 """String arguments that mean something to some env: paths, ids, emails, days, a long one."""
 CODE_SNIPPETS = (
     "print(1)",
@@ -69,8 +196,18 @@ CODE_SNIPPETS = (
     "def f(n):\n    return f(n + 1)\nf(0)",
 )
 """Programs that run and finish quickly (a run of the code env costs a sandbox process)."""
-KINDS = ("tagged text", "well-formed text", "text with a lone surrogate", "deep JSON text", "huge number in a call",
-         "long text", "assistant message", "ToolCall", "not an action", "valid call")
+KINDS = (
+    "tagged text",
+    "well-formed text",
+    "text with a lone surrogate",
+    "deep JSON text",
+    "huge number in a call",
+    "long text",
+    "assistant message",
+    "ToolCall",
+    "not an action",
+    "valid call",
+)
 """Every `Fuzzed.kind` the mix draws."""
 
 
@@ -162,8 +299,13 @@ def _nested_text(draw: st.DrawFn) -> str:
     opener, closer = draw(st.sampled_from((("[", "]"), ('{"a":', "}"), ('[{"k":', "}]"), ('{"":[', "]}"))))
     core = draw(st.sampled_from(("1", "[]", "{}", "null", '"x"', "")))
     ending = draw(st.sampled_from(("closed", "closed", "open", "one short", "one extra", "mismatched")))
-    closing = {"closed": closer * depth, "open": "", "one short": closer * (depth - 1),
-               "one extra": closer * (depth + 1), "mismatched": "}" * depth}[ending]
+    closing = {
+        "closed": closer * depth,
+        "open": "",
+        "one short": closer * (depth - 1),
+        "one extra": closer * (depth + 1),
+        "mismatched": "}" * depth,
+    }[ending]
     return opener * depth + core + closing
 
 
@@ -184,6 +326,7 @@ raw_values = st.builds(Raw, nested_text | huge_number_text | st.sampled_from(NUM
 
 
 # -- values ----------------------------------------------------------------------------------
+
 
 def _huge_int(digits: int) -> int:
     return 10**digits - 1  # no str() on the way: past 4,300 digits int(str) raises
@@ -228,10 +371,26 @@ def _cycle() -> list[Any]:
     return loop
 
 
-python_oddities = st.sampled_from((
-    b"\xff\xfe", bytearray(b"x"), (1, 2), frozenset({1}), {1, 2}, 1j, Ellipsis, object, len, range(3),
-    memoryview(b"ab"),
-)) | st.builds(Odd) | st.builds(Unequal) | st.builds(_cycle)
+python_oddities = (
+    st.sampled_from(
+        (
+            b"\xff\xfe",
+            bytearray(b"x"),
+            (1, 2),
+            frozenset({1}),
+            {1, 2},
+            1j,
+            Ellipsis,
+            object,
+            len,
+            range(3),
+            memoryview(b"ab"),
+        )
+    )
+    | st.builds(Odd)
+    | st.builds(Unequal)
+    | st.builds(_cycle)
+)
 """Values that are not JSON: bytes, tuples, sets, classes, objects with raising methods, a cycle."""
 python_values = weighted((6, json_values), (2, python_oddities), (1, _deep_value()))
 """Anything a Python policy could put in a dict."""
@@ -256,8 +415,10 @@ def dump(value: Any, *, ensure_ascii: bool) -> str:
     if isinstance(value, Raw):
         return value.text
     if isinstance(value, dict):
-        items = (f"{json.dumps(k, ensure_ascii=ensure_ascii)}: {dump(v, ensure_ascii=ensure_ascii)}"
-                 for k, v in value.items())
+        items = (
+            f"{json.dumps(k, ensure_ascii=ensure_ascii)}: {dump(v, ensure_ascii=ensure_ascii)}"
+            for k, v in value.items()
+        )
         return "{" + ", ".join(items) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(dump(v, ensure_ascii=ensure_ascii) for v in value) + "]"
@@ -302,9 +463,9 @@ def _schema_value(key: str, prop: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.floats(allow_nan=False, allow_infinity=False)
     if key == "code":
         return _code
-    return (st.text(st.characters(codec="utf-8"), min_size=prop.get("minLength", 0),
-                    max_size=min(prop.get("maxLength", 40), 40))
-            | st.sampled_from(ODD_STRINGS))
+    return st.text(
+        st.characters(codec="utf-8"), min_size=prop.get("minLength", 0), max_size=min(prop.get("maxLength", 40), 40)
+    ) | st.sampled_from(ODD_STRINGS)
 
 
 def _schema_arguments(schema: dict[str, Any], junk: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
@@ -312,8 +473,10 @@ def _schema_arguments(schema: dict[str, Any], junk: st.SearchStrategy[Any]) -> s
     or one of the wrong type (``junk``)."""
     props = schema.get("properties", {})
     required = set(schema.get("required", ()))
-    base = st.fixed_dictionaries({k: _schema_value(k, p) for k, p in props.items() if k in required},
-                                 optional={k: _schema_value(k, p) for k, p in props.items() if k not in required})
+    base = st.fixed_dictionaries(
+        {k: _schema_value(k, p) for k, p in props.items() if k in required},
+        optional={k: _schema_value(k, p) for k, p in props.items() if k not in required},
+    )
 
     @st.composite
     def tweaked(draw: st.DrawFn) -> dict[str, Any]:
@@ -332,6 +495,7 @@ def _schema_arguments(schema: dict[str, Any], junk: st.SearchStrategy[Any]) -> s
 
 # -- the env's actions ---------------------------------------------------------------------------
 
+
 class ActionStrategies:
     """Every strategy for one env's actions, built once from its tools."""
 
@@ -345,8 +509,9 @@ class ActionStrategies:
         schemas = {spec.name: spec.schema["function"]["parameters"] for spec in env.tools.values()}
         self.names = tuple(schemas)
         keys = sorted({k for schema in schemas.values() for k in schema.get("properties", {})}) or ["x"]
-        self.tool_names = weighted((6, st.sampled_from(self.names)), (2, plain_text),
-                                   (1, st.sampled_from(MADE_UP_TOOLS)))
+        self.tool_names = weighted(
+            (6, st.sampled_from(self.names)), (2, plain_text), (1, st.sampled_from(MADE_UP_TOOLS))
+        )
         # Arguments of three sorts, each schema-shaped (for a known tool) or random: values
         # for JSON text (with `Raw` parts), values json.dumps writes, and any Python values.
         arg_keys = weighted((2, st.sampled_from(keys)), (1, plain_text))
@@ -354,25 +519,33 @@ class ActionStrategies:
         self._random_dumpable_args = st.dictionaries(arg_keys, text_values, max_size=4)
         self._random_python_args = st.dictionaries(arg_keys, python_values, max_size=4)
         self._valid_args = {name: _schema_arguments(schema, text_scalars) for name, schema in schemas.items()}
-        self._text_args = {name: weighted((3, args), (2, self._random_text_args))
-                           for name, args in self._valid_args.items()}
-        self._dumpable_args = {name: weighted((3, args), (2, self._random_dumpable_args))
-                               for name, args in self._valid_args.items()}
-        self._python_args = {name: weighted((3, _schema_arguments(schema, scalars | python_oddities)),
-                                            (2, self._random_python_args))
-                             for name, schema in schemas.items()}
-        self._object_names = weighted((6, st.sampled_from(self.names)),
-                                      (3, plain_text.filter(lambda n: 0 < len(n) <= 128)))
+        self._text_args = {
+            name: weighted((3, args), (2, self._random_text_args)) for name, args in self._valid_args.items()
+        }
+        self._dumpable_args = {
+            name: weighted((3, args), (2, self._random_dumpable_args)) for name, args in self._valid_args.items()
+        }
+        self._python_args = {
+            name: weighted((3, _schema_arguments(schema, scalars | python_oddities)), (2, self._random_python_args))
+            for name, schema in schemas.items()
+        }
+        self._object_names = weighted(
+            (6, st.sampled_from(self.names)), (3, plain_text.filter(lambda n: 0 < len(n) <= 128))
+        )
 
         self.call_json = st.composite(self._call_json)()
-        self._pieces = st.lists(weighted(
-            (4, plain_text),
-            (4, st.sampled_from(TAGS)),
-            (5, self.call_json),
-            (1, nested_text),
-            (1, huge_number_text),
-            (1, st.sampled_from(NUMBER_LITERALS)),
-        ), min_size=1, max_size=4)
+        self._pieces = st.lists(
+            weighted(
+                (4, plain_text),
+                (4, st.sampled_from(TAGS)),
+                (5, self.call_json),
+                (1, nested_text),
+                (1, huge_number_text),
+                (1, st.sampled_from(NUMBER_LITERALS)),
+            ),
+            min_size=1,
+            max_size=4,
+        )
         self.tagged_text = st.composite(self._tagged_text)()
         self.well_formed_text = st.composite(self._well_formed_text)()
         self.tool_call_objects = st.composite(self._tool_call_object)()
@@ -405,7 +578,8 @@ class ActionStrategies:
 
         with_surrogate = st.tuples(self.tagged_text, st.sampled_from(SURROGATES), st.integers(0, 10**6)).map(insert)
         huge_in_call = huge_number_text.map(
-            lambda t: f'<tool_call>{{"name": "{self.names[0]}", "arguments": {{"a": {t}}}}}</tool_call>')
+            lambda t: f'<tool_call>{{"name": "{self.names[0]}", "arguments": {{"a": {t}}}}}</tool_call>'
+        )
         return weighted(
             (22, self.tagged_text.map(tag("tagged text"))),
             (12, self.well_formed_text.map(tag("well-formed text"))),
@@ -437,8 +611,22 @@ class ActionStrategies:
         name = draw(self.tool_names)
         args: Any = draw(self._args(name))
         obj: dict[str, Any] = {"name": name}
-        shape = draw(st.sampled_from(("plain",) * 6 + ("parameters", "string arguments", "odd arguments", "id",
-                                                      "odd id", "extra key", "no name", "odd name", "not an object")))
+        shape = draw(
+            st.sampled_from(
+                ("plain",) * 6
+                + (
+                    "parameters",
+                    "string arguments",
+                    "odd arguments",
+                    "id",
+                    "odd id",
+                    "extra key",
+                    "no name",
+                    "odd name",
+                    "not an object",
+                )
+            )
+        )
         if shape == "string arguments":
             obj["arguments"] = Raw(json.dumps(dump(args, ensure_ascii=True)))
         elif shape == "odd arguments":
@@ -465,7 +653,7 @@ class ActionStrategies:
             text = text[:at] + draw(st.sampled_from(JSON_BREAKAGE) | plain_text) + text[at:]
         elif damage == "delete" and text:
             at = draw(st.integers(0, len(text) - 1))
-            text = text[:at] + text[at + 1:]
+            text = text[:at] + text[at + 1 :]
         elif damage == "double":
             text = text + text
         return text
@@ -540,15 +728,17 @@ class ActionStrategies:
         """An OpenAI assistant message of any shape."""
         message: dict[Any, Any] = {}
         if draw(st.integers(0, 4)):
-            message["role"] = draw(st.sampled_from(("assistant",) * 4 + ("user", "tool", "system", ""))
-                                   | python_values)
+            message["role"] = draw(st.sampled_from(("assistant",) * 4 + ("user", "tool", "system", "")) | python_values)
         if draw(st.integers(0, 4)):
             message["content"] = draw(self._contents)
         if draw(st.integers(0, 4)):
             message["tool_calls"] = draw(self._tool_call_lists)
         for _ in range(draw(st.integers(0, 2))):
-            key = draw(st.sampled_from(("name", "refusal", "audio", "function_call", "reasoning_content"))
-                       | plain_text | hashable_values)
+            key = draw(
+                st.sampled_from(("name", "refusal", "audio", "function_call", "reasoning_content"))
+                | plain_text
+                | hashable_values
+            )
             message[key] = draw(python_values)
         wrap = draw(st.sampled_from(("dict",) * 8 + ("ordered", "subclass")))
         if wrap == "ordered":
@@ -569,6 +759,8 @@ class ActionStrategies:
         if form == "text":
             return f"<tool_call>{json.dumps({'name': name, 'arguments': args}, ensure_ascii=False)}</tool_call>"
         function = {"name": name, "arguments": json.dumps(args)}
-        return {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
-                                                                      "function": function}]}
-
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": function}],
+        }

@@ -68,7 +68,7 @@ def chat_reply(
     return Reply(body, delay_s=delay_s)
 
 
-def tool_call(name: str, arguments: dict[str, Any], id: str = "call_1") -> dict[str, Any]:  # noqa: A002
+def tool_call(name: str, arguments: dict[str, Any], id: str = "call_1") -> dict[str, Any]:
     """One structured tool call as the API returns it (arguments as a JSON string)."""
     return {"id": id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
@@ -133,7 +133,7 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
         # for the client's delayed ACK (~40 ms).
         disable_nagle_algorithm = True
 
-        def do_POST(self) -> None:  # noqa: N802 - the stdlib's naming
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             try:
@@ -159,7 +159,7 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True  # the client gave up (a timeout test)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output clean
 
     return Handler

@@ -21,7 +21,7 @@ from agentenv.types import Failure
 runner = CliRunner()
 
 
-def invoke(*args: str, input: str | None = None) -> Any:  # noqa: A002 - CliRunner's name
+def invoke(*args: str, input: str | None = None) -> Any:
     return runner.invoke(app, list(args), input=input)
 
 
@@ -281,7 +281,7 @@ def test_eval_openai_policy_end_to_end_through_installed_script(tmp_path: Path) 
         # A "model" that reads the task and submits the value at once.
         expression = request.messages[1]["content"].removeprefix("Compute ").removesuffix(".")
         assert set(expression) <= set("0123456789+-*() ")
-        return chat_reply(None, tool_calls=[tool_call("submit", {"answer": eval(expression)})])  # noqa: S307
+        return chat_reply(None, tool_calls=[tool_call("submit", {"answer": eval(expression)})])
 
     server = OpenAIServer(model).start()
     try:

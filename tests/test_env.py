@@ -81,8 +81,11 @@ BAD_ACTIONS = {
     "binary garbage": "\x00\x01\udcff\ufffe",
     "not text": 42,
     "none": None,
-    "broken structured call": {"role": "assistant", "content": None,
-                               "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "add", "arguments": "{"}}]},
+    "broken structured call": {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "add", "arguments": "{"}}],
+    },
 }
 
 
@@ -139,19 +142,29 @@ def test_infra_failure_truncates_and_is_not_scored(counter):
 
 def test_structured_and_multiple_calls(counter):
     counter.reset(options={"task": "t2"})
-    structured = {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "a", "type": "function", "function": {"name": "add", "arguments": '{"amount": 2}'}},
-        {"id": "b", "type": "function", "function": {"name": "add", "arguments": {"amount": 1}}},
-    ]}
+    structured = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "add", "arguments": '{"amount": 2}'}},
+            {"id": "b", "type": "function", "function": {"name": "add", "arguments": {"amount": 1}}},
+        ],
+    }
     obs, *_ = counter.step(structured)
     assert [(m["tool_call_id"], m["content"]) for m in obs] == [("a", "2"), ("b", "3")]
     obs, *_ = counter.step(ToolCall(name="add", arguments={"amount": 1}, id="z"))
     assert obs[0]["content"] == "4"
-    obs, *_ = counter.step({"content": "", "tool_calls": [{"type": "function", "function": {"name": "add", "arguments": "{}"}}]})
+    obs, *_ = counter.step(
+        {"content": "", "tool_calls": [{"type": "function", "function": {"name": "add", "arguments": "{}"}}]}
+    )
     assert counter.messages[-2]["tool_calls"][0]["id"] == obs[0]["tool_call_id"] == "call_2_0"
     obs, *_ = counter.step(ADD1 + "\nand\n" + tool_call_text("add", amount=-1))
     assert [m["content"] for m in obs] == ["5", "4"]
-    assert structured["tool_calls"][0] == {"id": "a", "type": "function", "function": {"name": "add", "arguments": '{"amount": 2}'}}
+    assert structured["tool_calls"][0] == {
+        "id": "a",
+        "type": "function",
+        "function": {"name": "add", "arguments": '{"amount": 2}'},
+    }
     assert counter.messages[-3]["role"] == "assistant"
 
 
@@ -161,8 +174,10 @@ def test_transitions_record_each_step(counter):
     counter.step("garbage")
     first, second = counter.transitions
     assert first.turn == 0 and first.calls == [ToolCall(name="add", arguments={"amount": 2, "note": "hi"})]
-    assert first.state_diff == [{"op": "replace", "path": "/count", "value": 2},
-                                {"op": "replace", "path": "/log", "value": ["hi"]}]
+    assert first.state_diff == [
+        {"op": "replace", "path": "/count", "value": 2},
+        {"op": "replace", "path": "/log", "value": ["hi"]},
+    ]
     assert first.rewards == {"format": 0.0, "progress": 1.0} and first.duration_s > 0
     assert second.error_kind == "format" and second.state_diff == [] and second.error
 
@@ -282,8 +297,8 @@ def test_spaces_accept_any_unicode():
 
 def test_gymnasium_make_works():
     env = gymnasium.make("agentenv/arithmetic-v0")
-    obs, _ = env.reset(seed=0)
-    obs, reward, terminated, truncated, info = env.step("hello")
+    env.reset(seed=0)
+    _obs, _reward, terminated, _truncated, info = env.step("hello")
     assert info["error_kind"] == "format" and not terminated
     env.close()
 

@@ -53,8 +53,12 @@ FUZZ = settings(
     database=None,
     deadline=None,
     max_examples=EXAMPLES,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
-                           HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+        HealthCheck.filter_too_much,
+    ],
 )
 
 
@@ -96,8 +100,12 @@ def _check_step(env: Env, fuzzed: Fuzzed, result: tuple) -> dict:
 
 
 def _check_trajectory(env: Env, failure: str) -> None:
-    traj = Trajectory(task=env.task, messages=env.messages, transitions=env.transitions,  # type: ignore[arg-type]
-                      failure=Failure(failure))
+    traj = Trajectory(
+        task=env.task,
+        messages=env.messages,
+        transitions=env.transitions,  # type: ignore[arg-type]
+        failure=Failure(failure),
+    )
     line = traj.model_dump_json()
     line.encode("utf-8")
     json.loads(line)
@@ -127,8 +135,10 @@ def test_generated_actions_never_escape_step_nor_pass_for_infra(env: Env, env_id
     start = time.perf_counter()
 
     @FUZZ
-    @given(seed=st.integers(0, 2**16), episode=st.lists(_strategy(env, env_id), min_size=EPISODE_ACTIONS[0],
-                                                        max_size=EPISODE_ACTIONS[1]))
+    @given(
+        seed=st.integers(0, 2**16),
+        episode=st.lists(_strategy(env, env_id), min_size=EPISODE_ACTIONS[0], max_size=EPISODE_ACTIONS[1]),
+    )
     def fuzz(seed: int, episode: list[Fuzzed]) -> None:
         _play(env, seed, episode, kinds)
 
@@ -148,8 +158,9 @@ def test_a_rollout_of_generated_actions_writes_every_trajectory(env: Env, env_id
     concurrency = 1 if isinstance(env, CodeEnv) else episodes
 
     @settings(FUZZ, max_examples=2)
-    @given(scripts=st.lists(st.lists(_strategy(env, env_id), min_size=1, max_size=8),
-                            min_size=episodes, max_size=episodes))
+    @given(
+        scripts=st.lists(st.lists(_strategy(env, env_id), min_size=1, max_size=8), min_size=episodes, max_size=episodes)
+    )
     def fuzz(scripts: list[list[Fuzzed]]) -> None:
         def act(conv: Conversation) -> Action:
             script = scripts[conv.id]
@@ -157,8 +168,9 @@ def test_a_rollout_of_generated_actions_writes_every_trajectory(env: Env, env_id
             return script[conv.turn].action if conv.turn < len(script) else "no tool call here"
 
         out = tmp_path / f"rollout-{next(runs)}.jsonl"
-        trajs = rollout(env_id, ScriptedPolicy(act), n=episodes, seed=7, out=out, concurrency=concurrency,
-                        env_kwargs=env_kwargs)
+        trajs = rollout(
+            env_id, ScriptedPolicy(act), n=episodes, seed=7, out=out, concurrency=concurrency, env_kwargs=env_kwargs
+        )
         # Split on "\n" only: a line may hold U+0085 or U+2028, which str.splitlines splits on.
         lines = out.read_text(encoding="utf-8").removesuffix("\n").split("\n")
         assert len(trajs) == len(lines) == episodes
@@ -180,6 +192,7 @@ def test_a_rollout_of_generated_actions_writes_every_trajectory(env: Env, env_id
 # each was a bug (an exception out of step, or a trajectory that did not serialise) until
 # the action boundary (agentenv._admit) checked every part of a ToolCall and stopped
 # calling methods of a message it refused.
+
 
 def _forged(**fields: object) -> ToolCall:
     call = ToolCall("submit", {"answer": 1})

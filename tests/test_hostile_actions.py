@@ -28,15 +28,29 @@ class Odd:
 
 
 HOSTILE = {
-    "5,000-digit integer in the JSON": f'<tool_call>{{"name": "submit", "arguments": {{"answer": {HUGE}}}}}</tool_call>',
+    "5,000-digit integer in the JSON": (
+        f'<tool_call>{{"name": "submit", "arguments": {{"answer": {HUGE}}}}}</tool_call>'
+    ),
     "5,000-digit integer in a bare JSON call": f'{{"name": "submit", "arguments": {{"answer": {HUGE}}}}}',
-    "JSON nested 3,000 deep": '<tool_call>{"name": "submit", "arguments": {"answer": ' + "[" * DEEP + "]" * DEEP
-                              + "}}</tool_call>",
-    "arguments nested 3,000 deep as a string": {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function",
-         "function": {"name": "submit", "arguments": '{"answer": ' + "[" * DEEP + "]" * DEEP + "}"}}]},
-    "lone surrogate in the text": "\udc80<tool_call>{\"name\": \"submit\", \"arguments\": {\"answer\": 1}}</tool_call>",
-    "lone surrogate escaped in the JSON": '<tool_call>{"name": "submit\\udc80", "arguments": {"answer": 1}}</tool_call>',
+    "JSON nested 3,000 deep": '<tool_call>{"name": "submit", "arguments": {"answer": '
+    + "[" * DEEP
+    + "]" * DEEP
+    + "}}</tool_call>",
+    "arguments nested 3,000 deep as a string": {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "submit", "arguments": '{"answer": ' + "[" * DEEP + "]" * DEEP + "}"},
+            }
+        ],
+    },
+    "lone surrogate in the text": '\udc80<tool_call>{"name": "submit", "arguments": {"answer": 1}}</tool_call>',
+    "lone surrogate escaped in the JSON": (
+        '<tool_call>{"name": "submit\\udc80", "arguments": {"answer": 1}}</tool_call>'
+    ),
     "lone surrogate in an argument": '<tool_call>{"name": "submit", "arguments": {"answer": "\\ud800"}}</tool_call>',
     "NaN": '<tool_call>{"name": "submit", "arguments": {"answer": NaN}}</tool_call>',
     "a ToolCall with a huge integer": ToolCall("submit", {"answer": 10**5000}),
@@ -52,7 +66,7 @@ HOSTILE = {
     "None": None,
     "bytes": b"<tool_call>{}</tool_call>",
     "an object with a hostile repr": Odd(),
-    "a str subclass": type("Sneaky", (str,), {"__len__": lambda self: 0})("<tool_call>{\"name\": 1}</tool_call>"),
+    "a str subclass": type("Sneaky", (str,), {"__len__": lambda self: 0})('<tool_call>{"name": 1}</tool_call>'),
 }
 
 
@@ -67,7 +81,7 @@ def _serialises(env: Env) -> None:
 def test_a_hostile_action_is_a_format_error_that_serialises(action):
     env = ArithmeticEnv(make_tasks(4, seed=1))
     env.reset(seed=0)
-    obs, reward, terminated, truncated, info = env.step(action)
+    obs, _reward, terminated, truncated, info = env.step(action)
     assert info["error_kind"] == "format", info
     assert info["rewards"]["format"] == -env.format_penalty
     assert not terminated and not truncated
@@ -81,7 +95,7 @@ def test_an_episode_of_hostile_actions_ends_as_the_policys_failure_never_infra(a
     env = ArithmeticEnv(make_tasks(4, seed=1))
     env.reset(seed=0)
     for _ in range(env.max_format_errors):
-        *_, terminated, truncated, info = env.step(action)
+        *_, terminated, _truncated, info = env.step(action)
     assert terminated and info["failure"] == "format"
     _serialises(env)
 
@@ -131,7 +145,7 @@ def test_env_code_that_an_action_crashes_is_the_policys_failure_never_infra(case
     action, error_kind, failure = ENV_BUGS[case]
     env = FragileEnv([Task(id="t", prompt="go")])
     env.reset(seed=0)
-    obs, reward, terminated, truncated, info = env.step(action)
+    obs, _reward, _terminated, _truncated, info = env.step(action)
     assert info["error_kind"] == error_kind
     assert info["failure"] == failure
     assert failure != "infra"
@@ -161,8 +175,9 @@ class Flaky:
 
 def test_a_policy_that_raises_fails_its_episodes_as_infra_and_the_rollout_goes_on(tmp_path: Path):
     out = tmp_path / "episodes.jsonl"
-    trajs = rollout(CounterEnv, Flaky(TimeoutError("the server took too long")), tasks=["t0"] * 6,
-                    concurrency=2, out=out)
+    trajs = rollout(
+        CounterEnv, Flaky(TimeoutError("the server took too long")), tasks=["t0"] * 6, concurrency=2, out=out
+    )
     assert len(trajs) == 6
     failures = [t.failure for t in trajs]
     # Episodes 2 and 3 were asked together when the policy raised; the rest finished.
@@ -183,11 +198,13 @@ def test_keyboard_interrupt_still_stops_a_rollout(tmp_path: Path):
 def test_a_trajectory_that_pydantic_cannot_encode_is_still_written(tmp_path: Path):
     class Leaky(CounterEnv):
         def render_intro(self, task):
-            return [{"role": "system", "content": "sys"}, {"role": "user", "content": "bad \udc80 prompt",
-                                                           "extra": float("nan")}]
+            return [
+                {"role": "system", "content": "sys"},
+                {"role": "user", "content": "bad \udc80 prompt", "extra": float("nan")},
+            ]
 
     out = tmp_path / "episodes.jsonl"
-    [traj] = rollout(Leaky, ScriptedPolicy(lambda c: tool_call_text("submit")), tasks=["t0"], out=out)
+    [_traj] = rollout(Leaky, ScriptedPolicy(lambda c: tool_call_text("submit")), tasks=["t0"], out=out)
     [line] = out.read_text(encoding="utf-8").splitlines()
     assert "bad \\udc80 prompt" in json.loads(line)["messages"][1]["content"]
 

@@ -34,7 +34,7 @@ def make_policy(server: OpenAIServer, **kwargs: Any) -> OpenAIPolicy:
     return OpenAIPolicy(server.base_url, "test-model", **kwargs)
 
 
-def conversation(text: str = "hi", *, id: int = 0, **kwargs: Any) -> Conversation:  # noqa: A002
+def conversation(text: str = "hi", *, id: int = 0, **kwargs: Any) -> Conversation:
     return Conversation(id, [SYSTEM, {"role": "user", "content": text}], **kwargs)
 
 
@@ -324,7 +324,12 @@ def test_sampling_params_and_extra_body_are_sent(server: OpenAIServer) -> None:
     bodies = sorted((r.body for r in server.requests), key=lambda b: b["seed"])
     for body, seed in zip(bodies, [10, 13], strict=True):
         assert {k: body[k] for k in ("temperature", "top_p", "max_tokens", "stop", "seed", "top_k")} == {
-            "temperature": 0.2, "top_p": 0.9, "max_tokens": 64, "stop": ["</s>"], "seed": seed, "top_k": 5,
+            "temperature": 0.2,
+            "top_p": 0.9,
+            "max_tokens": 64,
+            "stop": ["</s>"],
+            "seed": seed,
+            "top_k": 5,
         }
 
 

@@ -184,7 +184,8 @@ def test_type_checkers_resolve_every_package_from_anywhere(tmp_path: Path) -> No
     # editors find agentenv and its linked subpackages the way Python does.
     pytest.importorskip("mypy")
     probe = tmp_path / "probe.py"
-    probe.write_text(textwrap.dedent("""
+    probe.write_text(
+        textwrap.dedent("""
         from agentenv import Env
         from agentenv.envs.code import CodeEnv
         from agentenv.sandboxes import Limits
@@ -193,12 +194,29 @@ def test_type_checkers_resolve_every_package_from_anywhere(tmp_path: Path) -> No
         reveal_type(CodeEnv)
         reveal_type(Limits)
         reveal_type(GRPOConfig)
-    """))
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
-                           "--ignore-missing-imports", str(probe)],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    """)
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--no-incremental",
+            "--follow-imports=silent",
+            "--ignore-missing-imports",
+            str(probe),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     revealed = [line for line in proc.stdout.splitlines() if "Revealed type" in line]
     assert len(revealed) == 4, proc.stdout + proc.stderr
-    for name in ("agentenv.env.Env", "agentenv.envs.code.env.CodeEnv", "agentenv.sandboxes.base.Limits",
-                 "agentenv.trainers.config.GRPOConfig"):
+    for name in (
+        "agentenv.env.Env",
+        "agentenv.envs.code.env.CodeEnv",
+        "agentenv.sandboxes.base.Limits",
+        "agentenv.trainers.config.GRPOConfig",
+    ):
         assert any(name in line for line in revealed), (name, revealed)

@@ -4,7 +4,9 @@ from agentenv import AutoParser, HermesParser, JSONParser, OpenAIParser, ParseEr
 
 
 def test_hermes_reads_qwen_style_calls_with_surrounding_text():
-    text = 'Let me add.\n<tool_call>\n{"name": "add", "arguments": {"amount": 2}}\n</tool_call>\n' + tool_call_text("submit")
+    text = 'Let me add.\n<tool_call>\n{"name": "add", "arguments": {"amount": 2}}\n</tool_call>\n' + tool_call_text(
+        "submit"
+    )
     assert HermesParser().parse(text) == [ToolCall(name="add", arguments={"amount": 2}), ToolCall(name="submit")]
 
 
@@ -40,8 +42,11 @@ def test_json_parser_reads_bare_and_fenced_objects_and_lists():
 
 
 def test_openai_parser_reads_structured_tool_calls():
-    message = {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": [1]}'}}]}
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": '{"a": [1]}'}}],
+    }
     assert OpenAIParser().parse(message) == [ToolCall(name="f", arguments={"a": [1]}, id="call_1")]
     with pytest.raises(ParseError, match="tool_calls\\[0\\]"):
         OpenAIParser().parse({"tool_calls": [{"type": "function"}]})
@@ -59,6 +64,6 @@ def test_auto_parser_picks_by_shape():
 
 
 def test_tool_call_text_round_trips_unicode():
-    assert HermesParser().parse(tool_call_text("say", text="héllo \"quoted\" 你好")) == [
-        ToolCall(name="say", arguments={"text": "héllo \"quoted\" 你好"})
+    assert HermesParser().parse(tool_call_text("say", text='héllo "quoted" 你好')) == [
+        ToolCall(name="say", arguments={"text": 'héllo "quoted" 你好'})
     ]

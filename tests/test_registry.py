@@ -50,12 +50,13 @@ def test_unknown_id_has_did_you_mean():
 
 def test_entry_point_must_return_an_env(clean_registry):
     agentenv.register("notenv-v0", lambda: object())
-    with pytest.raises(TypeError, match="expected an agentenv.Env"):
+    with pytest.raises(TypeError, match=r"expected an agentenv\.Env"):
         agentenv.make("notenv-v0")
 
 
 def test_third_party_packages_register_through_entry_points(tmp_path):
-    (tmp_path / "thirdparty_envs.py").write_text(textwrap.dedent("""
+    (tmp_path / "thirdparty_envs.py").write_text(
+        textwrap.dedent("""
         from agentenv import Env, tool
 
         class EchoEnv(Env):
@@ -63,12 +64,14 @@ def test_third_party_packages_register_through_entry_points(tmp_path):
             def echo(self, text: str) -> str:
                 '''Echo text.'''
                 return text
-    """))
+    """)
+    )
     dist = tmp_path / "thirdparty_envs-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thirdparty-envs\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[agentenv.envs]\necho-v0 = thirdparty_envs:EchoEnv\n")
     code = "import agentenv; print(type(agentenv.make('echo-v0')).__name__, agentenv.spec('echo-v0').description)"
-    out = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(tmp_path)},
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "EchoEnv from thirdparty-envs"

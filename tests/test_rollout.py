@@ -68,8 +68,14 @@ def test_trajectories_are_appended_and_flushed_as_each_episode_ends(tmp_path):
     out = tmp_path / "trajs.jsonl"
     out.write_text("")
     lines_seen = []
-    rollout("arithmetic-v0", agentenv.spec("arithmetic-v0").make_oracle(), n=6, concurrency=2, out=out,
-            on_episode=lambda t: lines_seen.append(len(out.read_text().splitlines())))
+    rollout(
+        "arithmetic-v0",
+        agentenv.spec("arithmetic-v0").make_oracle(),
+        n=6,
+        concurrency=2,
+        out=out,
+        on_episode=lambda t: lines_seen.append(len(out.read_text().splitlines())),
+    )
     assert lines_seen == [1, 2, 3, 4, 5, 6]
     rollout("arithmetic-v0", agentenv.spec("arithmetic-v0").make_oracle(), n=2, out=out)
     loaded = list(Trajectory.read_jsonl(out))
@@ -84,13 +90,18 @@ def test_a_crash_of_the_caller_keeps_finished_episodes(tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        rollout("arithmetic-v0", agentenv.spec("arithmetic-v0").make_oracle(), n=4, concurrency=1, out=out, on_episode=boom)
+        rollout(
+            "arithmetic-v0", agentenv.spec("arithmetic-v0").make_oracle(), n=4, concurrency=1, out=out, on_episode=boom
+        )
     assert [t.seed for t in Trajectory.read_jsonl(out)] == [0, 1]
 
 
 def test_trajectory_json_round_trip_keeps_everything():
-    gen = ScriptedPolicy(lambda c: Generation(action=tool_call_text("submit"), token_ids=[1, 2], logprobs=[-0.5, -0.1],
-                                              finish_reason="stop"))
+    gen = ScriptedPolicy(
+        lambda c: Generation(
+            action=tool_call_text("submit"), token_ids=[1, 2], logprobs=[-0.5, -0.1], finish_reason="stop"
+        )
+    )
     (traj,) = rollout(CounterEnv, gen, tasks=["t0"], keep_snapshots=True)
     again = Trajectory.from_json(traj.to_json())
     assert again == traj

@@ -7,7 +7,9 @@ from agentenv import Task, TaskFileError, TaskSet
 
 
 def _tasks(n):
-    return TaskSet(Task(id=f"task-{i}", prompt=f"p{i}", metadata={"family": "f", "difficulty": i % 3}) for i in range(n))
+    return TaskSet(
+        Task(id=f"task-{i}", prompt=f"p{i}", metadata={"family": "f", "difficulty": i % 3}) for i in range(n)
+    )
 
 
 def test_taskset_indexing_lookup_and_did_you_mean():
@@ -26,7 +28,7 @@ def test_split_is_deterministic_disjoint_and_order_independent():
     train, test = ts.split(0.25, seed=1)
     assert len(train) + len(test) == 400 and not set(train.ids) & set(test.ids)
     assert 60 < len(test) < 140
-    again_train, again_test = TaskSet(reversed(list(ts))).split(0.25, seed=1)
+    _again_train, again_test = TaskSet(reversed(list(ts))).split(0.25, seed=1)
     assert set(again_test.ids) == set(test.ids)
     assert set(ts.split(0.25, seed=2)[1].ids) != set(test.ids)
     assert set(ts[:100].split(0.25, seed=1)[1].ids) == set(test.ids) & set(ts[:100].ids)
@@ -43,7 +45,9 @@ def test_jsonl_round_trip(tmp_path):
 def test_jsonl_with_a_converter_for_other_layouts(tmp_path):
     path = tmp_path / "bench.jsonl"
     path.write_text(json.dumps({"task_id": "X/0", "prompt": "def f():", "test": "assert f()"}) + "\n")
-    ts = TaskSet.from_jsonl(path, convert=lambda r: {"id": r["task_id"], "prompt": r["prompt"], "payload": {"test": r["test"]}})
+    ts = TaskSet.from_jsonl(
+        path, convert=lambda r: {"id": r["task_id"], "prompt": r["prompt"], "payload": {"test": r["test"]}}
+    )
     assert ts.get("X/0").payload == {"test": "assert f()"}
 
 
@@ -54,8 +58,11 @@ def test_jsonl_with_a_converter_for_other_layouts(tmp_path):
         (['{"id": "a"}'], r"tasks.jsonl:1: field 'prompt': Field required"),
         (['{"id": "a", "prompt": "x", "metadata": {"difficulty": -1}}'], r"tasks.jsonl:1: field 'metadata.difficulty'"),
         (['{"id": "a", "prompt": "x", "colour": 1}'], r"tasks.jsonl:1: field 'colour': Extra inputs"),
-        (['[1, 2]'], r"tasks.jsonl:1: expected a JSON object"),
-        (['{"id": "a", "prompt": "x"}', "", '{"id": "a", "prompt": "y"}'], r"tasks.jsonl:3: field 'id': duplicate task id 'a' \(first on line 1\)"),
+        (["[1, 2]"], r"tasks.jsonl:1: expected a JSON object"),
+        (
+            ['{"id": "a", "prompt": "x"}', "", '{"id": "a", "prompt": "y"}'],
+            r"tasks.jsonl:3: field 'id': duplicate task id 'a' \(first on line 1\)",
+        ),
     ],
 )
 def test_invalid_task_files_name_file_line_and_field(tmp_path, lines, expected):
@@ -83,7 +90,7 @@ def _corrupt(data: bytes) -> dict[str, bytes]:
     middle = len(data) // 2
     return {
         "truncated": data[:middle],
-        "flipped bytes": data[:middle] + bytes(b ^ 0xFF for b in data[middle:middle + 8]) + data[middle + 8:],
+        "flipped bytes": data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 8]) + data[middle + 8 :],
         "wrong checksum": data[:-8] + bytes(8),
         "only a gzip header": data[:10],
         "magic then garbage": b"\x1f\x8b" + b"not gzip at all" * 10,
@@ -122,14 +129,23 @@ def test_an_overlong_line_is_refused_before_it_is_read_whole(tmp_path, monkeypat
     ("line", "expected"),
     [
         ('{"id": "a", "prompt": ' + "[" * 100_000 + "]" * 100_000 + "}", r":1: invalid JSON: nested too deeply"),
-        ('{"id": "a", "prompt": "x", "payload": {"k": ' + "[" * 101 + "]" * 101 + "}}",
-         r":1: field 'payload': nested more than 100 deep"),  # loads, but could not be written back out
+        (
+            '{"id": "a", "prompt": "x", "payload": {"k": ' + "[" * 101 + "]" * 101 + "}}",
+            r":1: field 'payload': nested more than 100 deep",
+        ),  # loads, but could not be written back out
         ('{"id": "a", "prompt": "x", "metadata": {"difficulty": ' + "7" * 5000 + "}}", r":1: invalid JSON: .*digits"),
         ('{"id": "a", "prompt": "x\\udc80"}', r":1: field 'prompt': a string holds a lone surrogate"),
         ('{"id": "a", "prompt": "x", "payload": {"k": ["ok", "\\ud800"]}}', r":1: field 'payload.k.1'"),
         ('{"id": "a", "prompt": "x", "payload": {"\\udc80": 1}}', r":1: field 'payload.\\\\udc80'"),
     ],
-    ids=["nested 100,000 deep", "nested 102 deep", "5,000-digit integer", "lone surrogate", "nested lone surrogate", "surrogate key"],
+    ids=[
+        "nested 100,000 deep",
+        "nested 102 deep",
+        "5,000-digit integer",
+        "lone surrogate",
+        "nested lone surrogate",
+        "surrogate key",
+    ],
 )
 def test_hostile_lines_are_task_file_errors(tmp_path, line, expected):
     path = tmp_path / "tasks.jsonl"
@@ -142,4 +158,4 @@ def test_hostile_lines_are_task_file_errors(tmp_path, line, expected):
 def test_a_surrogate_pair_is_ordinary_text(tmp_path):
     path = tmp_path / "tasks.jsonl"
     path.write_text('{"id": "a", "prompt": "\\ud83d\\ude00"}\n')
-    assert TaskSet.from_jsonl(path)[0].prompt == "\U0001F600"
+    assert TaskSet.from_jsonl(path)[0].prompt == "\U0001f600"

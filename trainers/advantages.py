@@ -64,11 +64,10 @@ def _valid_flags(valid: Sequence[bool] | None, n: int, like: str) -> list[bool]:
 
 
 def _check_ragged(name: str, rows: Sequence[Sequence[object]], ref: Sequence[Sequence[object]]) -> None:
-    for i, (row, ref_row) in enumerate(zip(rows, ref)):
+    for i, (row, ref_row) in enumerate(zip(rows, ref, strict=False)):
         if len(row) != len(ref_row):
             raise ValueError(
-                f"expected {name}[{i}] of length {len(ref_row)} (one per step, like step_returns[{i}]), "
-                f"got {len(row)}"
+                f"expected {name}[{i}] of length {len(ref_row)} (one per step, like step_returns[{i}]), got {len(row)}"
             )
 
 
@@ -103,7 +102,7 @@ def _normalise_within(
         vs = [float(values[i][t]) for i, t in positions]
         mean = _mean(vs)
         scale = _pstd(vs) + eps if normalize else 1.0
-        for (i, t), v in zip(positions, vs):
+        for (i, t), v in zip(positions, vs, strict=False):
             out[i][t] = (v - mean) / scale
     return out
 
@@ -134,7 +133,7 @@ def group_advantages(
     _check_len("group_ids", group_ids, n, "rewards")
     ok = _valid_flags(valid, n, "rewards")
     rs = [float(r) for r in rewards]
-    batch = [r for r, o in zip(rs, ok) if o]
+    batch = [r for r, o in zip(rs, ok, strict=False) if o]
     batch_std = _pstd(batch) if mode == "batch_std" and batch else 0.0
 
     advantages = [0.0] * n
@@ -169,11 +168,7 @@ def zero_variance_groups(
     n = len(rewards)
     _check_len("group_ids", group_ids, n, "rewards")
     ok = _valid_flags(valid, n, "rewards")
-    return {
-        gid
-        for gid, idx in _group_members(group_ids, ok).items()
-        if len({float(rewards[i]) for i in idx}) <= 1
-    }
+    return {gid for gid, idx in _group_members(group_ids, ok).items() if len({float(rewards[i]) for i in idx}) <= 1}
 
 
 def informative_mask(
@@ -188,7 +183,7 @@ def informative_mask(
     """
     ok = _valid_flags(valid, len(rewards), "rewards")
     flat = zero_variance_groups(rewards, group_ids, valid=ok)
-    return [o and gid not in flat for o, gid in zip(ok, group_ids)]
+    return [o and gid not in flat for o, gid in zip(ok, group_ids, strict=False)]
 
 
 # --- step level --------------------------------------------------------------------
@@ -230,7 +225,7 @@ def anchor_state_advantages(
     _check_ragged("anchor_keys", anchor_keys, step_returns)
     ok = _valid_flags(valid, n, "step_returns")
     # Keyed by group too: equal states of different tasks are not comparable.
-    keys = [[(gid, key) for key in row] for gid, row in zip(group_ids, anchor_keys)]
+    keys = [[(gid, key) for key in row] for gid, row in zip(group_ids, anchor_keys, strict=False)]
     return _normalise_within(step_returns, keys, ok, normalize=normalize, eps=eps)
 
 
@@ -252,7 +247,7 @@ def per_turn_advantages(
     n = len(step_returns)
     _check_len("group_ids", group_ids, n, "step_returns")
     ok = _valid_flags(valid, n, "step_returns")
-    keys = [[(gid, t) for t in range(len(row))] for gid, row in zip(group_ids, step_returns)]
+    keys = [[(gid, t) for t in range(len(row))] for gid, row in zip(group_ids, step_returns, strict=False)]
     return _normalise_within(step_returns, keys, ok, normalize=normalize, eps=eps)
 
 
@@ -263,4 +258,4 @@ def combine(
 ) -> list[list[float]]:
     """Per trajectory, per step: A = A_task + w * A_step (GiGPO, w the step weight omega)."""
     _check_len("step_adv", step_adv, len(task_adv), "task_adv")
-    return [[float(a) + w * float(s) for s in steps] for a, steps in zip(task_adv, step_adv)]
+    return [[float(a) + w * float(s) for s in steps] for a, steps in zip(task_adv, step_adv, strict=False)]

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from agentenv.trajectory import Trajectory
 from agentenv.trainers import advantages as adv
+from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
 
 __all__ = ["Example", "TrainBatch", "build_examples", "collate", "turn_advantages"]
@@ -78,9 +78,7 @@ def turn_advantages(
     Infra failures are invalid: excluded from every statistic, advantage 0.
     """
     valid = [t.failure is not Failure.INFRA for t in trajs]
-    rewards = [
-        (t.task_reward or 0.0) + (extra_rewards[i] if extra_rewards else 0.0) for i, t in enumerate(trajs)
-    ]
+    rewards = [(t.task_reward or 0.0) + (extra_rewards[i] if extra_rewards else 0.0) for i, t in enumerate(trajs)]
     task_adv = adv.group_advantages(rewards, group_ids, mode=task_mode, valid=valid)  # type: ignore[arg-type]
     if step_mode == "none" or step_weight == 0:
         step_adv = [[0.0] * t.turns for t in trajs]
@@ -89,8 +87,10 @@ def turn_advantages(
         for i, (t, w) in enumerate(zip(trajs, weights, strict=True)):
             rewards_i = step_rewards(t, w)
             if extra_step_rewards is not None:  # trainer-side shaping, per turn
-                rewards_i = [r + (extra_step_rewards[i][k] if k < len(extra_step_rewards[i]) else 0.0)
-                             for k, r in enumerate(rewards_i)]
+                rewards_i = [
+                    r + (extra_step_rewards[i][k] if k < len(extra_step_rewards[i]) else 0.0)
+                    for k, r in enumerate(rewards_i)
+                ]
             returns.append(adv.discounted_returns(rewards_i, gamma))
         if step_mode == "gigpo":
             keys = [anchor_keys(t) for t in trajs]
@@ -129,8 +129,11 @@ def build_examples(
         if not ids:
             continue
         truncated = len(ids) > max_seq_len
-        examples.append(Example(ids[:max_seq_len], mask[:max_seq_len], old[:max_seq_len],
-                                advantages[:max_seq_len], lengths, truncated))
+        examples.append(
+            Example(
+                ids[:max_seq_len], mask[:max_seq_len], old[:max_seq_len], advantages[:max_seq_len], lengths, truncated
+            )
+        )
     return examples
 
 

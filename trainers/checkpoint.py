@@ -38,8 +38,13 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(
-    run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-    trainer_state: dict[str, Any], *, keep: int = 2,
+    run_dir: Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    trainer_state: dict[str, Any],
+    *,
+    keep: int = 2,
 ) -> Path:
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)

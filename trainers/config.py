@@ -157,13 +157,15 @@ class GRPOConfig:
         if problems:
             raise ValueError("invalid GRPOConfig:\n- " + "\n- ".join(problems))
 
-    def _problems(self) -> list[str]:  # noqa: C901 - a flat list of independent checks
+    def _problems(self) -> list[str]:
         p = []
         if self.group_size < 2:
             p.append(f"group_size must be >= 2 for group-relative advantages, got {self.group_size}; set group_size=4")
         if self.batch_size < 1 or self.batch_size % max(self.group_size, 1):
-            p.append(f"batch_size ({self.batch_size}) must be a positive multiple of group_size ({self.group_size}); "
-                     f"try batch_size={max(self.group_size, 1) * max(1, round(self.batch_size / max(self.group_size, 1)))}")
+            p.append(
+                f"batch_size ({self.batch_size}) must be a positive multiple of group_size ({self.group_size}); "
+                f"try batch_size={max(self.group_size, 1) * max(1, round(self.batch_size / max(self.group_size, 1)))}"
+            )
         for name, choices in (("loss", LOSSES), ("advantage", TASK_ADVANTAGES), ("step_advantage", STEP_ADVANTAGES)):
             value = getattr(self, name)
             if value not in choices:
@@ -180,18 +182,37 @@ class GRPOConfig:
         for env_id, weight in self.envs.items():
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
                 p.append(f"weight of env {env_id!r} must be > 0, got {weight}")
-        positive = ("steps", "max_new_tokens", "max_seq_len", "micro_batch_size", "logprob_chunk_tokens",
-                    "ppo_epochs", "max_sampling_rounds", "save_every", "keep_checkpoints")
+        positive = (
+            "steps",
+            "max_new_tokens",
+            "max_seq_len",
+            "micro_batch_size",
+            "logprob_chunk_tokens",
+            "ppo_epochs",
+            "max_sampling_rounds",
+            "save_every",
+            "keep_checkpoints",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 p.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_steps", "sft_steps", "eval_every", "eval_episodes", "overlong_cache_len", "lora_r", "top_k"):
+        for name in (
+            "warmup_steps",
+            "sft_steps",
+            "eval_every",
+            "eval_episodes",
+            "overlong_cache_len",
+            "lora_r",
+            "top_k",
+        ):
             if getattr(self, name) < 0:
                 p.append(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.max_new_tokens >= self.max_seq_len:
             p.append(f"max_new_tokens ({self.max_new_tokens}) must be below max_seq_len ({self.max_seq_len})")
         if self.overlong_cache_len >= self.max_new_tokens:
-            p.append(f"overlong_cache_len ({self.overlong_cache_len}) must be below max_new_tokens ({self.max_new_tokens})")
+            p.append(
+                f"overlong_cache_len ({self.overlong_cache_len}) must be below max_new_tokens ({self.max_new_tokens})"
+            )
         if self.max_turns is not None and self.max_turns < 1:
             p.append(f"max_turns must be >= 1 or None, got {self.max_turns}")
         if not 0.0 <= self.temperature <= 10.0:
@@ -225,8 +246,10 @@ class GRPOConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            hints = [f"{k!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, known, n=1)) else "")
-                     for k in unknown]
+            hints = [
+                f"{k!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, known, n=1)) else "")
+                for k in unknown
+            ]
             raise ValueError(f"{source}: unknown field(s) {', '.join(hints)}")
         if isinstance(data.get("envs"), list):
             data = {**data, "envs": {env_id: 1.0 for env_id in data["envs"]}}
@@ -266,8 +289,11 @@ class GRPOConfig:
 
 def _miner_problems(miner: Any, importance_weighting: bool) -> list[str]:
     if miner is None:
-        return ["importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false"] \
-            if importance_weighting else []
+        return (
+            ["importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false"]
+            if importance_weighting
+            else []
+        )
     if not isinstance(miner, dict):
         return [f"miner must be a table of MinerConfig fields or None, got {type(miner).__name__}"]
     from pydantic import ValidationError

@@ -49,15 +49,14 @@ def sample(
     input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, prompt in enumerate(prompts):
-        input_ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-        attention[row, width - len(prompt):] = 1
+        input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        attention[row, width - len(prompt) :] = 1
     input_ids, attention = input_ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     stops = torch.tensor(list(stop_ids), device=device)
 
     cache_arg = _cache_argument(model)
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
-                logits_to_keep=1)
+    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
     past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
     done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
     tokens, logps = [], []
@@ -81,8 +80,13 @@ def sample(
         if bool(done.all()):
             break
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
-        out = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_pos[:, None],
-                    use_cache=True, **{cache_arg: past})
+        out = model(
+            input_ids=token[:, None],
+            attention_mask=attention,
+            position_ids=next_pos[:, None],
+            use_cache=True,
+            **{cache_arg: past},
+        )
         past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
         next_pos = next_pos + 1
     all_logps = torch.stack(logps, 1).tolist()
@@ -96,7 +100,7 @@ def sample(
 
 
 def _ends_with(decode: Callable[[list[int]], str], ids: list[int], stops: Sequence[str], longest: int) -> bool:
-    tail = decode(ids[-(longest + 2):])  # a few tokens more than the longest stop string's characters
+    tail = decode(ids[-(longest + 2) :])  # a few tokens more than the longest stop string's characters
     return any(tail.endswith(s) for s in stops)
 
 
@@ -127,5 +131,3 @@ def _pick(
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs * keep)
     token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
     return token, logp.gather(-1, token[:, None]).squeeze(-1)
-
-

@@ -16,8 +16,9 @@ from agentenv.trainers.batch import TrainBatch
 __all__ = ["policy_logprobs"]
 
 
-def _chunk(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float
-           ) -> tuple[torch.Tensor, torch.Tensor]:
+def _chunk(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     logits = (hidden @ weight.T).float()
     if temperature not in (0.0, 1.0):
         logits = logits / temperature

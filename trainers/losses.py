@@ -33,8 +33,8 @@ from torch import Tensor
 __all__ = [
     "LOSSES",
     "LossOutput",
-    "compute_loss",
     "cispo_loss",
+    "compute_loss",
     "dapo_loss",
     "dr_grpo_loss",
     "grpo_loss",
@@ -73,9 +73,7 @@ def _check_inputs(
     others = {"old_logp": old_logp, "advantages": advantages, "mask": mask, "ref_logp": ref_logp}
     for name, tensor in others.items():
         if tensor is not None and tensor.shape != logp.shape:
-            raise ValueError(
-                f"expected {name} of shape {tuple(logp.shape)} like logp, got {tuple(tensor.shape)}"
-            )
+            raise ValueError(f"expected {name} of shape {tuple(logp.shape)} like logp, got {tuple(tensor.shape)}")
     if kl_coef < 0:
         raise ValueError(f"expected kl_coef >= 0, got {kl_coef}")
     if kl_coef != 0 and ref_logp is None:
@@ -88,9 +86,7 @@ def _check_eps(**eps: float | None) -> None:
             raise ValueError(f"expected {name} >= 0, got {value}")
 
 
-def _prepare(
-    logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
+def _prepare(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Return (bool mask, log ratio, advantages) in float32 with unmasked entries 0.
 
     Zeroing with ``where`` before any ``exp`` keeps padding such as ``-inf - -inf``
@@ -114,9 +110,7 @@ def _sequence_mean(x: Tensor, m: Tensor) -> Tensor:
     return per_seq.sum() / (n_tok > 0).sum().clamp(min=1)
 
 
-def _clipped_token_loss(
-    log_ratio: Tensor, adv: Tensor, low: float | None, high: float
-) -> Tensor:
+def _clipped_token_loss(log_ratio: Tensor, adv: Tensor, low: float | None, high: float) -> Tensor:
     """PPO-clip loss per token (Schulman et al. 2017, eq. 7).
 
     pg_loss = max(-A * r, -A * clip(r, low, high)): the pessimistic bound, whose
@@ -129,9 +123,7 @@ def _clipped_token_loss(
     return torch.max(pg_loss1, pg_loss2)
 
 
-def _ratio_metrics(
-    log_ratio: Tensor, m: Tensor, low: float | None, high: float
-) -> dict[str, Tensor]:
+def _ratio_metrics(log_ratio: Tensor, m: Tensor, low: float | None, high: float) -> dict[str, Tensor]:
     with torch.no_grad():
         ratio = log_ratio.exp()
         # k3 estimator (r - 1) - log r: unbiased for KL(old || new) and never negative,
@@ -164,7 +156,7 @@ def _finish(
             loss = loss + kl_coef * kl
     # One device-to-host copy for all metrics instead of one sync per .item().
     values = torch.stack([v.float() for v in metrics.values()]).tolist()
-    return LossOutput(loss=loss, metrics=dict(zip(metrics, values)))
+    return LossOutput(loss=loss, metrics=dict(zip(metrics, values, strict=False)))
 
 
 # --- KL to a reference policy ------------------------------------------------------
@@ -355,9 +347,7 @@ def compute_loss(name: str, **kwargs: object) -> LossOutput:
     except KeyError:
         close = difflib.get_close_matches(name, list(LOSSES), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ValueError(
-            f"unknown loss {name!r}; expected one of {', '.join(map(repr, LOSSES))}.{hint}"
-        ) from None
+        raise ValueError(f"unknown loss {name!r}; expected one of {', '.join(map(repr, LOSSES))}.{hint}") from None
     return fn(**kwargs)
 
 

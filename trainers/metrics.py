@@ -13,8 +13,15 @@ __all__ = ["MetricsLogger"]
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: Path, *, total_steps: int, tensorboard: bool = True, stream: TextIO | None = None,
-                 resume_step: int = 0) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        total_steps: int,
+        tensorboard: bool = True,
+        stream: TextIO | None = None,
+        resume_step: int = 0,
+    ) -> None:
         self.path = run_dir / "metrics.jsonl"
         self.total = total_steps
         self.stream = stream or sys.stdout
@@ -43,10 +50,15 @@ class MetricsLogger:
     def _line(self, step: int, r: dict[str, Any]) -> str:
         parts = [f"step {step:>4}/{self.total}"]
         for key, label, fmt in (
-            ("reward/task", "reward", "{:.3f}"), ("success_rate", "success", "{:.0%}"),
-            ("eval/success_rate", "eval", "{:.0%}"), ("loss", "loss", "{:+.4f}"),
-            ("approx_kl", "kl", "{:.4f}"), ("entropy", "H", "{:.2f}"),
-            ("time/generate_s", "gen", "{:.1f}s"), ("time/env_s", "env", "{:.1f}s"), ("time/train_s", "train", "{:.1f}s"),
+            ("reward/task", "reward", "{:.3f}"),
+            ("success_rate", "success", "{:.0%}"),
+            ("eval/success_rate", "eval", "{:.0%}"),
+            ("loss", "loss", "{:+.4f}"),
+            ("approx_kl", "kl", "{:.4f}"),
+            ("entropy", "H", "{:.2f}"),
+            ("time/generate_s", "gen", "{:.1f}s"),
+            ("time/env_s", "env", "{:.1f}s"),
+            ("time/train_s", "train", "{:.1f}s"),
         ):
             if isinstance(r.get(key), (int, float)):
                 parts.append(f"{label} {fmt.format(r[key])}")

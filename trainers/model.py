@@ -68,7 +68,11 @@ def load_model(path: str, *, dtype: torch.dtype | None = None) -> tuple[torch.nn
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype) if dtype else AutoModelForCausalLM.from_pretrained(path)
+        model = (
+            AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+            if dtype
+            else AutoModelForCausalLM.from_pretrained(path)
+        )
     except OSError as e:
         raise FileNotFoundError(f"cannot load model {path!r}: {e}") from None
     if tokenizer.pad_token_id is None:

@@ -9,11 +9,10 @@ trajectory alone rebuilds the training sequence.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import warnings
 
 import torch
 
@@ -79,7 +78,8 @@ class TransformersPolicy:
             warnings.warn(
                 f"an episode reached max_context_tokens={self.max_context_tokens} (it has "
                 f"{max(len(ep.ids) for ep in episodes)} tokens); its turns get no generation (empty "
-                "actions, so it ends as a format failure). Raise max_seq_len or shorten the prompt (tool_prompt='compact').",
+                "actions, so it ends as a format failure). Raise max_seq_len or shorten the prompt "
+                "(tool_prompt='compact').",
                 stacklevel=2,
             )
         outputs: list[PolicyOutput] = [
@@ -112,8 +112,13 @@ class TransformersPolicy:
                 episodes[i].stopped = ended_turn  # otherwise the next observation closes the turn
                 episodes[i].turns += 1
                 text = self._decode(ids[:-1] if ended_turn else ids)
-                outputs[i] = Generation(action=text, prompt_ids=appended[i], token_ids=ids, logprobs=logps,
-                                        finish_reason="stop" if stopped else "length")
+                outputs[i] = Generation(
+                    action=text,
+                    prompt_ids=appended[i],
+                    token_ids=ids,
+                    logprobs=logps,
+                    finish_reason="stop" if stopped else "length",
+                )
         for i, r in enumerate(room):
             if r <= 0:  # the turn passed without a generation: keep the ids in step with it
                 episodes[i].turns += 1
@@ -137,7 +142,7 @@ class TransformersPolicy:
             ep = self._episodes[conv.id] = _Episode(turns=conv.turn)
             new = self.delta.prompt_ids(conv.messages)
         else:
-            observation = conv.messages[ep.consumed + 1:]  # skip our own assistant turn
+            observation = conv.messages[ep.consumed + 1 :]  # skip our own assistant turn
             new = self.delta.observation_ids(observation, stopped=ep.stopped)
         ep.ids += new
         ep.consumed = len(conv.messages)

@@ -16,7 +16,7 @@ import numpy as np
 
 from agentenv.env import Env
 from agentenv.miner.sampler import Draw  # defined with the miner (core), which trainers may import
-from agentenv.task import Task, TaskSet
+from agentenv.task import TaskSet
 from agentenv.trajectory import Trajectory
 
 __all__ = ["Draw", "EnvSource", "TaskSampler", "UniformSampler"]

@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from agentenv.trajectory import Trajectory
 from agentenv.trainers.batch import Example, collate
 from agentenv.trainers.logprobs import policy_logprobs
 from agentenv.trainers.tokens import ChatDelta
+from agentenv.trajectory import Trajectory
 
 __all__ = ["sft", "trajectory_example"]
 
@@ -30,14 +30,14 @@ def trajectory_example(delta: ChatDelta, traj: Trajectory, max_seq_len: int) -> 
     i = first
     while i <= last:
         text = delta.tokenizer(messages[i]["content"], add_special_tokens=False)["input_ids"]
-        turn = list(text) + [delta.end_of_turn_id]
+        turn = [*list(text), delta.end_of_turn_id]
         ids += turn
         mask += [1] * len(turn)
         j = i + 1
         while j < len(messages) and messages[j]["role"] != "assistant":
             j += 1
         if j <= last:
-            obs = delta.observation_ids(messages[i + 1:j], stopped=True)
+            obs = delta.observation_ids(messages[i + 1 : j], stopped=True)
             ids += obs
             mask += [0] * len(obs)
         i = j

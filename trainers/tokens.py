@@ -54,14 +54,19 @@ LLAMA3_TEMPLATE = (
 TEMPLATES = {"chatml": CHATML_TEMPLATE, "qwen": QWEN_TOOL_TEMPLATE, "llama3": LLAMA3_TEMPLATE}
 END_OF_TURN = {"chatml": "<|im_end|>", "qwen": "<|im_end|>", "llama3": "<|eot_id|>"}
 TOOL_CALL_TOKENS = ["<tool_call>", "</tool_call>"]
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>",
-                  "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|begin_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+]
 
 
 def _render(tokenizer: Any, messages: Sequence[dict[str, Any]], generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(
-        list(messages), tokenize=False, add_generation_prompt=generation_prompt
-    )
+    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
@@ -92,7 +97,7 @@ class ChatDelta:
                 f"the chat template does not close an assistant turn with {self.end_of_turn!r}; "
                 "pass the template's end-of-turn token"
             )
-        self.bridge = after[len(self.end_of_turn):]
+        self.bridge = after[len(self.end_of_turn) :]
 
     def prompt_ids(self, messages: Sequence[dict[str, Any]]) -> list[int]:
         """The ids of the first observation, ending with the generation prompt."""
@@ -106,7 +111,7 @@ class ChatDelta:
         if not full.startswith(self._base_text):
             raise ValueError("the chat template is not append-only: rendering more messages changed earlier text")
         ids = [] if stopped else [self.end_of_turn_id]
-        return ids + _encode(self.tokenizer, self.bridge + full[len(self._base_text):])
+        return ids + _encode(self.tokenizer, self.bridge + full[len(self._base_text) :])
 
     def mismatch(self, messages: Sequence[dict[str, Any]], ids: Sequence[int]) -> int:
         """0 when ``ids`` (ending with the last generation) equal the one-shot
@@ -120,8 +125,6 @@ class ChatDelta:
             return 0
         pairs = zip(ids, one_shot, strict=False)
         return next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(ids), len(one_shot))) + 1
-
-
 
 
 def build_tiny_tokenizer(corpus: Iterable[str] = (), *, vocab_size: int = 512, template: str = "chatml") -> Any:

@@ -25,8 +25,6 @@ import agentenv
 from agentenv.env import Env
 from agentenv.miner import MinerConfig, MinerSampler
 from agentenv.rollout import rollout
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
 from agentenv.trainers import advantages as adv
 from agentenv.trainers.batch import Example, build_examples, collate, turn_advantages
 from agentenv.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -38,14 +36,19 @@ from agentenv.trainers.model import build_tiny, load_model, resolve_device
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.sampling import Draw, EnvSource, TaskSampler, UniformSampler
 from agentenv.trainers.sft import sft
+from agentenv.trajectory import Trajectory
+from agentenv.types import Failure
 
 __all__ = ["GRPOTrainer"]
 
 EnvLike = str | Callable[[], Env]
 TOKEN_MEAN_LOSSES = {"dapo", "cispo"}  # aggregated over tokens; the others over sequences
 LOSS_DEFAULTS: dict[str, dict[str, float | None]] = {
-    "grpo": {"eps": 0.2}, "dr_grpo": {"eps": 0.2}, "dapo": {"eps_low": 0.2, "eps_high": 0.28},
-    "gspo": {"eps_low": 3e-4, "eps_high": 4e-4}, "cispo": {"eps_low": None, "eps_high": 0.28},
+    "grpo": {"eps": 0.2},
+    "dr_grpo": {"eps": 0.2},
+    "dapo": {"eps_low": 0.2, "eps_high": 0.28},
+    "gspo": {"eps_low": 3e-4, "eps_high": 4e-4},
+    "cispo": {"eps_low": None, "eps_high": 0.28},
 }
 
 
@@ -89,14 +92,25 @@ class GRPOTrainer:
         self.sources = [self._source(env, weight) for env, weight in env_weights.items()]
         self.sampler: TaskSampler = sampler or self._default_sampler()
         self.policy = TransformersPolicy(
-            self.model, tokenizer, end_of_turn=end_of_turn, max_new_tokens=config.max_new_tokens,
-            max_context_tokens=config.max_seq_len, temperature=config.temperature, top_p=config.top_p,
-            top_k=config.top_k, stop=config.stop,
+            self.model,
+            tokenizer,
+            end_of_turn=end_of_turn,
+            max_new_tokens=config.max_new_tokens,
+            max_context_tokens=config.max_seq_len,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            top_k=config.top_k,
+            stop=config.stop,
         )
         self.eval_policy = TransformersPolicy(
-            self.model, tokenizer, end_of_turn=end_of_turn, max_new_tokens=config.max_new_tokens,
-            max_context_tokens=config.max_seq_len, temperature=config.eval_temperature,
-            seed=config.seed, stop=config.stop,
+            self.model,
+            tokenizer,
+            end_of_turn=end_of_turn,
+            max_new_tokens=config.max_new_tokens,
+            max_context_tokens=config.max_seq_len,
+            temperature=config.eval_temperature,
+            seed=config.seed,
+            stop=config.stop,
         )
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
@@ -114,8 +128,10 @@ class GRPOTrainer:
                 from peft import LoraConfig, get_peft_model
             except ImportError:
                 raise ImportError("lora_r > 0 needs peft: pip install peft") from None
-            model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
-                                                     target_modules="all-linear", task_type="CAUSAL_LM"))
+            model = get_peft_model(
+                model,
+                LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"),
+            )
         if cfg.gradient_checkpointing:
             # transformers 5 renamed it; keep both spellings working.
             if hasattr(model, "activation_checkpointing_enable"):
@@ -151,8 +167,15 @@ class GRPOTrainer:
             train, test = probe.tasks.split(cfg.test_fraction, seed=cfg.seed)
             if not train:
                 raise ValueError(f"env {name!r} has no training tasks after the split; give it more tasks")
-            return EnvSource(name, factory, weight, train, test, dict(probe.reward_weights),
-                             env_id=env if isinstance(env, str) else None)
+            return EnvSource(
+                name,
+                factory,
+                weight,
+                train,
+                test,
+                dict(probe.reward_weights),
+                env_id=env if isinstance(env, str) else None,
+            )
         finally:
             probe.close()
 
@@ -167,8 +190,7 @@ class GRPOTrainer:
             _save_config(self.run_dir, cfg)
             if hasattr(self.tokenizer, "save_pretrained"):
                 self.tokenizer.save_pretrained(str(self.run_dir / "tokenizer"))
-        logger = MetricsLogger(self.run_dir, total_steps=cfg.steps, tensorboard=cfg.tensorboard,
-                               resume_step=self.step)
+        logger = MetricsLogger(self.run_dir, total_steps=cfg.steps, tensorboard=cfg.tensorboard, resume_step=self.step)
         try:
             if not resumed and cfg.sft_steps > 0:
                 self._warm_start(logger)
@@ -188,8 +210,14 @@ class GRPOTrainer:
                 self.history.append({"step": self.step, **metrics})
                 logger.log(self.step, metrics)
                 if last or self.step % cfg.save_every == 0:
-                    save_checkpoint(self.run_dir, self.step, self.model, self.optimizer,
-                                    {"sampler": self.sampler.state_dict()}, keep=cfg.keep_checkpoints)
+                    save_checkpoint(
+                        self.run_dir,
+                        self.step,
+                        self.model,
+                        self.optimizer,
+                        {"sampler": self.sampler.state_dict()},
+                        keep=cfg.keep_checkpoints,
+                    )
         finally:
             logger.close()
         self._export()
@@ -215,10 +243,20 @@ class GRPOTrainer:
                 raise ValueError(f"sft_steps > 0 needs registered envs with an oracle; {source.name!r} is a factory")
             oracle = agentenv.spec(source.env_id).make_oracle()
             trajs += [t for t in rollout(source.factory, oracle, tasks=list(source.train)) if t.success]
-        losses = sft(self.model, self.tokenizer, trajs, steps=cfg.sft_steps, learning_rate=cfg.sft_learning_rate,
-                     max_seq_len=cfg.max_seq_len, end_of_turn=self.policy.delta.end_of_turn, seed=cfg.seed)
-        print(f"warm start: {cfg.sft_steps} supervised steps on {len(trajs)} oracle episodes, "
-              f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+        losses = sft(
+            self.model,
+            self.tokenizer,
+            trajs,
+            steps=cfg.sft_steps,
+            learning_rate=cfg.sft_learning_rate,
+            max_seq_len=cfg.max_seq_len,
+            end_of_turn=self.policy.delta.end_of_turn,
+            seed=cfg.seed,
+        )
+        print(
+            f"warm start: {cfg.sft_steps} supervised steps on {len(trajs)} oracle episodes, "
+            f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+        )
 
     def evaluate(self, episodes: int | None = None) -> float:
         """Success rate on the held-out tasks (the same tasks and seeds every time)."""
@@ -298,11 +336,16 @@ class GRPOTrainer:
             seeds = [draws[i].seed for i in idx for _ in range(cfg.group_size)]
             resume = [draws[i].snapshot for i in idx for _ in range(cfg.group_size)]
             self.policy.reset()
-            trajs = rollout(self.sources[src].factory, timed, tasks=tasks, seeds=seeds,
-                            resume_from=resume if any(r is not None for r in resume) else None,
-                            keep_snapshots=bool(getattr(self.sampler, "keep_snapshots", False)))
+            trajs = rollout(
+                self.sources[src].factory,
+                timed,
+                tasks=tasks,
+                seeds=seeds,
+                resume_from=resume if any(r is not None for r in resume) else None,
+                keep_snapshots=bool(getattr(self.sampler, "keep_snapshots", False)),
+            )
             for j, i in enumerate(idx):
-                groups[i] = trajs[j * cfg.group_size:(j + 1) * cfg.group_size]
+                groups[i] = trajs[j * cfg.group_size : (j + 1) * cfg.group_size]
         timer["generate_s"] += timed.seconds
         timer["env_s"] += time.perf_counter() - start - timed.seconds
         return groups
@@ -314,8 +357,12 @@ class GRPOTrainer:
         w = np.array([d.weight for d in draws], dtype=float)
         return (w / w.mean()).tolist()
 
-    def _update(self, groups: Sequence[Sequence[Trajectory]], sources: Sequence[int],
-                group_weights: Sequence[float] | None = None) -> dict[str, Any]:
+    def _update(
+        self,
+        groups: Sequence[Sequence[Trajectory]],
+        sources: Sequence[int],
+        group_weights: Sequence[float] | None = None,
+    ) -> dict[str, Any]:
         cfg = self.config
         trajs = [t for g in groups for t in g]
         group_ids = [i for i, g in enumerate(groups) for _ in g]
@@ -325,10 +372,19 @@ class GRPOTrainer:
         # short episode is not cheaper than a long one. Without it a model loses nothing by
         # never ending its turn once its call parses, and drifts there.
         turn_shaping = [self._overlong(t) for t in trajs]
-        extra = [sum(shape) - cfg.truncation_penalty * _cut_share(t) for shape, t in zip(turn_shaping, trajs, strict=True)]
-        per_turn, rewards = turn_advantages(
-            trajs, group_ids, weights, task_mode=cfg.advantage, step_mode=cfg.step_advantage,
-            step_weight=cfg.step_advantage_weight, gamma=cfg.gamma, extra_rewards=extra, extra_step_rewards=turn_shaping,
+        extra = [
+            sum(shape) - cfg.truncation_penalty * _cut_share(t) for shape, t in zip(turn_shaping, trajs, strict=True)
+        ]
+        per_turn, _rewards = turn_advantages(
+            trajs,
+            group_ids,
+            weights,
+            task_mode=cfg.advantage,
+            step_mode=cfg.step_advantage,
+            step_weight=cfg.step_advantage_weight,
+            gamma=cfg.gamma,
+            extra_rewards=extra,
+            extra_step_rewards=turn_shaping,
         )
         if group_weights is not None:
             # The policy-gradient term of every loss is linear in the advantage (clipped or
@@ -363,7 +419,7 @@ class GRPOTrainer:
     def _optimise(self, examples: list[Example]) -> dict[str, Any]:
         cfg = self.config
         pad = self.policy.pad_id
-        micro = [examples[i:i + cfg.micro_batch_size] for i in range(0, len(examples), cfg.micro_batch_size)]
+        micro = [examples[i : i + cfg.micro_batch_size] for i in range(0, len(examples), cfg.micro_batch_size)]
         batches = [collate(m, pad, self.device) for m in micro]
         token_mean = cfg.loss in TOKEN_MEAN_LOSSES
         sizes = [float(b.mask.sum()) if token_mean else float((b.mask.sum(1) > 0).sum()) for b in batches]
@@ -372,24 +428,41 @@ class GRPOTrainer:
         olds: list[torch.Tensor | None] = [None] * len(batches)
         if cfg.ppo_epochs > 1:
             with torch.no_grad(), self._autocast():
-                olds = [policy_logprobs(self.model, b, temperature=cfg.temperature,
-                                        chunk_tokens=cfg.logprob_chunk_tokens)[0] for b in batches]
+                olds = [
+                    policy_logprobs(self.model, b, temperature=cfg.temperature, chunk_tokens=cfg.logprob_chunk_tokens)[
+                        0
+                    ]
+                    for b in batches
+                ]
         sums: dict[str, float] = defaultdict(float)
         self.model.train()
         for epoch in range(cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             for i, (batch, size) in enumerate(zip(batches, sizes, strict=True)):
                 with self._autocast():
-                    logp, entropy = policy_logprobs(self.model, batch, temperature=cfg.temperature,
-                                                    chunk_tokens=cfg.logprob_chunk_tokens)
+                    logp, entropy = policy_logprobs(
+                        self.model, batch, temperature=cfg.temperature, chunk_tokens=cfg.logprob_chunk_tokens
+                    )
                     ref = None
                     if self.ref_model is not None:
                         with torch.no_grad():
-                            ref = policy_logprobs(self.ref_model, batch, temperature=cfg.temperature,
-                                                  chunk_tokens=cfg.logprob_chunk_tokens)[0]
+                            ref = policy_logprobs(
+                                self.ref_model,
+                                batch,
+                                temperature=cfg.temperature,
+                                chunk_tokens=cfg.logprob_chunk_tokens,
+                            )[0]
                 old = olds[i] if olds[i] is not None else logp.detach()
-                result = compute_loss(cfg.loss, logp=logp, old_logp=old, advantages=batch.advantages,
-                                      mask=batch.mask, ref_logp=ref, kl_coef=cfg.kl_coef, **kwargs)
+                result = compute_loss(
+                    cfg.loss,
+                    logp=logp,
+                    old_logp=old,
+                    advantages=batch.advantages,
+                    mask=batch.mask,
+                    ref_logp=ref,
+                    kl_coef=cfg.kl_coef,
+                    **kwargs,
+                )
                 (result.loss * (size / total)).backward()
                 if epoch == 0:
                     share = size / total
@@ -403,7 +476,8 @@ class GRPOTrainer:
             for group in self.optimizer.param_groups:  # a function of the step: nothing to checkpoint
                 group["lr"] = self._learning_rate()
             grad_norm = torch.nn.utils.clip_grad_norm_(
-                [p for p in self.model.parameters() if p.requires_grad], cfg.max_grad_norm)
+                [p for p in self.model.parameters() if p.requires_grad], cfg.max_grad_norm
+            )
             self.optimizer.step()
             sums["grad_norm"] = float(grad_norm)
         sums["lr"] = self.optimizer.param_groups[0]["lr"]

@@ -62,9 +62,14 @@ def resume_task(traj: Trajectory, point: BreakPoint) -> tuple[Task, Snapshot] | 
         return None
     original = snap.task
     meta = original.metadata
-    task = original.model_copy(update={
-        "id": f"{root_id(traj.task.id)}{RESUME_MARK}{point.turn}",
-        "metadata": TaskMeta(family=meta.family, difficulty=meta.difficulty,
-                             tags=(*[t for t in meta.tags if not t.startswith("resume:")], f"resume:{point.turn}")),
-    })
+    task = original.model_copy(
+        update={
+            "id": f"{root_id(traj.task.id)}{RESUME_MARK}{point.turn}",
+            "metadata": TaskMeta(
+                family=meta.family,
+                difficulty=meta.difficulty,
+                tags=(*[t for t in meta.tags if not t.startswith("resume:")], f"resume:{point.turn}"),
+            ),
+        }
+    )
     return task, snap

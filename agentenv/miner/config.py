@@ -35,8 +35,9 @@ class MinerConfig(BaseModel):
     # -- Prioritized Level Replay
     temperature: float = Field(0.3, gt=0, description="beta: rank priorities are (1/rank)^(1/beta)")
     staleness_coef: float = Field(0.3, ge=0, le=1, description="rho: share of the staleness distribution in the mix")
-    unseen_prob: float = Field(1.0, ge=0, le=1,
-                               description="chance a draw takes an unseen task while any remain (1 = unseen first)")
+    unseen_prob: float = Field(
+        1.0, ge=0, le=1, description="chance a draw takes an unseen task while any remain (1 = unseen first)"
+    )
     # -- pool exits
     solved_threshold: float = Field(0.9, gt=0, le=1, description="success rate over the window that retires a task")
     solved_window: int = Field(8, ge=1, description="most recent episodes the solved test looks at")

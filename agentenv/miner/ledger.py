@@ -95,8 +95,9 @@ class Ledger:
         """The task's record, made (unseen) the first time."""
         record = self.records.get(task.id)
         if record is None:
-            record = TaskRecord(source=source, family=task.metadata.family, difficulty=task.metadata.difficulty,
-                                origin=origin)
+            record = TaskRecord(
+                source=source, family=task.metadata.family, difficulty=task.metadata.difficulty, origin=origin
+            )
             self.records[task.id] = record
         return record
 
@@ -122,15 +123,21 @@ class Ledger:
         rate = sum(wins) / len(wins)
         record.ema = rate if record.ema is None else (1 - cfg.ema_alpha) * record.ema + cfg.ema_alpha * rate
         record.last_step = step
-        record.recent = (record.recent + wins)[-cfg.solved_window:]
+        record.recent = (record.recent + wins)[-cfg.solved_window :]
         record.all_fail_streak = record.all_fail_streak + 1 if not any(wins) else 0
         change = _next_status(record, cfg, any(wins))
         if change is not None:
             record.status, record.status_step = change, step
         elif record.status == "quarantined":
             record.status_step = step  # failed its retest: wait another period
-        return Visit(task_id=task.id, counted=len(valid), successes=sum(wins), requeue=False,
-                     informative=len(rewards) > 1, status_change=change)
+        return Visit(
+            task_id=task.id,
+            counted=len(valid),
+            successes=sum(wins),
+            requeue=False,
+            informative=len(rewards) > 1,
+            status_change=change,
+        )
 
     def state_dict(self) -> dict[str, object]:
         return {task_id: r.model_dump(mode="json") for task_id, r in self.records.items()}

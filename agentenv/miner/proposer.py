@@ -37,7 +37,9 @@ class FailureCluster:
     examples: list[Task] = field(default_factory=list)
 
 
-def cluster_failures(failures: Iterable[tuple[Task, str, int | None]], *, max_examples: int = 2) -> list[FailureCluster]:
+def cluster_failures(
+    failures: Iterable[tuple[Task, str, int | None]], *, max_examples: int = 2
+) -> list[FailureCluster]:
     """(task, failure kind, break turn) triples grouped, largest cluster first."""
     counts: Counter[tuple[str, str, int | None]] = Counter()
     examples: dict[tuple[str, str, int | None], list[Task]] = {}
@@ -85,8 +87,17 @@ SYSTEM = (
 class OpenAIProposer:
     """Asks ``model`` at ``base_url`` (an OpenAI-compatible ``/chat/completions``) for tasks."""
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 60.0,
-                 max_tasks: int = 4, temperature: float = 0.7, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_tasks: int = 4,
+        temperature: float = 0.7,
+        client: httpx.Client | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.max_tasks = max_tasks
@@ -101,9 +112,14 @@ class OpenAIProposer:
         examples = {t.id: t for c in clusters for t in c.examples}
         if not examples:
             return ProposerResult([], [])
-        body = {"model": self.model, "temperature": self.temperature,
-                "messages": [{"role": "system", "content": SYSTEM},
-                             {"role": "user", "content": _describe(clusters, self.max_tasks)}]}
+        body = {
+            "model": self.model,
+            "temperature": self.temperature,
+            "messages": [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": _describe(clusters, self.max_tasks)},
+            ],
+        }
         try:
             response = self._client.post(f"{self.base_url}/chat/completions", json=body)
             response.raise_for_status()
@@ -128,8 +144,14 @@ def parse_proposals(content: Any, examples: Mapping[str, Task], max_tasks: int) 
             errors.append(f"proposal {i}: 'like' names {proposal.like!r}, not one of the examples")
             continue
         digest = f"{json.dumps(proposal.payload, sort_keys=True)}|{proposal.prompt}"
-        tasks.append(Task(id=f"{like.id}~p{stable_hash(digest):08x}", prompt=proposal.prompt,
-                          payload=proposal.payload, metadata=like.metadata))
+        tasks.append(
+            Task(
+                id=f"{like.id}~p{stable_hash(digest):08x}",
+                prompt=proposal.prompt,
+                payload=proposal.payload,
+                metadata=like.metadata,
+            )
+        )
     return ProposerResult(tasks, errors)
 
 

@@ -40,9 +40,13 @@ class MinerReport:
     def pools(self) -> list[tuple[str, int]]:
         status = Counter(r.status for r in self.records.values())
         unseen = sum(not r.seen for r in self.records.values())
-        return [("active", status["active"]), ("solved (retired)", status["solved"]),
-                ("quarantined", status["quarantined"]), ("never seen (in ledger)", unseen),
-                *((f"mined: {k}", v) for k, v in sorted(self.mined.items()))]
+        return [
+            ("active", status["active"]),
+            ("solved (retired)", status["solved"]),
+            ("quarantined", status["quarantined"]),
+            ("never seen (in ledger)", unseen),
+            *((f"mined: {k}", v) for k, v in sorted(self.mined.items())),
+        ]
 
     def failures_by_kind(self) -> list[tuple[str, int]]:
         total: Counter[str] = Counter()

@@ -84,8 +84,15 @@ class MinedTask(BaseModel):
 class MinerSampler:
     """The failure miner as a `TaskSampler`. See the module docstring."""
 
-    def __init__(self, sources: Sequence[Source], seed: int, config: MinerConfig | None = None, *,
-                 validators: Sequence[Validator | None] | None = None, proposer: OpenAIProposer | None = None) -> None:
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        seed: int,
+        config: MinerConfig | None = None,
+        *,
+        validators: Sequence[Validator | None] | None = None,
+        proposer: OpenAIProposer | None = None,
+    ) -> None:
         self.sources = list(sources)
         self.seed = seed
         self.config = config = config or MinerConfig()
@@ -95,8 +102,9 @@ class MinerSampler:
         self.validators = list(validators) if validators is not None else [_oracle_validator(s) for s in self.sources]
         if proposer is None and config.proposer is not None:
             p = config.proposer
-            proposer = OpenAIProposer(p.base_url, p.model, timeout_s=p.timeout_s, max_tasks=p.max_tasks,
-                                      temperature=p.temperature)
+            proposer = OpenAIProposer(
+                p.base_url, p.model, timeout_s=p.timeout_s, max_tasks=p.max_tasks, temperature=p.temperature
+            )
         self.proposer = proposer
         self.train_tasks: dict[str, tuple[int, Task]] = {}
         for i, source in enumerate(self.sources):
@@ -130,9 +138,13 @@ class MinerSampler:
 
     def _due(self, step: int) -> list[str]:
         """Re-queued tasks, then quarantined tasks due for a retest."""
-        retests = [tid for tid, r in self.ledger.records.items()
-                   if r.status == "quarantined" and step - r.status_step >= self.config.retest_every
-                   and self._lookup(tid) is not None]
+        retests = [
+            tid
+            for tid, r in self.ledger.records.items()
+            if r.status == "quarantined"
+            and step - r.status_step >= self.config.retest_every
+            and self._lookup(tid) is not None
+        ]
         return [tid for tid in self.requeue if self._lookup(tid) is not None] + retests
 
     def _fixed_draw(self, task_id: str, rng: np.random.Generator) -> Draw:
@@ -162,8 +174,12 @@ class MinerSampler:
             return unseen[int(rng.integers(len(unseen)))], explore / len(unseen)
         records = [self.ledger.records[tid] for tid in seen]
         dist = replay_distribution(
-            np.array([r.ema for r in records]), np.array([r.last_step for r in records]), step,
-            temperature=self.config.temperature, staleness_coef=self.config.staleness_coef)
+            np.array([r.ema for r in records]),
+            np.array([r.last_step for r in records]),
+            step,
+            temperature=self.config.temperature,
+            staleness_coef=self.config.staleness_coef,
+        )
         j = int(rng.choice(len(seen), p=dist))
         return seen[j], (1.0 - explore if unseen else 1.0) * float(dist[j])
 
@@ -172,8 +188,11 @@ class MinerSampler:
         return record is not None and record.seen
 
     def _active(self, *, mined: bool, taken: set[str], source: int | None = None) -> list[str]:
-        items = ([(tid, m.source) for tid, m in self.mined.items()] if mined
-                 else [(tid, s) for tid, (s, _) in self.train_tasks.items()])
+        items = (
+            [(tid, m.source) for tid, m in self.mined.items()]
+            if mined
+            else [(tid, s) for tid, (s, _) in self.train_tasks.items()]
+        )
         out = []
         for tid, s in items:
             if (source is None or s == source) and tid not in taken:
@@ -296,7 +315,8 @@ class MinerSampler:
         unseen = sum(1 for tid in [*self.train_tasks, *self.mined] if not self._seen(tid))
         counted = [v for v in visits if v.counted]
         m: dict[str, Any] = {
-            "miner/pool/active": len(self._active(mined=False, taken=set())) + len(self._active(mined=True, taken=set())),
+            "miner/pool/active": len(self._active(mined=False, taken=set()))
+            + len(self._active(mined=True, taken=set())),
             "miner/pool/solved": status["solved"],
             "miner/pool/quarantined": status["quarantined"],
             "miner/pool/unseen": unseen,
@@ -305,8 +325,10 @@ class MinerSampler:
             "miner/pool/proposed": sum(m.origin == "proposed" for m in self.mined.values()),
             "miner/informative_frac": sum(v.informative for v in counted) / len(counted) if counted else 0.0,
             "miner/requeued": len(self.requeue),
-            "miner/new/resume": mined["resume"], "miner/new/variants": mined["variant"],
-            "miner/new/proposed": mined["proposed"], "miner/new/rejected": mined["rejected"],
+            "miner/new/resume": mined["resume"],
+            "miner/new/variants": mined["variant"],
+            "miner/new/proposed": mined["proposed"],
+            "miner/new/rejected": mined["rejected"],
         }
         kinds = Counter(t.failure.value for t in failed)
         for kind in Failure:

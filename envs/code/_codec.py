@@ -37,8 +37,10 @@ def encode(value, depth=0):
         return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
     if kind is bytes:
         return {"$b": base64.b64encode(value).decode()}
-    raise TypeError(f"unsupported value of type {kind.__name__} (return plain data: "
-                    "int, float, str, bool, None, list, tuple, dict, set, bytes)")
+    raise TypeError(
+        f"unsupported value of type {kind.__name__} (return plain data: "
+        "int, float, str, bool, None, list, tuple, dict, set, bytes)"
+    )
 
 
 def decode(data):
@@ -48,7 +50,7 @@ def decode(data):
     if type(data) is list:
         return [decode(v) for v in data]
     if type(data) is dict and len(data) == 1:
-        (tag, body), = data.items()
+        ((tag, body),) = data.items()
         if tag == "$f" and body in ("inf", "-inf", "nan"):
             return float(body)
         if tag == "$t" and type(body) is list:
@@ -71,7 +73,7 @@ def same(expected, got, rel_tol=1e-6):
             return math.isnan(got)
         return math.isclose(expected, got, rel_tol=rel_tol, abs_tol=1e-9)
     if type(expected) in (list, tuple):
-        return len(expected) == len(got) and all(same(e, g, rel_tol) for e, g in zip(expected, got))
+        return len(expected) == len(got) and all(same(e, g, rel_tol) for e, g in zip(expected, got, strict=False))
     if type(expected) is dict:
         return expected.keys() == got.keys() and all(same(expected[k], got[k], rel_tol) for k in expected)
     return expected == got

@@ -57,7 +57,7 @@ class Worker:
             data = json.dumps(message).encode()
             view = memoryview(len(data).to_bytes(4, "big") + data)
             while view:
-                view = view[os.write(self.req, view):]
+                view = view[os.write(self.req, view) :]
             head = self._read(4, deadline)
             size = int.from_bytes(head, "big")
             if size > MAX_FRAME_BYTES:
@@ -126,7 +126,7 @@ def _no_dump():
         import ctypes
 
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except Exception:  # noqa: BLE001 - no ctypes or no prctl: the memory stays readable, as documented
+    except Exception:  # noqa: BLE001, S110 - no ctypes or no prctl: the memory stays readable, as documented
         pass
 
 
@@ -183,11 +183,13 @@ def main():
         line = f"{MARK} {spec['nonce']} {json.dumps(record)}\n".encode()
         view = memoryview(line)
         while view:
-            view = view[os.write(out, view):]
+            view = view[os.write(out, view) :]
 
     try:
-        answer = worker.request({"solution": spec["solution"], "entry_point": spec["entry_point"]},
-                                time.monotonic() + spec["load_timeout_s"])
+        answer = worker.request(
+            {"solution": spec["solution"], "entry_point": spec["entry_point"]},
+            time.monotonic() + spec["load_timeout_s"],
+        )
         loaded = {"ok": bool(answer.get("ok")), "error": answer.get("error")}
     except CallFailed as e:
         loaded = {"ok": False, "error": str(e)}

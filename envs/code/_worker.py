@@ -49,7 +49,7 @@ def send(fd, message):
         data = json.dumps({"ok": False, "error": f"the result is too large ({len(data)} bytes encoded)"}).encode()
     view = memoryview(len(data).to_bytes(4, "big") + data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def describe(error):

@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, ToolError, tool, tool_call_text
-from agentenv.envs.code.sandboxes import Backend, CodeSandboxes
 from agentenv.envs.code.families import FAMILIES
+from agentenv.envs.code.sandboxes import Backend, CodeSandboxes
 from agentenv.envs.code.tasks import CodeTask, code_task, default_tasks, make_task
 from agentenv.envs.code.verify import TestReport, run_tests
 from agentenv.sandboxes import ExecResult, SandboxError
@@ -66,12 +66,23 @@ class CodeEnv(Env[CodeState]):
         "Hidden tests decide whether the task is solved."
     )
     reward_weights: ClassVar[dict[str, float]] = {
-        "parses": 0.02, "runs": 0.03, "progress": 0.5, "task": 1.0, "hidden_fraction": 0.0,
+        "parses": 0.02,
+        "runs": 0.03,
+        "progress": 0.5,
+        "task": 1.0,
+        "hidden_fraction": 0.0,
     }
 
-    def __init__(self, tasks: TaskSet | None = None, *, sandboxes: CodeSandboxes | None = None,
-                 backend: Backend = "auto", difficulties: Sequence[int] | None = None,
-                 run_timeout_s: float = 10.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        tasks: TaskSet | None = None,
+        *,
+        sandboxes: CodeSandboxes | None = None,
+        backend: Backend = "auto",
+        difficulties: Sequence[int] | None = None,
+        run_timeout_s: float = 10.0,
+        **kwargs: Any,
+    ) -> None:
         """
         Args:
             tasks: Code tasks (default: the shipped procedural set).
@@ -113,8 +124,11 @@ class CodeEnv(Env[CodeState]):
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         signals, self._signals = self._signals, {}
-        return {"parses": signals.get("parses", 0.0), "runs": signals.get("runs", 0.0),
-                "progress": signals.get("progress", 0.0)}
+        return {
+            "parses": signals.get("parses", 0.0),
+            "runs": signals.get("runs", 0.0),
+            "progress": signals.get("progress", 0.0),
+        }
 
     def verify(self, task: Task) -> dict[str, float]:
         state = self.state
@@ -201,9 +215,14 @@ class CodeEnv(Env[CodeState]):
         source = self._solution()
         if not self._parses(source):
             return _syntax_error(source, SOLUTION_FILE)
-        report = run_tests(self._sandbox(), solution=source, entry_point=payload.entry_point,
-                           tests=list(payload.visible_tests), setup=payload.setup,
-                           test_timeout_s=payload.test_timeout_s)
+        report = run_tests(
+            self._sandbox(),
+            solution=source,
+            entry_point=payload.entry_point,
+            tests=list(payload.visible_tests),
+            setup=payload.setup,
+            test_timeout_s=payload.test_timeout_s,
+        )
         state = self.state
         state.runs += 1
         self._signals["runs"] = max(self._signals.get("runs", 0.0), float(report.loaded))
@@ -279,9 +298,14 @@ def verify_solution(sandboxes: CodeSandboxes, task: Task, solution: str) -> Test
     """Run ``task``'s hidden tests against ``solution`` in a fresh verifier sandbox."""
     payload = code_task(task)
     with sandboxes.verifier() as sandbox:
-        return run_tests(sandbox, solution=solution, entry_point=payload.entry_point,
-                         tests=list(payload.hidden_tests), setup=payload.setup,
-                         test_timeout_s=payload.test_timeout_s)
+        return run_tests(
+            sandbox,
+            solution=solution,
+            entry_point=payload.entry_point,
+            tests=list(payload.hidden_tests),
+            setup=payload.setup,
+            test_timeout_s=payload.test_timeout_s,
+        )
 
 
 # -- rendering ----------------------------------------------------------------------------
@@ -302,8 +326,10 @@ def _render_run(result: ExecResult, timeout_s: float) -> str:
     else:
         status = f"exit code {result.exit_code}"
     parts = [status]
-    for name, text, cut in (("stdout", result.stdout, result.stdout_truncated),
-                            ("stderr", result.stderr, result.stderr_truncated)):
+    for name, text, cut in (
+        ("stdout", result.stdout, result.stdout_truncated),
+        ("stderr", result.stderr, result.stderr_truncated),
+    ):
         if text or cut:
             note = " (cut at the sandbox's output limit)" if cut else ""
             parts.append(f"--- {name}{note}\n{_cap(text, SHOW_CHARS)}")
@@ -337,8 +363,11 @@ def oracle() -> ScriptedPolicy:
         solution = code_task(conv.task).solution
         if solution is None:
             raise ValueError(f"task {conv.task.id!r} has no reference solution")
-        plan = [tool_call_text("write_file", path=SOLUTION_FILE, content=solution),
-                tool_call_text("run_tests"), tool_call_text("submit")]
+        plan = [
+            tool_call_text("write_file", path=SOLUTION_FILE, content=solution),
+            tool_call_text("run_tests"),
+            tool_call_text("submit"),
+        ]
         return plan[min(conv.turn, len(plan) - 1)]
 
     return ScriptedPolicy(act)

@@ -34,8 +34,15 @@ VERIFIER_LIMITS = Limits(timeout_s=60.0, output_bytes=1 << 20)
 class CodeSandboxes:
     """A workspace pool and a verifier pool of one backend, each started when first needed."""
 
-    def __init__(self, backend: Backend = "auto", *, workspaces: int = 2, verifiers: int = 2,
-                 limits: Limits = WORKSPACE_LIMITS, verifier_limits: Limits = VERIFIER_LIMITS) -> None:
+    def __init__(
+        self,
+        backend: Backend = "auto",
+        *,
+        workspaces: int = 2,
+        verifiers: int = 2,
+        limits: Limits = WORKSPACE_LIMITS,
+        verifier_limits: Limits = VERIFIER_LIMITS,
+    ) -> None:
         if backend not in ("auto", "docker", "process"):
             raise SandboxError(f"expected backend 'auto', 'docker' or 'process', got {backend!r}")
         self.backend = backend

@@ -38,8 +38,19 @@ from agentenv.envs.code._codec import encode
 from agentenv.envs.code.families import FAMILIES, Family, Variant
 from agentenv.envs.code.verify import CallTest, CodeTest, TestCase
 
-__all__ = ["BenchmarkRecord", "CodeTask", "DocstringExample", "benchmark_task", "code_task", "default_tasks",
-           "docstring_examples", "from_dataset", "load_benchmark_jsonl", "make_task", "make_tasks"]
+__all__ = [
+    "BenchmarkRecord",
+    "CodeTask",
+    "DocstringExample",
+    "benchmark_task",
+    "code_task",
+    "default_tasks",
+    "docstring_examples",
+    "from_dataset",
+    "load_benchmark_jsonl",
+    "make_task",
+    "make_tasks",
+]
 
 VISIBLE_TESTS = 2
 DIFFICULTIES = (0, 1, 2, 3)
@@ -92,12 +103,15 @@ def benchmark_task(record: Mapping[str, Any]) -> Task:
         solution=None if rec.canonical_solution is None else rec.prompt + rec.canonical_solution,
         setup=rec.prompt,
     )
-    prompt = (f"Complete this Python function; your solution.py must define `{rec.entry_point}`.\n\n"
-              f"```python\n{rec.prompt.rstrip()}\n```")
+    prompt = (
+        f"Complete this Python function; your solution.py must define `{rec.entry_point}`.\n\n"
+        f"```python\n{rec.prompt.rstrip()}\n```"
+    )
     if examples:
         prompt += "\n\nExamples (the visible tests):\n" + "\n".join(f"    {e.call} == {e.expected}" for e in examples)
-    return Task(id=rec.task_id, prompt=prompt, payload=payload.model_dump(mode="json"),
-                metadata={"family": "benchmark"})
+    return Task(
+        id=rec.task_id, prompt=prompt, payload=payload.model_dump(mode="json"), metadata={"family": "benchmark"}
+    )
 
 
 def load_benchmark_jsonl(path: str | Path) -> TaskSet:
@@ -134,8 +148,9 @@ class DocstringExample:
         """The example as a code test; its failure message says what came back."""
         shown = self.call if len(self.call) <= 80 else self.call[:77] + "..."
         got, want = f"{shown} returned ", f", expected {self.expected}"
-        return CodeTest(code=f"_result = {self.call}\n"
-                             f"assert _result == {self.expected}, {got!r} + repr(_result) + {want!r}\n")
+        return CodeTest(
+            code=f"_result = {self.call}\nassert _result == {self.expected}, {got!r} + repr(_result) + {want!r}\n"
+        )
 
 
 def docstring_examples(prompt: str, entry_point: str) -> list[DocstringExample]:
@@ -168,12 +183,12 @@ def _example_lines(lines: list[str], start: int, *, indent: str) -> tuple[list[s
         line = lines[j]
         if not line.strip() or not line.startswith(indent) or line.lstrip().startswith(">>>"):
             break
-        line = line[len(indent):]
+        line = line[len(indent) :]
         if not output and (continued := _PS2.fullmatch(line)) is not None:
             source.append(continued.group(1) or "")
             continue
         closing = _CLOSING_QUOTES.search(line)
-        output.append(line if closing is None else line[:closing.start()])
+        output.append(line if closing is None else line[: closing.start()])
         if closing is not None:
             break
     return source, output
@@ -208,8 +223,9 @@ def make_task(family: Family | str, rng: np.random.Generator, difficulty: int, *
     variant = fam.make(rng, difficulty)
     tests = _call_tests(variant)
     visible, hidden = tests[:VISIBLE_TESTS], tests[VISIBLE_TESTS:]
-    payload = CodeTask(entry_point=variant.entry_point, visible_tests=visible, hidden_tests=hidden,
-                       solution=variant.solution)
+    payload = CodeTask(
+        entry_point=variant.entry_point, visible_tests=visible, hidden_tests=hidden, solution=variant.solution
+    )
     return Task(
         id=task_id or f"code-{fam.name}-d{difficulty}-{int(rng.integers(1 << 30)):08x}",
         prompt=_prompt(variant, visible),
@@ -246,9 +262,12 @@ def _prompt(variant: Variant, visible: list[CallTest]) -> str:
 
     examples = "\n".join(
         f"    {variant.entry_point}({', '.join(repr(decode(a)) for a in t.args)}) == {decode(t.expected)!r}"
-        for t in visible)
-    return (f"Write a Python function `{variant.signature}`.\n\n{variant.description}\n\n"
-            f"Examples (the visible tests):\n{examples}")
+        for t in visible
+    )
+    return (
+        f"Write a Python function `{variant.signature}`.\n\n{variant.description}\n\n"
+        f"Examples (the visible tests):\n{examples}"
+    )
 
 
 @functools.cache
@@ -257,8 +276,13 @@ def default_tasks() -> TaskSet:
     return make_tasks(variants=2, seed=0)
 
 
-def make_tasks(*, variants: int = 2, seed: int = 0, families: Iterable[str] | None = None,
-               difficulties: Iterable[int] = DIFFICULTIES) -> TaskSet:
+def make_tasks(
+    *,
+    variants: int = 2,
+    seed: int = 0,
+    families: Iterable[str] | None = None,
+    difficulties: Iterable[int] = DIFFICULTIES,
+) -> TaskSet:
     """``variants`` tasks per family and difficulty, deterministic in ``seed``."""
     tasks = []
     for name in families or FAMILIES:

@@ -129,10 +129,18 @@ def run_tests(
     misbehaviour of the solution is a failed test, never an exception.
     """
     nonce = secrets.token_hex(16)
-    wire = [{"kind": "call", "args": t.args} if isinstance(t, CallTest) else {"kind": "code", "code": t.code}
-            for t in tests]
-    spec = {"nonce": nonce, "solution": solution, "entry_point": entry_point, "tests": wire, "setup": setup,
-            "load_timeout_s": LOAD_TIMEOUT_S, "test_timeout_s": test_timeout_s}
+    wire = [
+        {"kind": "call", "args": t.args} if isinstance(t, CallTest) else {"kind": "code", "code": t.code} for t in tests
+    ]
+    spec = {
+        "nonce": nonce,
+        "solution": solution,
+        "entry_point": entry_point,
+        "tests": wire,
+        "setup": setup,
+        "load_timeout_s": LOAD_TIMEOUT_S,
+        "test_timeout_s": test_timeout_s,
+    }
     timeout_s = LOAD_TIMEOUT_S + test_timeout_s * len(tests) + RUN_SLACK_S
     result = sandbox.run_python(PROGRAM, stdin=json.dumps(spec), timeout_s=timeout_s)
     return judge(result, nonce, tests)
@@ -171,7 +179,7 @@ def _records(stdout: str, nonce: str) -> tuple[dict[Any, dict[str, Any]], bool]:
         if not line.startswith(prefix):
             continue
         try:
-            record = json.loads(line[len(prefix):])
+            record = json.loads(line[len(prefix) :])
         except (ValueError, RecursionError):  # bad JSON, a number past the digit limit, nesting past the stack
             conflict = True
             continue
@@ -210,7 +218,7 @@ def _no_verdict(result: ExecResult, records: dict[Any, dict[str, Any]], conflict
 
 
 def _outcome(test: CallTest | CodeTest, record: dict[str, Any]) -> TestOutcome:
-    if "error" in record and record["error"]:
+    if record.get("error"):
         return TestOutcome(False, _text(record["error"])[:DETAIL_CHARS])
     if isinstance(test, CodeTest):
         passed = record.get("passed") is True

@@ -77,10 +77,12 @@ def build_app(domain: Domain, episodes_dir: Path, secret: bytes) -> Starlette:
             return _signed(secret, nonce, checked)
         return await run_in_threadpool(lambda: _signed(secret, nonce, _run(checked)))
 
-    return Starlette(routes=[
-        HttpRoute("/health", health, methods=["GET"]),
-        HttpRoute("/call/{tool}", call, methods=["POST"]),
-    ])
+    return Starlette(
+        routes=[
+            HttpRoute("/health", health, methods=["GET"]),
+            HttpRoute("/call/{tool}", call, methods=["POST"]),
+        ]
+    )
 
 
 async def _read_body(request: HttpRequest, limit: int) -> bytes | None:
@@ -102,8 +104,9 @@ def _authentic(request: HttpRequest, secret: bytes, body: bytes) -> str | None:
     nonce = request.headers.get(auth.NONCE_HEADER, "")
     if not auth.valid_nonce(nonce):
         return None
-    expected = auth.request_mac(secret, nonce, request.method, request.scope["path"],
-                                request.headers.get(EPISODE_HEADER, ""), body)
+    expected = auth.request_mac(
+        secret, nonce, request.method, request.scope["path"], request.headers.get(EPISODE_HEADER, ""), body
+    )
     return nonce if auth.valid_mac(expected, request.headers.get(auth.AUTH_HEADER)) else None
 
 

@@ -38,7 +38,7 @@ import sqlite3
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -50,8 +50,15 @@ Handler = Callable[[sqlite3.Connection, Any], Any]
 FINISH_TOOL = "respond"  # the env's own terminal tool: the final answer, never sent to the service
 MESSAGE_FIELD = "message"  # respond's free text: shown to the user, never scored
 SQLITE_INT_RANGE = (-(2**63), 2**63 - 1)
-Message = Annotated[str, Field(max_length=4000, description=(
-    "What you tell the user, in words. It is not checked: put the facts they asked for in the other fields."))]
+Message = Annotated[
+    str,
+    Field(
+        max_length=4000,
+        description=(
+            "What you tell the user, in words. It is not checked: put the facts they asked for in the other fields."
+        ),
+    ),
+]
 
 
 class Request(BaseModel):
@@ -158,8 +165,12 @@ class Domain:
     def respond_model(self) -> type[BaseModel]:
         """The arguments of ``respond``: the message, then the answer fields."""
         fields: dict[str, Any] = {name: (f.annotation, f) for name, f in self.answer.model_fields.items()}
-        return create_model(f"{self.answer.__name__}Respond", __config__=ConfigDict(extra="forbid"),
-                            **{MESSAGE_FIELD: (Message, ...)}, **fields)
+        return create_model(
+            f"{self.answer.__name__}Respond",
+            __config__=ConfigDict(extra="forbid"),
+            **{MESSAGE_FIELD: (Message, ...)},
+            **fields,
+        )
 
     @functools.cached_property
     def tasks(self) -> TaskSet:
@@ -224,7 +235,9 @@ def gold_task(
     calls = [{"name": n, "arguments": a} for n, a in actions]
     calls.append({"name": FINISH_TOOL, "arguments": {MESSAGE_FIELD: answer, **expect}})
     return Task(
-        id=task_id, prompt=prompt, payload={"actions": calls, "expect": expect, "inferred": sorted(inferred)},
+        id=task_id,
+        prompt=prompt,
+        payload={"actions": calls, "expect": expect, "inferred": sorted(inferred)},
         metadata=TaskMeta(family=family, difficulty=difficulty),
     )
 
@@ -239,8 +252,10 @@ def _check_answer_model(answer: type[Answer]) -> None:
         raise TypeError(f"answer must be a subclass of agentenv.envs.tools.Answer, got {answer!r}")
     for name, f in answer.model_fields.items():
         if name == MESSAGE_FIELD or f.is_required() or f.default is not None:
-            raise TypeError(f"{answer.__name__}.{name}: answer fields default to None (left empty), "
-                            f"and {MESSAGE_FIELD!r} is respond's own")
+            raise TypeError(
+                f"{answer.__name__}.{name}: answer fields default to None (left empty), "
+                f"and {MESSAGE_FIELD!r} is respond's own"
+            )
     _check_int_bounds(answer, answer.__name__)
 
 
@@ -249,8 +264,10 @@ def _check_int_bounds(model: type[BaseModel], owner: str) -> None:
     loose = _unbounded_ints(model.model_json_schema())
     if loose:
         lo, hi = SQLITE_INT_RANGE
-        raise TypeError(f"{owner}: bound the integer field(s) {loose} inside [{lo}, {hi}], "
-                        "e.g. Annotated[int, Field(ge=1, le=10**6)]")
+        raise TypeError(
+            f"{owner}: bound the integer field(s) {loose} inside [{lo}, {hi}], "
+            "e.g. Annotated[int, Field(ge=1, le=10**6)]"
+        )
 
 
 def _unbounded_ints(schema: Any, where: str = "(root)") -> list[str]:

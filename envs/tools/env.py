@@ -67,8 +67,9 @@ class ToolsEnv(Env[ToolsState]):
     rule_penalty: float = 0.1
     server_error_penalty: float = 0.1
 
-    def __init__(self, domain: str, tasks: TaskSet | Sequence[Task] | None = None, *,
-                 timeout_s: float = 5.0, **kwargs: Any) -> None:
+    def __init__(
+        self, domain: str, tasks: TaskSet | Sequence[Task] | None = None, *, timeout_s: float = 5.0, **kwargs: Any
+    ) -> None:
         """
         Args:
             domain: The domain as ``"module:ATTRIBUTE"`` (the service process imports it by that name).
@@ -85,9 +86,13 @@ class ToolsEnv(Env[ToolsState]):
             f"{self.domain.instructions}\nWhen you are done, call {FINISH_TOOL}; it ends the conversation. "
             f"Its {MESSAGE_FIELD!r} is what the user reads. Put each fact they asked for (or, when you refuse, "
             "the rule and the fact behind it) in its own field, exactly as the tools showed it, and leave out "
-            "every field the request does not call for.")
-        self.tools = {**route_specs(self.domain), **type(self).tools,  # type: ignore[misc]
-                      FINISH_TOOL: respond_spec(self.domain)}
+            "every field the request does not call for."
+        )
+        self.tools = {
+            **route_specs(self.domain),
+            **type(self).tools,  # type: ignore[misc]
+            FINISH_TOOL: respond_spec(self.domain),
+        }
         for route in self.domain.routes.values():
             setattr(self, _ROUTE_ATTR + route.name, functools.partial(self._call_route, route))
         self._service: services.Service | None = None
@@ -235,8 +240,9 @@ class ToolsEnv(Env[ToolsState]):
                 for action in actions:
                     reply = service.call(gold, action["name"], json.dumps(action["arguments"]).encode(), self.timeout_s)
                     if reply.status != 200:
-                        raise ValueError(f"task {task.id!r}: golden action {action['name']!r} failed: "
-                                         f"{reply.kind}: {reply.message}")
+                        raise ValueError(
+                            f"task {task.id!r}: golden action {action['name']!r} failed: {reply.kind}: {reply.message}"
+                        )
                 service.gold_hashes[key] = service.episode_hash(gold)
             finally:
                 service.drop_episode(gold)
@@ -254,8 +260,11 @@ def route_specs(domain: Domain) -> dict[str, ToolSpec]:
 def respond_spec(domain: Domain) -> ToolSpec:
     """The final tool: the message and the domain's answer fields, ending the episode."""
     return spec_from_model(
-        FINISH_TOOL, "Send your final answer to the user and end the conversation.", domain.respond_model,
-        method_name="respond", terminal=True,
+        FINISH_TOOL,
+        "Send your final answer to the user and end the conversation.",
+        domain.respond_model,
+        method_name="respond",
+        terminal=True,
     )
 
 

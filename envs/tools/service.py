@@ -160,8 +160,9 @@ class Service:
         """POST one tool call. Transport failures, timeouts, unsigned or malformed
         answers and a lost episode database raise `InfraError`."""
         if len(body) > MAX_BODY_BYTES:  # the service's 413 cannot be signed, so refuse here
-            return Reply(413, kind="too_large",
-                         message=f"the request is {len(body)} bytes; the limit is {MAX_BODY_BYTES}")
+            return Reply(
+                413, kind="too_large", message=f"the request is {len(body)} bytes; the limit is {MAX_BODY_BYTES}"
+            )
         status, data = self.send("POST", f"/call/{tool}", episode, body, timeout_s)
         if status == 200:
             return Reply(200, result=self._parse(_Ok, data, status).result)
@@ -188,8 +189,10 @@ class Service:
         if not self.alive():
             raise InfraError(f"the {self.domain.name} service exited with code {self.process.returncode}")
         nonce = auth.new_nonce()
-        headers = {auth.NONCE_HEADER: nonce, auth.AUTH_HEADER: auth.request_mac(self.secret, nonce, method, path,
-                                                                                 episode, body)}
+        headers = {
+            auth.NONCE_HEADER: nonce,
+            auth.AUTH_HEADER: auth.request_mac(self.secret, nonce, method, path, episode, body),
+        }
         if episode:
             headers[EPISODE_HEADER] = episode
         if body:
@@ -203,8 +206,10 @@ class Service:
             raise InfraError(f"the {self.domain.name} service is unreachable: {type(e).__name__}: {e}") from None
         proof = auth.response_mac(self.secret, nonce, resp.status_code, data)
         if not auth.valid_mac(proof, resp.headers.get(auth.PROOF_HEADER)):
-            raise InfraError(f"the answer from {self.base_url} is not signed by the {self.domain.name} service "
-                             f"({resp.status_code}): another process holds its port, or it is broken")
+            raise InfraError(
+                f"the answer from {self.base_url} is not signed by the {self.domain.name} service "
+                f"({resp.status_code}): another process holds its port, or it is broken"
+            )
         return resp.status_code, data
 
     def _read_capped(self, resp: httpx.Response) -> bytes:
@@ -223,8 +228,9 @@ class Service:
         try:
             return model.model_validate_json(data)
         except ValidationError:
-            raise InfraError(f"the {self.domain.name} service sent a malformed answer ({status}): "
-                             f"{data[:200]!r}") from None
+            raise InfraError(
+                f"the {self.domain.name} service sent a malformed answer ({status}): {data[:200]!r}"
+            ) from None
 
     def stop(self) -> None:
         self.client.close()
@@ -337,9 +343,20 @@ def _start(path: str) -> Service:
     # The child imports the domain by name, so it gets this process's import path.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentenv.envs.tools.serve", "--domain", path, "--episodes-dir",
-         str(data_dir / "episodes")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "agentenv.envs.tools.serve",
+            "--domain",
+            path,
+            "--episodes-dir",
+            str(data_dir / "episodes"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        text=True,
+        env=env,
     )
     try:
         _hand_secret(process, secret)

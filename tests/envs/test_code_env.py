@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import agentenv
 import pytest
 
+import agentenv
 from agentenv import check_env, tool_call_text
 from agentenv.envs.code import CodeEnv, CodeSandboxes, default_tasks
 from tests.envs._code import ADD_TASK, require, sandboxes, submit
@@ -32,17 +32,18 @@ def test_oracle_reaches_reward_1_on_every_shipped_task():
     require("docker")
     tasks = default_tasks()
     with CodeSandboxes("auto", workspaces=4, verifiers=2) as pools:
-        trajs = agentenv.rollout(lambda: CodeEnv(sandboxes=pools), agentenv.spec("code-v0").make_oracle(),
-                                 tasks=tasks.ids, concurrency=4)
-    assert [(t.task.id, t.failure, t.error)
-            for t in trajs if t.task_reward != 1.0] == []
+        trajs = agentenv.rollout(
+            lambda: CodeEnv(sandboxes=pools), agentenv.spec("code-v0").make_oracle(), tasks=tasks.ids, concurrency=4
+        )
+    assert [(t.task.id, t.failure, t.error) for t in trajs if t.task_reward != 1.0] == []
 
 
 def test_oracle_on_the_process_backend():
     tasks = default_tasks()[::40]
     with CodeSandboxes("process", workspaces=2, verifiers=2) as pools:
-        trajs = agentenv.rollout(lambda: CodeEnv(sandboxes=pools), agentenv.spec("code-v0").make_oracle(),
-                                 tasks=tasks.ids, concurrency=2)
+        trajs = agentenv.rollout(
+            lambda: CodeEnv(sandboxes=pools), agentenv.spec("code-v0").make_oracle(), tasks=tasks.ids, concurrency=2
+        )
     assert all(t.task_reward == 1.0 for t in trajs)
 
 
@@ -57,14 +58,20 @@ def test_snapshot_restore_brings_back_the_workspace_files(env):
     assert "no file" in env.step(tool_call_text("read_file", path="extra.txt"))[0][0]["content"]
 
 
-@pytest.mark.parametrize("code, expected", [
-    ("def broken(:\n", "does not parse, nothing was run: SyntaxError"),
-    ("x = '\x00'", "does not parse"),
-    ("while True:\n    pass\n", "timed out after 1 s"),
-    ("print('y' * 10**7)", "[... "),
-    ("import sys; sys.stdout.buffer.write(bytes(range(256)) * 1000)", "exit code 0"),
-    ("f = open('big', 'wb')\nfor _ in range(1024):\n    f.write(b'0' * (1 << 20))", "exit code 1"),  # 1 GiB: too big
-])
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("def broken(:\n", "does not parse, nothing was run: SyntaxError"),
+        ("x = '\x00'", "does not parse"),
+        ("while True:\n    pass\n", "timed out after 1 s"),
+        ("print('y' * 10**7)", "[... "),
+        ("import sys; sys.stdout.buffer.write(bytes(range(256)) * 1000)", "exit code 0"),
+        (
+            "f = open('big', 'wb')\nfor _ in range(1024):\n    f.write(b'0' * (1 << 20))",
+            "exit code 1",
+        ),  # 1 GiB: too big
+    ],
+)
 def test_bad_code_gives_a_clear_observation(env, code, expected):
     env.reset(options={"task": ADD_TASK})
     observation, _, terminated, truncated, info = env.step(tool_call_text("run_python", code=code))
@@ -76,8 +83,11 @@ def test_bad_code_gives_a_clear_observation(env, code, expected):
 
 def test_huge_and_binary_files_read_back_as_clear_observations(env):
     env.reset(options={"task": ADD_TASK})
-    env.step(tool_call_text("run_python", code="open('b', 'wb').write(bytes(range(256)))\n"
-                                                "open('t', 'w').write('z' * 5_000_000)"))
+    env.step(
+        tool_call_text(
+            "run_python", code="open('b', 'wb').write(bytes(range(256)))\nopen('t', 'w').write('z' * 5_000_000)"
+        )
+    )
     assert "is not UTF-8 text (256 bytes)" in env.step(tool_call_text("read_file", path="b"))[0][0]["content"]
     text = env.step(tool_call_text("read_file", path="t"))[0][0]["content"]
     assert len(text) < 20_000 and "more characters cut" in text
@@ -87,7 +97,11 @@ def test_step_rewards_parse_run_and_progress_only_when_the_visible_pass_rate_ris
     env.reset(options={"task": ADD_TASK})
     rewards = lambda action: env.step(action)[4]["rewards"]  # noqa: E731
     assert rewards(tool_call_text("run_python", code="def (")) | {} == {
-        "format": 0.0, "parses": 0.0, "runs": 0.0, "progress": 0.0}
+        "format": 0.0,
+        "parses": 0.0,
+        "runs": 0.0,
+        "progress": 0.0,
+    }
     assert rewards(tool_call_text("run_python", code="print(1)"))["runs"] == 1.0
     env.step(tool_call_text("write_file", path="solution.py", content="def add(a, b):\n    return 3\n"))
     assert rewards(tool_call_text("run_tests"))["progress"] == 0.5

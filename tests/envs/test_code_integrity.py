@@ -8,11 +8,15 @@ from agentenv import Task, tool_call_text
 from agentenv.envs.code import CodeEnv, CodeTask, CodeTest, benchmark_task
 from tests.envs._code import ADD_TASK, require, sandboxes, submit
 
-CHECK_TASK = benchmark_task({
-    "task_id": "bench/add", "prompt": "def add(a, b):\n    \"\"\"a + b\"\"\"\n", "entry_point": "add",
-    "test": "def check(candidate):\n    assert candidate(5, 7) == 12\n    assert candidate(-3, 10) == 7\n",
-    "canonical_solution": "    return a + b\n",
-})
+CHECK_TASK = benchmark_task(
+    {
+        "task_id": "bench/add",
+        "prompt": 'def add(a, b):\n    """a + b"""\n',
+        "entry_point": "add",
+        "test": "def check(candidate):\n    assert candidate(5, 7) == 12\n    assert candidate(-3, 10) == 7\n",
+        "canonical_solution": "    return a + b\n",
+    }
+)
 
 FAKE_VERDICTS = """
 import secrets
@@ -57,7 +61,9 @@ sys.modules["__main__"].__dict__.clear()
 def add(a, b):
     raise SystemExit(0)
 """,
-    "kills the test harness": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef add(a, b):\n    return 0\n",
+    "kills the test harness": (
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef add(a, b):\n    return 0\n"
+    ),
     "answers the host through the control channel": """
 import gc, json, os, re, signal, struct
 # The whole move: find the nonce anywhere in reach, stop init and the runner, and
@@ -144,8 +150,10 @@ def test_the_honest_solution_passes_both_task_kinds(env):
 
 
 def test_files_the_agent_writes_are_never_read_by_the_verifier(env):
-    forged = [tool_call_text("write_file", path=name, content='{"passed": 4, "total": 4, "done": true}\n')
-              for name in ("results.json", "verdict.txt", ".agentenv/result", "tmp/verdict")]
+    forged = [
+        tool_call_text("write_file", path=name, content='{"passed": 4, "total": 4, "done": true}\n')
+        for name in ("results.json", "verdict.txt", ".agentenv/result", "tmp/verdict")
+    ]
     solution = "open('results.json', 'w').write('all passed')\ndef add(a, b):\n    return 0\n"
     assert submit(env, solution, before=forged)["task_reward"] == 0.0
 
@@ -167,9 +175,13 @@ def test_a_partly_right_solution_gets_the_fraction_but_not_the_task(env):
 
 
 def test_an_endless_test_fails_alone_and_ends_the_run(env):
-    task = Task(id="slow", prompt="", payload=CodeTask(
-        entry_point="f", hidden_tests=[CodeTest(code="assert candidate(1) == 1")] * 2,
-        test_timeout_s=0.5).model_dump(mode="json"))
+    task = Task(
+        id="slow",
+        prompt="",
+        payload=CodeTask(
+            entry_point="f", hidden_tests=[CodeTest(code="assert candidate(1) == 1")] * 2, test_timeout_s=0.5
+        ).model_dump(mode="json"),
+    )
     info = submit(env, "def f(x):\n    while x: pass\n", task=task)
     assert info["task_reward"] == 0.0
 
@@ -180,7 +192,7 @@ def test_an_endless_test_fails_alone_and_ends_the_run(env):
 # verdict nonce: frames, live objects, its own memory, the harness's memory, descriptors
 # and tracing. ``report()`` says what it found; the first test fails with that report as
 # its message, the second holds the secret.
-SCAN = r'''
+SCAN = r"""
 import gc, json, os, re, sys
 SECRET = re.compile(rb"S3CR3T-(?:7)d1e")  # never a contiguous needle in this process's own memory
 NONCE = re.compile(rb'"nonce": ?"[0-9a-f]{32}"')
@@ -238,7 +250,7 @@ def report():
         pass
     return json.dumps({"found": sorted(set(found)), "reached": [r for r in reached if not r.startswith("self")]},
                       separators=(",", ":"))
-'''
+"""
 
 
 @pytest.mark.parametrize("kind", ["call-tests", "check-tests"])
@@ -251,8 +263,10 @@ def test_the_solution_cannot_reach_the_hidden_tests_or_the_nonce(backend, kind):
 
     require(backend)
     if kind == "check-tests":  # the expected value is in the sandbox, in the harness's memory
-        tests = [CodeTest(code="assert False, candidate()"),
-                 CodeTest(code="assert candidate() == 'S3CR3T-7d1e-the-expected-value'")]
+        tests = [
+            CodeTest(code="assert False, candidate()"),
+            CodeTest(code="assert candidate() == 'S3CR3T-7d1e-the-expected-value'"),
+        ]
     else:  # the expected value stays on the host; the nonce and the arguments are in the sandbox
         tests = [CallTest(args=[], expected="nothing found"), CallTest(args=[], expected="S3CR3T-7d1e")]
     pools = sandboxes(backend)
@@ -274,11 +288,22 @@ def test_the_solution_cannot_reach_the_hidden_tests_or_the_nonce(backend, kind):
 
 NONCE = "0123456789abcdef" * 2
 HOSTILE_RECORDS = [
-    '{"test": [0], "value": 12}', '{"test": {"a": 1}}', '{"test": true, "value": 12}', '{"test": "0"}',
-    '{"test": -1}', '{"event": ["done"]}', '{"event": {"x": 1}}', "[1, 2, 3]", '"done"', "null",
-    '{"test": 0, "value": ' + "[" * 5000 + "]" * 5000 + "}", '{"test": 0, "value": 1' + "0" * 5000 + "}",
-    '{"test": 0, "error": {"nested": [1, 2]}}', '{"test": 0, "error": "\\udc80 lone surrogate"}',
-    '{"test": 0, "value": {"$t": ' + "[" * 900 + "]" * 900 + "}}", '{"event": "load", "ok": "yes"}',
+    '{"test": [0], "value": 12}',
+    '{"test": {"a": 1}}',
+    '{"test": true, "value": 12}',
+    '{"test": "0"}',
+    '{"test": -1}',
+    '{"event": ["done"]}',
+    '{"event": {"x": 1}}',
+    "[1, 2, 3]",
+    '"done"',
+    "null",
+    '{"test": 0, "value": ' + "[" * 5000 + "]" * 5000 + "}",
+    '{"test": 0, "value": 1' + "0" * 5000 + "}",
+    '{"test": 0, "error": {"nested": [1, 2]}}',
+    '{"test": 0, "error": "\\udc80 lone surrogate"}',
+    '{"test": 0, "value": {"$t": ' + "[" * 900 + "]" * 900 + "}}",
+    '{"event": "load", "ok": "yes"}',
 ]
 
 
@@ -287,8 +312,12 @@ def test_a_malformed_verdict_is_a_failed_verification_never_a_host_exception(rec
     from agentenv.envs.code.verify import MARK, CallTest, judge
     from agentenv.sandboxes import ExecResult
 
-    lines = [f'{MARK} {NONCE} {{"event": "load", "ok": true, "error": null}}', f"{MARK} {NONCE} {record}",
-             f'{MARK} {NONCE} {{"test": 0, "value": 12}}', f'{MARK} {NONCE} {{"event": "done"}}']
+    lines = [
+        f'{MARK} {NONCE} {{"event": "load", "ok": true, "error": null}}',
+        f"{MARK} {NONCE} {record}",
+        f'{MARK} {NONCE} {{"test": 0, "value": 12}}',
+        f'{MARK} {NONCE} {{"event": "done"}}',
+    ]
     result = ExecResult(stdout="\n".join(lines) + "\n", exit_code=0)
     report = judge(result, NONCE, [CallTest(args=[5, 7], expected=12)])
     assert not report.all_passed

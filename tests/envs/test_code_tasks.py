@@ -49,10 +49,15 @@ def pools():
 def test_the_shipped_set_covers_every_family_and_difficulty():
     tasks = default_tasks()
     assert len(tasks) >= 150
-    assert {(t.metadata.family, t.metadata.difficulty) for t in tasks} == {
-        (f, d) for f in FAMILIES for d in range(4)}
+    assert {(t.metadata.family, t.metadata.difficulty) for t in tasks} == {(f, d) for f in FAMILIES for d in range(4)}
     assert {t.metadata.tags[0] for t in tasks} == {
-        "strings", "lists", "math", "parsing", "data-structures", "algorithms"}
+        "strings",
+        "lists",
+        "math",
+        "parsing",
+        "data-structures",
+        "algorithms",
+    }
     for task in tasks:
         payload = code_task(task)
         assert payload.solution and len(payload.hidden_tests) >= 3 and payload.visible_tests
@@ -70,15 +75,19 @@ def test_every_shipped_reference_passes_and_a_trivially_wrong_solution_fails(poo
 
     with ThreadPoolExecutor(2) as workers:
         results = list(workers.map(judge, tasks))
-    failing = [(t.id, r.error, [o.detail for o in r.outcomes if not o.passed]) for t, (r, _) in zip(tasks, results)
-               if not r.all_passed]
+    failing = [
+        (t.id, r.error, [o.detail for o in r.outcomes if not o.passed])
+        for t, (r, _) in zip(tasks, results, strict=False)
+        if not r.all_passed
+    ]
     assert not failing
-    assert not [t.id for t, (_, w) in zip(tasks, results) if w.all_passed]
+    assert not [t.id for t, (_, w) in zip(tasks, results, strict=False) if w.all_passed]
 
 
 def test_generation_is_deterministic_and_a_new_rng_gives_a_new_variant():
-    assert [t.model_dump() for t in make_tasks(variants=1, seed=3)] == \
-        [t.model_dump() for t in make_tasks(variants=1, seed=3)]
+    assert [t.model_dump() for t in make_tasks(variants=1, seed=3)] == [
+        t.model_dump() for t in make_tasks(variants=1, seed=3)
+    ]
     a = make_task("caesar", np.random.default_rng(1), 2)
     b = make_task("caesar", np.random.default_rng(2), 2)
     assert a.metadata == b.metadata and a.prompt != b.prompt
@@ -118,7 +127,10 @@ def test_mutate_makes_a_solvable_task_of_the_same_family_and_difficulty(pools):
     for task in list(default_tasks())[::24]:  # one task of every seventh family, across difficulties
         variant = env.mutate(task, rng)
         assert variant is not None and variant.id != task.id and variant.payload != task.payload
-        assert (variant.metadata.family, variant.metadata.difficulty) == (task.metadata.family, task.metadata.difficulty)
+        assert (variant.metadata.family, variant.metadata.difficulty) == (
+            task.metadata.family,
+            task.metadata.difficulty,
+        )
         assert verify_solution(pools, variant, code_task(variant).solution).all_passed
     assert env.mutate(benchmark_task(HUMANEVAL_STYLE), rng) is None  # no generator behind a benchmark task
     env.close()
@@ -196,10 +208,16 @@ def test_the_reference_passes_its_visible_tests_and_a_wrong_one_is_told_what_it_
     payload = code_task(benchmark_task(WINDOW))
     wrong = "def window(xs, k=2):\n    return None\n"
     with make_sandbox("process") as sandbox:
-        good = run_tests(sandbox, solution=payload.solution, entry_point="window",
-                         tests=list(payload.visible_tests), setup=payload.setup)
-        bad = run_tests(sandbox, solution=wrong, entry_point="window",
-                        tests=list(payload.visible_tests), setup=payload.setup)
+        good = run_tests(
+            sandbox,
+            solution=payload.solution,
+            entry_point="window",
+            tests=list(payload.visible_tests),
+            setup=payload.setup,
+        )
+        bad = run_tests(
+            sandbox, solution=wrong, entry_point="window", tests=list(payload.visible_tests), setup=payload.setup
+        )
     assert good.all_passed and good.total == len(WINDOW_EXAMPLES), [o.detail for o in good.outcomes]
     assert [o.passed for o in bad.outcomes] == [False, False, True, False, False]
     assert bad.outcomes[0].detail == "AssertionError: window([1, 2, 3]) returned None, expected [(1, 2), (2, 3)]"
@@ -223,20 +241,35 @@ def test_run_tests_and_the_progress_reward_work_on_a_benchmark_task():
         env.close()
 
 
-@pytest.mark.parametrize("hostile", [
-    ">>> f(" + "[" * 100_000,
-    ">>> f(1)\n" + "[" * 100_000 + "]" * 100_000,
-    ">>> f(" + "-" * 100_000 + "1)",
-    ">>> f(1)\n" + "7" * 5000,
-    ">>> f(1)\n0x" + "f" * 5000,
-    ">>> f({[1]: 2})\n{[1]: 2}",
-    '>>> f("unterminated\n1',
-    ">>> f(1)\n1\x00",
-    ">>> f(1)\n\udc80",
-    ">>> f(1); f(2)\n1",
-    ">>>",
-], ids=["deep call", "deep output", "deep unary minus", "5,000 digits", "huge hex", "unhashable key",
-        "unterminated string", "NUL byte", "lone surrogate", "two statements", "bare prompt"])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        ">>> f(" + "[" * 100_000,
+        ">>> f(1)\n" + "[" * 100_000 + "]" * 100_000,
+        ">>> f(" + "-" * 100_000 + "1)",
+        ">>> f(1)\n" + "7" * 5000,
+        ">>> f(1)\n0x" + "f" * 5000,
+        ">>> f({[1]: 2})\n{[1]: 2}",
+        '>>> f("unterminated\n1',
+        ">>> f(1)\n1\x00",
+        ">>> f(1)\n\udc80",
+        ">>> f(1); f(2)\n1",
+        ">>>",
+    ],
+    ids=[
+        "deep call",
+        "deep output",
+        "deep unary minus",
+        "5,000 digits",
+        "huge hex",
+        "unhashable key",
+        "unterminated string",
+        "NUL byte",
+        "lone surrogate",
+        "two statements",
+        "bare prompt",
+    ],
+)
 def test_a_broken_example_is_skipped_and_the_others_kept(hostile):
     hostile = "\n".join("    " + line for line in hostile.split("\n"))
     prompt = f'def f(x):\n    """Add one.\n\n    >>> f(2)\n    3\n{hostile}\n\n    >>> f(3)\n    4\n    """\n'
@@ -249,8 +282,10 @@ def test_a_broken_example_is_skipped_and_the_others_kept(hostile):
 def test_a_gzipped_benchmark_file_loads(tmp_path, name):
     path = tmp_path / name
     path.write_bytes(gzip.compress((json.dumps(HUMANEVAL_STYLE) + "\n" + json.dumps(WINDOW) + "\n").encode()))
-    assert [t.model_dump() for t in load_benchmark_jsonl(path)] == \
-        [benchmark_task(HUMANEVAL_STYLE).model_dump(), benchmark_task(WINDOW).model_dump()]
+    assert [t.model_dump() for t in load_benchmark_jsonl(path)] == [
+        benchmark_task(HUMANEVAL_STYLE).model_dump(),
+        benchmark_task(WINDOW).model_dump(),
+    ]
 
 
 def test_a_truncated_gzipped_benchmark_file_is_a_task_file_error(tmp_path):
@@ -281,11 +316,24 @@ def test_humaneval_loads_from_its_gzipped_file_with_its_examples_as_visible_test
         DocstringExample("has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3)", "True").test().code,
     ]
     assert examples["HumanEval/12"][0] == DocstringExample("longest([])", "None").test().code  # no output line
-    assert examples["HumanEval/113"][1] == DocstringExample(  # an output over two lines
-        "odd_count(['3', '11111111'])", "['the number of odd elements 1n the str1ng 1 of the 1nput.', "
-        "'the number of odd elements 8n the str8ng 8 of the 8nput.']").test().code
-    assert examples["HumanEval/51"][1] == DocstringExample(  # `\\n` as written in the prompt, not a newline
-        "remove_vowels('abcdef\\nghijklm')", "'bcdf\\nghjklm'").test().code
+    assert (
+        examples["HumanEval/113"][1]
+        == DocstringExample(  # an output over two lines
+            "odd_count(['3', '11111111'])",
+            "['the number of odd elements 1n the str1ng 1 of the 1nput.', "
+            "'the number of odd elements 8n the str8ng 8 of the 8nput.']",
+        )
+        .test()
+        .code
+    )
+    assert (
+        examples["HumanEval/51"][1]
+        == DocstringExample(  # `\\n` as written in the prompt, not a newline
+            "remove_vowels('abcdef\\nghijklm')", "'bcdf\\nghjklm'"
+        )
+        .test()
+        .code
+    )
     assert examples["HumanEval/32"] == []  # `round(find_zero(...), 2)` does not call the entry point directly
     assert examples["HumanEval/108"] == []  # `count_nums([]) == 0` with no output line: not a call
     assert sum(bool(e) for e in examples.values()) == 69
@@ -298,10 +346,16 @@ def test_humaneval_references_pass_their_visible_tests(humaneval):
         for task in humaneval:
             payload = code_task(task)
             if payload.visible_tests:
-                report = run_tests(sandbox, solution=payload.solution, entry_point=payload.entry_point,
-                                   tests=list(payload.visible_tests), setup=payload.setup)
+                report = run_tests(
+                    sandbox,
+                    solution=payload.solution,
+                    entry_point=payload.entry_point,
+                    tests=list(payload.visible_tests),
+                    setup=payload.setup,
+                )
                 if not report.all_passed:
                     failing[task.id] = [o.detail for o in report.outcomes if not o.passed]
     # The one docstring of HumanEval that is wrong: the median of six numbers there is 8.0.
     assert failing == {
-        "HumanEval/47": ["AssertionError: median([-10, 4, 6, 1000, 10, 20]) returned 8.0, expected 15.0"]}
+        "HumanEval/47": ["AssertionError: median([-10, 4, 6, 1000, 10, 20]) returned 8.0, expected 15.0"]
+    }

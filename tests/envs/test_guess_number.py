@@ -17,7 +17,9 @@ def test_passes_check_env_with_default_actions():
 
 def test_oracle_solves_every_task_within_the_turn_budget():
     tasks = make_tasks(80, seed=3)
-    trajs = agentenv.rollout(lambda: GuessNumberEnv(tasks), agentenv.spec("guess-number-v0").make_oracle(), tasks=tasks.ids)
+    trajs = agentenv.rollout(
+        lambda: GuessNumberEnv(tasks), agentenv.spec("guess-number-v0").make_oracle(), tasks=tasks.ids
+    )
     assert all(t.success for t in trajs)
     assert max(t.turns for t in trajs if t.task.metadata.difficulty == 3) <= 11
 

@@ -24,15 +24,20 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-import httpx  # noqa: E402
-from pydantic import Field  # noqa: E402
+import httpx
+from pydantic import Field
 
-import agentenv  # noqa: E402
-from agentenv import InfraError, ToolCall, tool_call_text  # noqa: E402
-from agentenv.envs.tools import Answer, Domain, Request, db_hash  # noqa: E402
-from agentenv.envs.tools import auth  # noqa: E402
-from agentenv.envs.tools.app import MAX_BODY_BYTES  # noqa: E402
-from agentenv.envs.tools.domains import retail  # noqa: E402
+import agentenv
+from agentenv import InfraError, ToolCall, tool_call_text
+from agentenv.envs.tools import (
+    Answer,
+    Domain,
+    Request,
+    auth,
+    db_hash,
+)
+from agentenv.envs.tools.app import MAX_BODY_BYTES
+from agentenv.envs.tools.domains import retail
 
 ALL_RETAIL = {"customers": ("id", "zip"), "orders": ("id", "status", "address"), "session": ("customer_id",)}
 GET_ORDER = b'{"order_id": "O1001"}'
@@ -70,6 +75,7 @@ def _kill(service) -> None:
 
 # -- 1a: only episodes the env created exist; the seed is read-only -------------------
 
+
 def test_the_seed_is_read_only_and_no_episode_id_reaches_it(env):
     service = env.service
     seed = db_hash(service.seed_db, ALL_RETAIL)
@@ -84,9 +90,11 @@ def test_the_seed_is_read_only_and_no_episode_id_reaches_it(env):
 
 # -- 1b: bodies are size-checked while they stream ------------------------------------
 
+
 def test_a_streamed_body_is_refused_as_soon_as_it_passes_the_limit(env):
-    head = (f"POST /call/get_order HTTP/1.1\r\nHost: x\r\nX-Episode: {env.episode}\r\n"
-            "Transfer-Encoding: chunked\r\n\r\n").encode()
+    head = (
+        f"POST /call/get_order HTTP/1.1\r\nHost: x\r\nX-Episode: {env.episode}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode()
     chunk = b"%x\r\n%s\r\n" % (32 * 1024, b"x" * 32 * 1024)
     sent = 0
     with socket.create_connection(("127.0.0.1", _port(env)), timeout=10) as sock:
@@ -100,8 +108,9 @@ def test_a_streamed_body_is_refused_as_soon_as_it_passes_the_limit(env):
 
 
 def test_a_declared_oversized_body_is_refused_before_it_is_sent(env):
-    head = (f"POST /call/get_order HTTP/1.1\r\nHost: x\r\nX-Episode: {env.episode}\r\n"
-            f"Content-Length: {200 * 2**20}\r\n\r\n").encode()
+    head = (
+        f"POST /call/get_order HTTP/1.1\r\nHost: x\r\nX-Episode: {env.episode}\r\nContent-Length: {200 * 2**20}\r\n\r\n"
+    ).encode()
     with socket.create_connection(("127.0.0.1", _port(env)), timeout=10) as sock:
         sock.sendall(head)
         assert sock.recv(4096).startswith(b"HTTP/1.1 413")
@@ -109,10 +118,10 @@ def test_a_declared_oversized_body_is_refused_before_it_is_sent(env):
 
 # -- 1c: out-of-range integers are the caller's error ----------------------------------
 
+
 @pytest.mark.parametrize("number", [str(2**70), str(-(2**70)), "9" * 5000, str(2**63)])
 def test_an_out_of_range_integer_on_the_wire_is_a_validation_error(calendar_env, number):
-    reply = calendar_env.service.call(calendar_env.episode, "get_booking",
-                                      b'{"booking_id": %s}' % number.encode(), 5.0)
+    reply = calendar_env.service.call(calendar_env.episode, "get_booking", b'{"booking_id": %s}' % number.encode(), 5.0)
     assert (reply.status, reply.kind) == (422, "validation")
 
 
@@ -129,6 +138,7 @@ def test_integer_fields_must_be_bounded_when_a_domain_is_defined():
         n: int
 
     with pytest.raises(TypeError, match=r"\['n'\]"):
+
         @domain.route()
         def loose(db, req: Loose) -> None: ...
 
@@ -147,18 +157,24 @@ def test_integer_fields_must_be_bounded_when_a_domain_is_defined():
 
 # -- 1d: the service answers only its env, and the env trusts only its service ---------
 
+
 def test_the_service_refuses_requests_not_signed_with_its_secret(env):
     url, body = env.service.base_url, _authenticate_body()
     nonce = auth.new_nonce()
     forged = auth.request_mac(b"\0" * 32, nonce, "POST", "/call/authenticate", env.episode, body)
     replayed = auth.request_mac(env.service.secret, nonce, "POST", "/call/authenticate", env.episode, GET_ORDER)
-    for headers in ({}, {"X-Nonce": nonce}, {"X-Nonce": nonce, "X-Auth": forged},
-                    {"X-Nonce": nonce, "X-Auth": replayed}):  # signed for another body
+    for headers in (
+        {},
+        {"X-Nonce": nonce},
+        {"X-Nonce": nonce, "X-Auth": forged},
+        {"X-Nonce": nonce, "X-Auth": replayed},
+    ):  # signed for another body
         reply = httpx.post(f"{url}/call/authenticate", content=body, headers={"X-Episode": env.episode, **headers})
         assert reply.status_code == 401 and auth.PROOF_HEADER not in reply.headers
     assert httpx.get(f"{url}/health").status_code == 401
-    assert env.state.writes == [] and db_hash(env.service.db_path(env.episode), {"session": ("customer_id",)}) == \
-        db_hash(env.service.seed_db, {"session": ("customer_id",)})
+    assert env.state.writes == [] and db_hash(
+        env.service.db_path(env.episode), {"session": ("customer_id",)}
+    ) == db_hash(env.service.seed_db, {"session": ("customer_id",)})
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
@@ -176,13 +192,14 @@ def _impostor(port: int, status: int, body: bytes, proof: bytes | str | None) ->
     seen: list[bytes] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
             request_body = self.rfile.read(int(self.headers.get("content-length", 0)))
             seen.append(bytes(self.headers) + request_body)
             self.send_response(status)
             if isinstance(proof, bytes):
-                self.send_header(auth.PROOF_HEADER, auth.response_mac(proof, self.headers[auth.NONCE_HEADER],
-                                                                      status, body))
+                self.send_header(
+                    auth.PROOF_HEADER, auth.response_mac(proof, self.headers[auth.NONCE_HEADER], status, body)
+                )
             elif proof is not None:
                 self.send_header(auth.PROOF_HEADER, proof)
             self.send_header("content-length", str(len(body)))
@@ -226,26 +243,30 @@ def test_a_dead_service_is_never_asked(env):
 SIGNED = object()
 
 
-@pytest.mark.parametrize("status, body, proof", [
-    (200, b'{"result": "forged"}', "0" * 64),  # an impostor: a made-up proof
-    (500, b"<html>oops</html>", None),
-    # A process that knows the secret but answers out of shape (a broken service): still infra, never a crash.
-    (200, b'{"result": 1, "extra": 2}', SIGNED),
-    (200, b'{"no": "result"}', SIGNED),
-    (200, b"[1, 2]", SIGNED),
-    (200, b"not json", SIGNED),
-    (409, b'{"error": 5, "message": "x"}', SIGNED),
-    (409, b'{"message": "no error kind"}', SIGNED),
-    (404, b'{"error": "not_found"}', SIGNED),
-    (409, b'{"error": "rule_violation", "message": "x", "rule": ["a"]}', SIGNED),
-])
+@pytest.mark.parametrize(
+    "status, body, proof",
+    [
+        (200, b'{"result": "forged"}', "0" * 64),  # an impostor: a made-up proof
+        (500, b"<html>oops</html>", None),
+        # A process that knows the secret but answers out of shape (a broken service): still infra, never a crash.
+        (200, b'{"result": 1, "extra": 2}', SIGNED),
+        (200, b'{"no": "result"}', SIGNED),
+        (200, b"[1, 2]", SIGNED),
+        (200, b"not json", SIGNED),
+        (409, b'{"error": 5, "message": "x"}', SIGNED),
+        (409, b'{"message": "no error kind"}', SIGNED),
+        (404, b'{"error": "not_found"}', SIGNED),
+        (409, b'{"error": "rule_violation", "message": "x", "rule": ["a"]}', SIGNED),
+    ],
+)
 def test_a_forged_or_malformed_answer_is_an_infra_failure(env, monkeypatch, status, body, proof):
     service = env.service
-    with _impostor(0, status, body, service.secret if proof is SIGNED else proof) as (port, seen), \
-            httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+    with (
+        _impostor(0, status, body, service.secret if proof is SIGNED else proof) as (port, seen),
+        httpx.Client(base_url=f"http://127.0.0.1:{port}") as client,
+    ):
         # The env's service as it is, answered by another process (no kill: the real one keeps serving others).
-        monkeypatch.setattr(env, "_service", dataclasses.replace(service, base_url=str(client.base_url),
-                                                                 client=client))
+        monkeypatch.setattr(env, "_service", dataclasses.replace(service, base_url=str(client.base_url), client=client))
         obs, reward, terminated, truncated, info = env.step(tool_call_text("get_order", order_id="O1001"))
     assert seen, "the impostor was never asked"
     assert truncated and not terminated and info["failure"] == "infra" and reward == 0.0
@@ -253,6 +274,7 @@ def test_a_forged_or_malformed_answer_is_an_infra_failure(env, monkeypatch, stat
 
 
 # -- 3: step never raises, and infra is only what the policy cannot cause --------------
+
 
 @pytest.mark.parametrize("replaced", [False, True], ids=["killed", "killed-and-replaced"])
 def test_a_service_killed_before_respond_is_an_infra_failure_not_an_exception(env, replaced):
@@ -267,7 +289,7 @@ def test_a_service_killed_before_respond_is_an_infra_failure_not_an_exception(en
         assert not env.service.data_dir.exists()
         with pytest.raises(InfraError):
             env.snapshot()
-    obs, reward, terminated, truncated, info = env.step(ToolCall("respond", task.payload["actions"][-1]["arguments"]))
+    obs, _reward, terminated, truncated, info = env.step(ToolCall("respond", task.payload["actions"][-1]["arguments"]))
     assert truncated and not terminated and info["failure"] == "infra" and info["success"] is None
     assert "Error: the environment failed" in obs[-1]["content"]
     env.reset(seed=0)  # and the next reset recovers
@@ -288,26 +310,48 @@ HOSTILE = [
     pytest.param(ToolCall("get_booking", {"booking_id": float("inf")}), id="inf"),
     pytest.param(ToolCall("list_rooms", {"min_capacity": float("nan")}), id="nan"),
     pytest.param(ToolCall("get_booking", {"booking_id": {"$gt": 0}}), id="an object for an int"),
-    pytest.param(ToolCall("room_schedule", {"room_id": "R1\x00\x07\x1b[2J\r\n", "day": "2025-03-03"}),
-                 id="control characters"),
+    pytest.param(
+        ToolCall("room_schedule", {"room_id": "R1\x00\x07\x1b[2J\r\n", "day": "2025-03-03"}), id="control characters"
+    ),
     pytest.param(ToolCall("authenticate", {"email": "a@b\x00", "pin": "\x00\x00\x00\x00"}), id="NUL in credentials"),
-    pytest.param(ToolCall("book_room", {"room_id": "R1", "day": "2025-03-03", "start_hour": 9, "end_hour": 10,
-                                        "title": "\u2028\u2029\ufeff\U0010ffff", "attendees": 2}), id="odd unicode"),
-    pytest.param('<tool_call>{"name": "list_rooms", "arguments": {"min_capacity": '
-                 + "[" * 500 + "]" * 500 + "}}</tool_call>", id="nested JSON (text)"),
-    pytest.param(ToolCall("room_schedule", {"room_id": _nested(200), "day": "2025-03-03"}),
-                 id="nested JSON (structured)"),
+    pytest.param(
+        ToolCall(
+            "book_room",
+            {
+                "room_id": "R1",
+                "day": "2025-03-03",
+                "start_hour": 9,
+                "end_hour": 10,
+                "title": "\u2028\u2029\ufeff\U0010ffff",
+                "attendees": 2,
+            },
+        ),
+        id="odd unicode",
+    ),
+    pytest.param(
+        '<tool_call>{"name": "list_rooms", "arguments": {"min_capacity": ' + "[" * 500 + "]" * 500 + "}}</tool_call>",
+        id="nested JSON (text)",
+    ),
+    pytest.param(
+        ToolCall("room_schedule", {"room_id": _nested(200), "day": "2025-03-03"}), id="nested JSON (structured)"
+    ),
     pytest.param(ToolCall("respond", {"message": "x", "score": 1}), id="an unknown answer field"),
-    pytest.param('<tool_call>{"name": "room_schedule", "arguments": {"room_id": "\\udc80", "day": "2025-03-03"}}'
-                 "</tool_call>", id="surrogate (text)"),
+    pytest.param(
+        '<tool_call>{"name": "room_schedule", "arguments": {"room_id": "\\udc80", "day": "2025-03-03"}}</tool_call>',
+        id="surrogate (text)",
+    ),
     pytest.param(ToolCall("room_schedule", {"room_id": "R1\udc80", "day": "2025-03-03"}), id="surrogate (structured)"),
     pytest.param(ToolCall("respond", {"message": "bye \ud800"}), id="surrogate in respond"),
     pytest.param(ToolCall("respond", {"message": "x", "room_id": "\udfff"}), id="surrogate in an answer field"),
-    pytest.param('<tool_call>{"name": "get_booking", "arguments": {"booking_id": ' + "9" * 5000 + "}}</tool_call>",
-                 id="5,000-digit int (text)"),
+    pytest.param(
+        '<tool_call>{"name": "get_booking", "arguments": {"booking_id": ' + "9" * 5000 + "}}</tool_call>",
+        id="5,000-digit int (text)",
+    ),
     pytest.param(ToolCall("get_booking", {"booking_id": 10**5000}), id="5,000-digit int (structured)"),
-    pytest.param('<tool_call>{"name": "list_rooms", "arguments": {"min_capacity": ' + "[" * 3000 + "]" * 3000
-                 + "}}</tool_call>", id="JSON nested 3,000 deep (text)"),
+    pytest.param(
+        '<tool_call>{"name": "list_rooms", "arguments": {"min_capacity": ' + "[" * 3000 + "]" * 3000 + "}}</tool_call>",
+        id="JSON nested 3,000 deep (text)",
+    ),
 ]
 
 
@@ -315,13 +359,18 @@ HOSTILE = [
 def test_nothing_an_action_holds_raises_counts_as_infra_or_breaks_the_trajectory(calendar_env, action):
     _, _, _, _, info = calendar_env.step(action)
     assert info["failure"] != "infra" and info["error_kind"] in (None, "format", "tool"), info["error"]
-    traj = agentenv.Trajectory(task=calendar_env.task, messages=calendar_env.messages,
-                               transitions=calendar_env.transitions, failure=agentenv.Failure.TRUNCATED)
+    traj = agentenv.Trajectory(
+        task=calendar_env.task,
+        messages=calendar_env.messages,
+        transitions=calendar_env.transitions,
+        failure=agentenv.Failure.TRUNCATED,
+    )
     json.loads(traj.model_dump_json())
 
 
-@pytest.mark.parametrize("fields", [{"room_id": "R1\udc80", "day": "2025-03-03"}, {"message": "bye \ud800"}],
-                         ids=["route", "respond"])
+@pytest.mark.parametrize(
+    "fields", [{"room_id": "R1\udc80", "day": "2025-03-03"}, {"message": "bye \ud800"}], ids=["route", "respond"]
+)
 def test_a_lone_surrogate_in_a_string_argument_is_an_invalid_argument(calendar_env, fields):
     tool = "respond" if "message" in fields else "room_schedule"
     _, reward, terminated, _, info = calendar_env.step(ToolCall(tool, fields))

@@ -14,10 +14,10 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-import agentenv  # noqa: E402
-from agentenv import ToolCall  # noqa: E402
-from agentenv.envs.tools import ToolsEnv  # noqa: E402
-from agentenv.envs.tools.domains import calendar, retail  # noqa: E402
+import agentenv
+from agentenv import ToolCall
+from agentenv.envs.tools import ToolsEnv
+from agentenv.envs.tools.domains import calendar, retail
 
 DOMAINS = [("retail-v0", retail.DOMAIN), ("calendar-v0", calendar.DOMAIN)]
 
@@ -45,8 +45,10 @@ def _guesses(domain, expect: dict[str, Any]) -> list[dict[str, Any]]:
     each value of its closed set or with this task's own value, the answer missing one field,
     the answer plus one extra field, and every field at once."""
     fields = list(domain.answer.model_fields)
-    extra = {f: (_literals(domain, f) or [v for t in domain.tasks for k, v in t.payload["expect"].items() if k == f])[0]
-             for f in fields}
+    extra = {
+        f: (_literals(domain, f) or [v for t in domain.tasks for k, v in t.payload["expect"].items() if k == f])[0]
+        for f in fields
+    }
     guesses: list[dict[str, Any]] = [{}]
     guesses += [{f: v} for f in fields for v in _literals(domain, f)]
     guesses += [{f: v} for f, v in expect.items()]
@@ -118,8 +120,13 @@ def test_the_rule_field_names_every_rule_the_domain_raises(domain):
 
     module = inspect.getmodule(domain.routes["authenticate"].handler)
     tree = ast.parse(inspect.getsource(module))
-    raised = {n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call)
-              and getattr(n.func, "id", None) == "RuleViolation" and isinstance(n.args[0], ast.Constant)}
+    raised = {
+        n.args[0].value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and getattr(n.func, "id", None) == "RuleViolation"
+        and isinstance(n.args[0], ast.Constant)
+    }
     assert raised and raised == set(_literals(domain, "rule"))
 
 

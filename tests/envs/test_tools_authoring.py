@@ -8,9 +8,9 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-import agentenv  # noqa: E402
-from agentenv import tool_call_text  # noqa: E402
-from agentenv.envs.tools import ToolsEnv, oracle  # noqa: E402
+import agentenv
+from agentenv import tool_call_text
+from agentenv.envs.tools import ToolsEnv, oracle
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tools_env.md"
 

@@ -15,20 +15,23 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-import httpx  # noqa: E402
+import httpx
 
-import agentenv  # noqa: E402
-from agentenv import ToolCall, check_env, tool_call_text  # noqa: E402
-from agentenv.envs.tools import ToolsEnv, db_hash, oracle  # noqa: E402
-from agentenv.envs.tools.domains import calendar, retail  # noqa: E402
-from tests.envs._oracle import oracle_plan  # noqa: E402
+import agentenv
+from agentenv import ToolCall, check_env, tool_call_text
+from agentenv.envs.tools import ToolsEnv, db_hash, oracle
+from agentenv.envs.tools.domains import calendar, retail
+from tests.envs._oracle import oracle_plan
 
 RETAIL = "agentenv.envs.tools.domains.retail:DOMAIN"
-ALL_TABLES = {"customers": ("id", "name", "email", "zip"), "products": ("id", "name", "price_cents"),
-              "orders": ("id", "customer_id", "status", "address", "cancel_reason"),
-              "order_items": ("order_id", "product_id", "quantity", "price_cents", "returned"),
-              "refunds": ("id", "order_id", "product_id", "quantity", "amount_cents", "reason"),
-              "session": ("customer_id",)}
+ALL_TABLES = {
+    "customers": ("id", "name", "email", "zip"),
+    "products": ("id", "name", "price_cents"),
+    "orders": ("id", "customer_id", "status", "address", "cancel_reason"),
+    "order_items": ("order_id", "product_id", "quantity", "price_cents", "returned"),
+    "refunds": ("id", "order_id", "product_id", "quantity", "amount_cents", "reason"),
+    "session": ("customer_id",),
+}
 
 
 @pytest.fixture
@@ -75,8 +78,9 @@ def test_refusal_tasks_only_read_and_demand_the_rule_and_a_fact(domain):
     tasks = _refusals(domain)
     assert len(tasks) >= 12 and len({t.metadata.family for t in tasks}) >= 4
     for task in tasks:
-        writes = [a["name"] for a in task.payload["actions"]
-                  if a["name"] in domain.routes and domain.routes[a["name"]].write]
+        writes = [
+            a["name"] for a in task.payload["actions"] if a["name"] in domain.routes and domain.routes[a["name"]].write
+        ]
         assert set(writes) <= {"authenticate"}, task.id
         expect = task.payload["expect"]
         assert "rule" in expect and len(expect) >= 2, f"{task.id}: a refusal gives its rule and the fact behind it"
@@ -89,14 +93,16 @@ def test_a_refusal_scores_1_only_when_the_answer_gives_the_rule_and_the_fact(env
         vague = agentenv.ScriptedPolicy(lambda conv, m=message: tool_call_text("respond", message=m))
         trajs = agentenv.rollout(env_id, vague, tasks=tasks, concurrency=8)
         assert [t.task_reward for t in trajs] == [0.0] * len(tasks), message
-    rule_only = agentenv.ScriptedPolicy(lambda conv: tool_call_text(
-        "respond", message="No.", rule=conv.task.payload["expect"]["rule"]))
+    rule_only = agentenv.ScriptedPolicy(
+        lambda conv: tool_call_text("respond", message="No.", rule=conv.task.payload["expect"]["rule"])
+    )
     trajs = agentenv.rollout(env_id, rule_only, tasks=tasks, concurrency=8)
     assert [t.task_reward for t in trajs] == [0.0] * len(tasks)
     # The database is unchanged either way, but the golden answer alone is a guess: its facts
     # were never read, so it scores 0; with the golden reads before it, 1.
     golden = agentenv.ScriptedPolicy(
-        lambda conv: tool_call_text("respond", **conv.task.payload["actions"][-1]["arguments"]))
+        lambda conv: tool_call_text("respond", **conv.task.payload["actions"][-1]["arguments"])
+    )
     trajs = agentenv.rollout(env_id, golden, tasks=tasks, concurrency=8)
     assert [t.task_reward for t in trajs] == [0.0] * len(tasks)
     assert {t.transitions[-1].task_rewards["db_match"] for t in trajs} == {1.0}
@@ -108,28 +114,38 @@ def test_attempting_the_forbidden_write_is_refused_and_a_substitute_write_scores
     env.reset(options={"task": "retail-refuse-quantity-O1003"})
     email, zip_code = _customer("O1003")
     env.step(tool_call_text("authenticate", email=email, zip=zip_code))
-    _, _, _, _, info = env.step(tool_call_text("return_item", order_id="O1003", product_id="P13", quantity=3,
-                                               reason="damaged"))
+    _, _, _, _, info = env.step(
+        tool_call_text("return_item", order_id="O1003", product_id="P13", quantity=3, reason="damaged")
+    )
     assert "return_quantity_exceeded" in info["error"] and info["rewards"]["rule_violation"] == -0.1
     env.step(tool_call_text("get_order", order_id="O1003"))  # the fact the answer gives must have been read
-    _, _, terminated, _, info = env.step(tool_call_text("respond", message="You bought only 2, not 3.",
-                                                        rule="return_quantity_exceeded", quantity=2))
+    _, _, terminated, _, info = env.step(
+        tool_call_text("respond", message="You bought only 2, not 3.", rule="return_quantity_exceeded", quantity=2)
+    )
     assert terminated and info["task_reward"] == 1.0  # refused, so nothing changed: the penalty is per step
 
     env.reset(options={"task": "retail-refuse-quantity-O1003"})
     env.step(tool_call_text("authenticate", email=email, zip=zip_code))
     env.step(tool_call_text("return_item", order_id="O1003", product_id="P13", quantity=2, reason="damaged"))
-    _, _, _, _, info = env.step(tool_call_text("respond", message="You bought only 2; I returned those 2.",
-                                               rule="return_quantity_exceeded", quantity=2))
+    _, _, _, _, info = env.step(
+        tool_call_text(
+            "respond", message="You bought only 2; I returned those 2.", rule="return_quantity_exceeded", quantity=2
+        )
+    )
     assert info["task_reward"] == 0.0 and info["rewards"]["db_match"] == 0.0
 
 
 def test_doing_nothing_scores_0_on_every_task_that_requires_writes():
     do_nothing = agentenv.ScriptedPolicy(lambda conv: tool_call_text("respond", message="Done."))
     for env_id, domain in (("retail-v0", retail.DOMAIN), ("calendar-v0", calendar.DOMAIN)):
-        tasks = [t for t in domain.tasks
-                 if any(a["name"] in domain.routes and domain.routes[a["name"]].write
-                        and a["name"] != "authenticate" for a in t.payload["actions"])]
+        tasks = [
+            t
+            for t in domain.tasks
+            if any(
+                a["name"] in domain.routes and domain.routes[a["name"]].write and a["name"] != "authenticate"
+                for a in t.payload["actions"]
+            )
+        ]
         assert len(tasks) >= 10
         trajs = agentenv.rollout(env_id, do_nothing, tasks=[t.id for t in tasks], concurrency=8)
         assert {t.task_reward for t in trajs} == {0.0}
@@ -150,8 +166,9 @@ def test_tool_schemas_come_from_the_request_models(env):
 
 def test_invalid_arguments_come_back_naming_the_field(env):
     env.reset(seed=0)
-    _, reward, _, _, info = env.step(tool_call_text("return_item", order_id="O1003", product_id="P10",
-                                                    quantity="two", reason="damaged"))
+    _, reward, _, _, info = env.step(
+        tool_call_text("return_item", order_id="O1003", product_id="P10", quantity="two", reason="damaged")
+    )
     assert info["error_kind"] == "format" and "'quantity'" in info["error"] and reward < 0
     _, _, _, _, info = env.step(tool_call_text("cancel_order", order_id="O1001"))
     assert "missing argument 'reason'" in info["error"]
@@ -159,13 +176,16 @@ def test_invalid_arguments_come_back_naming_the_field(env):
     assert "unexpected argument 'sql'" in info["error"]
 
 
-@pytest.mark.parametrize("action, needle", [
-    ('<tool_call>{"name": "get_order", "arguments": {"order_id": </tool_call>', "JSON"),
-    (tool_call_text("drop_tables"), "unknown tool 'drop_tables'"),
-    (tool_call_text("get_ordr", order_id="O1001"), "Did you mean 'get_order'"),
-    (tool_call_text("update_address", order_id="O1001", address="x" * 40_000), "characters long"),
-    (tool_call_text("update_address", order_id="O1001", address="x" * 5_000), "'address'"),
-])
+@pytest.mark.parametrize(
+    "action, needle",
+    [
+        ('<tool_call>{"name": "get_order", "arguments": {"order_id": </tool_call>', "JSON"),
+        (tool_call_text("drop_tables"), "unknown tool 'drop_tables'"),
+        (tool_call_text("get_ordr", order_id="O1001"), "Did you mean 'get_order'"),
+        (tool_call_text("update_address", order_id="O1001", address="x" * 40_000), "characters long"),
+        (tool_call_text("update_address", order_id="O1001", address="x" * 5_000), "'address'"),
+    ],
+)
 def test_bad_input_gets_a_clear_observation(env, action, needle):
     env.reset(seed=0)
     obs, _, terminated, truncated, info = env.step(action)
@@ -180,8 +200,9 @@ def test_business_rules_refuse_with_a_named_rule_and_a_step_penalty(env):
     assert info["rewards"]["rule_violation"] == -0.1 and info["rewards"]["server_error"] == 0.0
     email, zip_code = _customer("O1002")  # O1002 is shipped
     env.step(tool_call_text("authenticate", email=email, zip=zip_code))
-    obs, _, _, _, _ = env.step(tool_call_text("return_item", order_id="O1002", product_id="P10", quantity=1,
-                                              reason="damaged"))
+    obs, _, _, _, _ = env.step(
+        tool_call_text("return_item", order_id="O1002", product_id="P10", quantity=1, reason="damaged")
+    )
     assert "refund_only_delivered" in obs[0]["content"]
     obs, _, _, _, _ = env.step(tool_call_text("cancel_order", order_id="O1004", reason="ordered_by_mistake"))
     assert "not_your_order" in obs[0]["content"] or "cancel_only_pending" in obs[0]["content"]
@@ -191,7 +212,7 @@ def test_business_rules_refuse_with_a_named_rule_and_a_step_penalty(env):
 def test_sql_in_arguments_is_data_and_never_corrupts_the_database(env):
     env.reset(seed=0)
     before = db_hash(_db(env), ALL_TABLES)
-    email, zip_code = _customer("O1001")
+    email, _zip_code = _customer("O1001")
     attacks = [
         tool_call_text("get_order", order_id="O1001' OR '1'='1"),
         tool_call_text("get_order", order_id="x'; DROP TABLE orders; --"),
@@ -213,14 +234,20 @@ def test_domain_queries_are_parameterised():
     """Every execute() in a built-in domain takes a literal SQL string: values go in as parameters."""
     for module in (retail, calendar):
         tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
-        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                 and n.func.attr in ("execute", "executemany", "executescript")]
+        calls = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in ("execute", "executemany", "executescript")
+        ]
         assert calls
         for call in calls:
             sql = call.args[0]
             literal = isinstance(sql, ast.Constant) and isinstance(sql.value, str)
             assert literal or (isinstance(sql, ast.Name) and sql.id == "SCHEMA"), (
-                f"{module.__name__}:{call.lineno} builds SQL at run time")
+                f"{module.__name__}:{call.lineno} builds SQL at run time"
+            )
 
 
 def test_service_refuses_malformed_requests_on_the_wire(env):
@@ -314,8 +341,9 @@ def test_nothing_starts_at_import_or_make_and_the_last_close_stops_the_service(t
             time.sleep(0.01)
         print(json.dumps([started, proc.returncode is not None, data_dir.exists()]))
     """
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == [[], True, False]
 

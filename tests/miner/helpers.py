@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from agentenv import Env, Task, TaskSet, Trajectory, Transition
 from agentenv.types import Failure
 
 
-def traj(task: Task, success: bool = False, *, infra: bool = False, seed: int = 0,
-         transitions: list[Transition] | None = None) -> Trajectory:
+def traj(
+    task: Task,
+    success: bool = False,
+    *,
+    infra: bool = False,
+    seed: int = 0,
+    transitions: list[Transition] | None = None,
+) -> Trajectory:
     failure = Failure.INFRA if infra else (Failure.NONE if success else Failure.POLICY)
-    return Trajectory(task=task, seed=seed, messages=[], transitions=transitions or [], success=success,
-                      task_reward=None if infra else float(success), failure=failure)
+    return Trajectory(
+        task=task,
+        seed=seed,
+        messages=[],
+        transitions=transitions or [],
+        success=success,
+        task_reward=None if infra else float(success),
+        failure=failure,
+    )
 
 
 def step(turn: int, *, error: str | None = None, reward: float = 0.0) -> Transition:

@@ -42,8 +42,12 @@ def test_a_resume_task_restores_the_snapshot_and_the_episode_continues():
     assert obs == failed.messages[: len(obs)] and [m["role"] for m in obs][-2:] == ["assistant", "tool"]
     assert env.state.widths == snap.state["widths"]
     # The oracle reads the conversation so far and finishes the search from there.
-    [again] = rollout(lambda: GuessNumberEnv(max_turns=12), agentenv.spec("guess-number-v0").make_oracle(),
-                      tasks=[resume], resume_from=[snap])
+    [again] = rollout(
+        lambda: GuessNumberEnv(max_turns=12),
+        agentenv.spec("guess-number-v0").make_oracle(),
+        tasks=[resume],
+        resume_from=[snap],
+    )
     assert again.success and again.task.id == resume.id and again.transitions[0].turn == 1
     assert again.messages[: len(obs)] == obs
 
@@ -77,7 +81,9 @@ def test_validation_rejects_a_broken_variant():
     validate = OracleValidator(ArithmeticEnv, agentenv.spec("arithmetic-v0").make_oracle)
     task = ArithmeticEnv().tasks[5]
     assert validate(task) is None
-    wrong_answer = task.model_copy(update={"id": "bad", "payload": {**task.payload, "answer": task.payload["answer"] + 1}})
+    wrong_answer = task.model_copy(
+        update={"id": "bad", "payload": {**task.payload, "answer": task.payload["answer"] + 1}}
+    )
     assert "did not solve" in validate(wrong_answer)
     missing = task.model_copy(update={"id": "bad2", "payload": {"answer": 3}})
     assert validate(missing) is not None

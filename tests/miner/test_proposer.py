@@ -26,18 +26,24 @@ def _clusters():
 def test_clusters_group_by_family_kind_and_break_turn():
     clusters = _clusters()
     assert [(c.family, c.kind, c.break_turn, c.count) for c in clusters] == [
-        ("arithmetic", "policy", 2, 2), ("arithmetic", "format", 0, 1)]
+        ("arithmetic", "policy", 2, 2),
+        ("arithmetic", "format", 0, 1),
+    ]
     assert [t.id for t in clusters[0].examples] == [TASKS[0].id, TASKS[1].id]
 
 
 def test_proposals_are_parsed_and_only_valid_ones_pass_validation(server):
     good = {"steps": [[2, "+", 3, 5]], "intermediates": [5], "answer": 5}
     bad = {"steps": [[2, "+", 3, 5]], "intermediates": [5], "answer": 6}  # disagrees with the calculator
-    content = json.dumps({"tasks": [
-        {"like": TASKS[0].id, "prompt": "Compute 2 + 3.", "payload": good},
-        {"like": TASKS[1].id, "prompt": "Compute 2 + 3.", "payload": bad},
-        {"like": "no-such-task", "prompt": "x", "payload": {}},
-    ]})
+    content = json.dumps(
+        {
+            "tasks": [
+                {"like": TASKS[0].id, "prompt": "Compute 2 + 3.", "payload": good},
+                {"like": TASKS[1].id, "prompt": "Compute 2 + 3.", "payload": bad},
+                {"like": "no-such-task", "prompt": "x", "payload": {}},
+            ]
+        }
+    )
     server.script = lambda request: chat_reply(f"```json\n{content}\n```")
     proposer = OpenAIProposer(server.base_url, "test-model", max_tasks=4)
     result = proposer.propose(_clusters())
@@ -50,14 +56,17 @@ def test_proposals_are_parsed_and_only_valid_ones_pass_validation(server):
     assert [validate(t) is None for t in result.tasks] == [True, False]
 
 
-@pytest.mark.parametrize("reply", [
-    chat_reply("I cannot help with that."),
-    chat_reply(json.dumps({"tasks": [{"like": "x", "prompt": "p", "payload": {}, "extra": 1}]})),
-    chat_reply(json.dumps({"tasks": "nope"})),
-    Reply({"error": {"message": "overloaded"}}, status=503),
-    Reply(b"not json at all"),
-    Reply({"choices": []}),
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        chat_reply("I cannot help with that."),
+        chat_reply(json.dumps({"tasks": [{"like": "x", "prompt": "p", "payload": {}, "extra": 1}]})),
+        chat_reply(json.dumps({"tasks": "nope"})),
+        Reply({"error": {"message": "overloaded"}}, status=503),
+        Reply(b"not json at all"),
+        Reply({"choices": []}),
+    ],
+)
 def test_malformed_replies_become_errors_not_exceptions(server, reply):
     server.script = lambda request: reply
     proposer = OpenAIProposer(server.base_url, "m")

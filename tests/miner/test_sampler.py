@@ -22,8 +22,14 @@ def _play(sampler, step, n=4, policy=None):
     policy = policy or agentenv.spec("guess-number-v0").make_oracle()
     trajs = []
     for d in draws:
-        trajs += rollout(lambda: GuessNumberEnv(max_turns=5), policy, tasks=[d.task] * 2, seeds=[d.seed] * 2,
-                         keep_snapshots=True, resume_from=[d.snapshot] * 2 if d.snapshot else None)
+        trajs += rollout(
+            lambda: GuessNumberEnv(max_turns=5),
+            policy,
+            tasks=[d.task] * 2,
+            seeds=[d.seed] * 2,
+            keep_snapshots=True,
+            resume_from=[d.snapshot] * 2 if d.snapshot else None,
+        )
     sampler.update(step, trajs)
     return draws, trajs
 
@@ -80,7 +86,9 @@ def test_a_reloaded_sampler_draws_exactly_what_the_original_would():
     fresh.load_state_dict(state)
     for s in range(3, 6):
         a, b = straight.sample(s, 0, 4), fresh.sample(s, 0, 4)
-        assert [(d.task, d.seed, d.snapshot, d.weight) for d in a] == [(d.task, d.seed, d.snapshot, d.weight) for d in b]
+        assert [(d.task, d.seed, d.snapshot, d.weight) for d in a] == [
+            (d.task, d.seed, d.snapshot, d.weight) for d in b
+        ]
         _play(straight, s)
         _play(fresh, s)
     assert straight.state_dict() == fresh.state_dict()
@@ -91,14 +99,17 @@ def test_validated_proposals_from_the_llm_enter_the_pool():
 
     def script(request):
         like = request.messages[-1]["content"].split('"id": "')[1].split('"')[0]
-        tasks = [{"like": like, "prompt": "Find it (1..16).", "payload": {"high": 16, "secret": 5}},
-                 {"like": like, "prompt": "Find it.", "payload": {"high": 16, "secret": 99}}]  # unsolvable
+        tasks = [
+            {"like": like, "prompt": "Find it (1..16).", "payload": {"high": 16, "secret": 5}},
+            {"like": like, "prompt": "Find it.", "payload": {"high": 16, "secret": 99}},
+        ]  # unsolvable
         return chat_reply(json.dumps({"tasks": tasks}))
 
     server = OpenAIServer(script).start()
     try:
-        sampler = _sampler(variants=False, resume=False,
-                           proposer={"base_url": server.base_url, "model": "m", "every_steps": 1})
+        sampler = _sampler(
+            variants=False, resume=False, proposer={"base_url": server.base_url, "model": "m", "every_steps": 1}
+        )
         lowball = ScriptedPolicy.replay([tool_call_text("guess", number=k) for k in range(2, 7)])
         _play(sampler, 0, policy=lowball)
         sampler.close()

@@ -283,8 +283,7 @@ print(json.dumps(report))
                 os.unlink(path)
 
 
-def test_host_environment_and_secrets_are_unreachable(new_sandbox: NewSandbox,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_host_environment_and_secrets_are_unreachable(new_sandbox: NewSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = f"s3cret-{secrets.token_hex(8)}"
     monkeypatch.setenv("AGENTENV_TEST_SECRET", secret)
     sb = new_sandbox()  # created after the secret is set: it must not inherit it
@@ -320,8 +319,10 @@ def test_path_traversal_is_refused(sandbox: Sandbox, path: str) -> None:
 def test_symlinks_out_of_the_workspace_are_refused(sandbox: Sandbox, tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("original")
-    made = sandbox.run(f"ln -s /etc/passwd passwd && ln -s {victim} victim && ln -s {tmp_path} outside "
-                       f"&& ln -s / rootdir && mkdir -p sub && ln -s ../../.. sub/up")
+    made = sandbox.run(
+        f"ln -s /etc/passwd passwd && ln -s {victim} victim && ln -s {tmp_path} outside "
+        f"&& ln -s / rootdir && mkdir -p sub && ln -s ../../.. sub/up"
+    )
     assert made.ok, made.stderr
     for path in ["passwd", "victim", "outside/victim.txt", "rootdir/etc/passwd", "sub/up/etc/passwd"]:
         with pytest.raises(SandboxError):
@@ -384,11 +385,13 @@ def test_nothing_survives_reset(sandbox: Sandbox) -> None:
     sandbox.write_files({"given.txt": "from the host"})
     made = sandbox.run_python(
         "open('made.txt', 'w').write('x'); open('/tmp/agentenv-left.txt', 'w').write('x')\n"
-        + DAEMONIZE.replace("sys.argv[1]", repr(tag)))
+        + DAEMONIZE.replace("sys.argv[1]", repr(tag))
+    )
     assert made.ok, made.stderr
     sandbox.reset()
     after = sandbox.run_python(
-        "import json, os; print(json.dumps([os.listdir('.'), os.path.exists('/tmp/agentenv-left.txt')]))")
+        "import json, os; print(json.dumps([os.listdir('.'), os.path.exists('/tmp/agentenv-left.txt')]))"
+    )
     assert last_json(after) == [[], False]
     with pytest.raises(FileNotFoundError):
         sandbox.read_file("given.txt")

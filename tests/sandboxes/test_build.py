@@ -51,8 +51,17 @@ def test_doctor_passes_every_check_on_a_working_setup() -> None:
     _require("docker")
     result = CliRunner().invoke(app, ["sandbox", "doctor"])
     assert result.exit_code == 0, result.output
-    for check in ("engine", "image", "network", "user", "capabilities", "no-new-privileges", "read-only root",
-                  "memory", "pids"):
+    for check in (
+        "engine",
+        "image",
+        "network",
+        "user",
+        "capabilities",
+        "no-new-privileges",
+        "read-only root",
+        "memory",
+        "pids",
+    ):
         assert f"ok   {check}:" in result.output
     assert "FAIL" not in result.output
 

@@ -136,7 +136,7 @@ def test_run_python_round_trip(sb: Sandbox) -> None:
 def test_run_python_reports_exceptions_like_python(sb: Sandbox) -> None:
     result = sb.run_python("def f():\n    raise ValueError('boom')\nf()")
     assert result.exit_code == 1
-    assert result.stderr.startswith("Traceback (most recent call last):\n  File \"<string>\", line 3")
+    assert result.stderr.startswith('Traceback (most recent call last):\n  File "<string>", line 3')
     assert result.stderr.endswith("ValueError: boom\n")
     assert "runner" not in result.stderr
 
@@ -310,8 +310,9 @@ def test_a_run_that_cannot_start_is_a_result_not_a_crash(sb: Sandbox) -> None:
         "    except OSError:\n"
         "        time.sleep(0.001)\n"
     )
-    sb.run_python(f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {forker!r}], "
-                  "start_new_session=True)")
+    sb.run_python(
+        f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {forker!r}], start_new_session=True)"
+    )
     results = [sb.run_python("print(1)") for _ in range(50)]
     blocked = [r for r in results if r.exit_code == 126]
     assert blocked and "reset" in blocked[0].stderr, results[-1]

@@ -59,19 +59,25 @@ def run_json(sb: Sandbox, code: str) -> dict:
 
 
 def test_runs_execute_under_a_uid_other_than_init_and_the_runner(sb: Sandbox) -> None:
-    report = run_json(sb, """
+    report = run_json(
+        sb,
+        """
         import json
         uids = {pid: int(status(pid)["Uid"][0]) for pid in holders}
         cmd = {pid: open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")[:3] for pid in holders}
-        print(json.dumps({"me": os.getuid(), "uids": uids, "runner": any(b"runner.py" in b"".join(c) for c in cmd.values())}))
-    """)
+        runner = any(b"runner.py" in b"".join(c) for c in cmd.values())
+        print(json.dumps({"me": os.getuid(), "uids": uids, "runner": runner}))
+    """,
+    )
     assert report["runner"], "the runner must be among the processes of another uid"
     assert report["me"] not in report["uids"].values()
     assert report["uids"]["1"] != report["me"]
 
 
 def test_a_run_cannot_open_the_channel_descriptors(sb: Sandbox) -> None:
-    report = run_json(sb, """
+    report = run_json(
+        sb,
+        """
         import json
         opened = []
         for pid in holders:
@@ -83,13 +89,16 @@ def test_a_run_cannot_open_the_channel_descriptors(sb: Sandbox) -> None:
                     except OSError:
                         pass
         print(json.dumps({"opened": opened, "holders": holders}))
-    """)
+    """,
+    )
     assert len(report["holders"]) >= 2  # init and the runner at least
     assert report["opened"] == []
 
 
 def test_a_run_cannot_signal_init_or_the_runner(sb: Sandbox) -> None:
-    report = run_json(sb, """
+    report = run_json(
+        sb,
+        """
         import json, signal
         signalled = []
         for pid in holders:
@@ -100,13 +109,16 @@ def test_a_run_cannot_signal_init_or_the_runner(sb: Sandbox) -> None:
                 except PermissionError:
                     pass
         print(json.dumps({"signalled": signalled}))
-    """)
+    """,
+    )
     assert report["signalled"] == []
     assert sb.run_python("print('still answering')").stdout == "still answering\n"
 
 
 def test_a_run_cannot_ptrace_or_read_the_memory_of_init_or_the_runner(sb: Sandbox) -> None:
-    report = run_json(sb, """
+    report = run_json(
+        sb,
+        """
         import ctypes, json
         libc = ctypes.CDLL(None, use_errno=True)
         attached, read = [], []
@@ -122,7 +134,8 @@ def test_a_run_cannot_ptrace_or_read_the_memory_of_init_or_the_runner(sb: Sandbo
                 except OSError:
                     pass
         print(json.dumps({"attached": attached, "read": read}))
-    """)
+    """,
+    )
     assert report["attached"] == []
     assert report["read"] == []
 
@@ -131,7 +144,9 @@ def test_a_daemon_cannot_answer_the_hosts_reset(sb: Sandbox) -> None:
     # The forged-reset move: a process left behind by a run waits for the host's
     # next request on init's stdin and answers "ok" itself, so nothing is wiped.
     sb.write_files({"keep.txt": "state of the last episode"})
-    launched = sb.run_python(FIND_HOLDERS + textwrap.dedent("""
+    launched = sb.run_python(
+        FIND_HOLDERS
+        + textwrap.dedent("""
         import json, struct, sys
         if os.fork() == 0:
             os.setsid()
@@ -139,7 +154,8 @@ def test_a_daemon_cannot_answer_the_hosts_reset(sb: Sandbox) -> None:
                 fds = []
                 for pid in holders:
                     try:
-                        fds.append((os.open(f"/proc/{pid}/fd/0", os.O_RDONLY), os.open(f"/proc/{pid}/fd/1", os.O_WRONLY)))
+                        fds.append((os.open(f"/proc/{pid}/fd/0", os.O_RDONLY),
+                                    os.open(f"/proc/{pid}/fd/1", os.O_WRONLY)))
                     except OSError:
                         pass
                 for pid in holders:
@@ -154,7 +170,8 @@ def test_a_daemon_cannot_answer_the_hosts_reset(sb: Sandbox) -> None:
                 os._exit(0)
             os._exit(0)
         print("launched")
-    """))
+    """)
+    )
     assert launched.stdout.strip() == "launched"
     sb.reset()
     listing = sb.run_python("import os; print(sorted(os.listdir('.')))")
@@ -163,7 +180,9 @@ def test_a_daemon_cannot_answer_the_hosts_reset(sb: Sandbox) -> None:
 
 def test_a_run_cannot_send_the_host_a_frame_past_the_output_cap(sb: Sandbox) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    result = sb.run_python(FIND_HOLDERS + textwrap.dedent("""
+    result = sb.run_python(
+        FIND_HOLDERS
+        + textwrap.dedent("""
         import struct
         wrote = []
         for pid in holders:
@@ -178,7 +197,8 @@ def test_a_run_cannot_send_the_host_a_frame_past_the_output_cap(sb: Sandbox) -> 
                 os.write(fd, chunk)
             wrote.append(pid)
         print(wrote)
-    """))
+    """)
+    )
     assert result.stdout.strip() == "[]"
     assert sb.run_python("print(6 * 7)").stdout == "42\n"
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024

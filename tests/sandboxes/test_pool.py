@@ -36,8 +36,9 @@ class FakeSandbox:
         self.dirty = True
         return ExecResult(stdout=code, exit_code=0)
 
-    def run(self, command: str | Sequence[str], *, timeout_s: float | None = None,
-            stdin: str | None = None) -> ExecResult:
+    def run(
+        self, command: str | Sequence[str], *, timeout_s: float | None = None, stdin: str | None = None
+    ) -> ExecResult:
         return self.run_python(str(command))
 
     def write_files(self, files: Mapping[str, str | bytes]) -> None:

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentenv.sandboxes import Limits, ProcessSandbox, Sandbox, SandboxError, SandboxInfraError, make_sandbox
-from agentenv.sandboxes import factory
+from agentenv.sandboxes import Limits, ProcessSandbox, Sandbox, SandboxError, SandboxInfraError, factory, make_sandbox
 from tests.sandboxes.conftest import LIMITS
 
 
@@ -58,9 +57,12 @@ def test_isolation_says_what_applied(sb: ProcessSandbox) -> None:
 def test_package_dirs_that_cannot_be_covered_are_reported_not_claimed() -> None:
     from agentenv.sandboxes._host_python import Python, covers_for
 
-    python = Python("/opt/py/bin/python3", ("/opt/py", "/opt/py/lib/python3"),
-                     packages=("/srv/checkout", "/tmp/script-dir", "/opt/py/lib/python3/site-packages", "/usr"),
-                     unasked=("/usr/bin/python2",))
+    python = Python(
+        "/opt/py/bin/python3",
+        ("/opt/py", "/opt/py/lib/python3"),
+        packages=("/srv/checkout", "/tmp/script-dir", "/opt/py/lib/python3/site-packages", "/usr"),
+        unasked=("/usr/bin/python2",),
+    )
     covers, visible = covers_for(python, "/srv/checkout/.tmp/agentenv-sandbox-x")
     assert covers == ["/opt/py/lib/python3/site-packages"]  # /tmp/...: a run sees its private /tmp there
     assert "/srv/checkout" in visible and "/usr" in visible and "/usr/bin/python2" in visible
@@ -177,8 +179,9 @@ def test_make_sandbox_process() -> None:
         make_sandbox("vm")  # type: ignore[arg-type]
 
 
-def test_make_sandbox_auto_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_make_sandbox_auto_falls_back_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(factory, "docker_available", lambda: "no engine in this test")
     with caplog.at_level(logging.INFO, logger="agentenv.sandboxes"):
         with make_sandbox("auto", LIMITS) as sandbox:

@@ -25,8 +25,12 @@ from tests.sandboxes.conftest import LIMITS
 
 # Every device node and link a run's /dev holds (less the nodes the host lacks).
 DEV_NODES = {"null", "zero", "full", "random", "urandom", "tty"}
-DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-             "stderr": "/proc/self/fd/2"}
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
 CLONE_NEWUSER = 0x10000000
 
 
@@ -88,16 +92,26 @@ def host_python_files() -> tuple[list[str], list[str]]:
     """Concrete files of the venv and the checkout, and package directories, as the host sees them."""
     envs = importlib.util.find_spec("agentenv.envs")  # found, not imported
     assert envs is not None and envs.submodule_search_locations
-    answer_key = Path(list(envs.submodule_search_locations)[0], "code", "tasks.py")
+    answer_key = Path(next(iter(envs.submodule_search_locations)), "code", "tasks.py")
     assert answer_key.is_file(), "the code env's tasks (hidden tests, reference solutions) moved"
     package = Path(agentenv.__file__).parent
-    files = [str(answer_key), agentenv.__file__, str(Path(__file__).resolve()),
-             str(Path(sys.modules[ProcessSandbox.__module__].__file__ or "").resolve())]
+    files = [
+        str(answer_key),
+        agentenv.__file__,
+        str(Path(__file__).resolve()),
+        str(Path(sys.modules[ProcessSandbox.__module__].__file__ or "").resolve()),
+    ]
     files += [str(p) for p in (package.parent / "pyproject.toml", Path(sys.prefix) / "pyvenv.cfg") if p.is_file()]
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     system = ["/usr/lib/python3/dist-packages", f"/usr/local/lib/{version}/dist-packages"]  # Debian's python3
-    dirs = [*site.getsitepackages(), *site.getsitepackages([sys.base_prefix]), *system, sys.prefix,
-            str(package), str(package.parent)]
+    dirs = [
+        *site.getsitepackages(),
+        *site.getsitepackages([sys.base_prefix]),
+        *system,
+        sys.prefix,
+        str(package),
+        str(package.parent),
+    ]
     for directory in site.getsitepackages():
         files += [str(p) for p in Path(directory).glob("__editable__*agentenv*")][:2]
         files += [str(p) for p in Path(directory).glob("pydantic/__init__.py")]
@@ -133,8 +147,17 @@ print(json.dumps(report))
 def test_fuse_tun_and_kernel_devices_are_absent(sb: ProcessSandbox) -> None:
     needs(sb, "minimal_dev")
     block = [f"/dev/{name}" for name in sorted(os.listdir("/sys/block"))][:4] if os.path.isdir("/sys/block") else []
-    targets = ["/dev/fuse", "/dev/net/tun", "/dev/kmsg", "/dev/mem", "/dev/kvm", "/dev/console",
-               "/dev/ptmx", "/dev/userfaultfd", *block]
+    targets = [
+        "/dev/fuse",
+        "/dev/net/tun",
+        "/dev/kmsg",
+        "/dev/mem",
+        "/dev/kvm",
+        "/dev/console",
+        "/dev/ptmx",
+        "/dev/userfaultfd",
+        *block,
+    ]
     code = f"""
 import json
 report = {{}}

@@ -23,7 +23,8 @@ class Runner:
     def __init__(self, workspace: Path, tmp: Path) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, runner.__file__, "--workspace", str(workspace), "--tmp", str(tmp)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
 
     def call(self, header: dict[str, Any], blob: bytes = b"") -> tuple[dict[str, Any], bytes]:

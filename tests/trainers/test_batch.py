@@ -21,8 +21,7 @@ PAD = 0
 
 
 def _transition(turn: int, action: str = "a", observation: str = "o", progress: float = 0.0) -> Transition:
-    return Transition(turn, action, [], [{"role": "tool", "content": observation}], {"progress": progress}, {}, [],
-                      0.0)
+    return Transition(turn, action, [], [{"role": "tool", "content": observation}], {"progress": progress}, {}, [], 0.0)
 
 
 def _traj(
@@ -36,13 +35,23 @@ def _traj(
     steps = steps or [("a", "o")] * len(generations)
     progress = progress or [0.0] * len(steps)
     transitions = [_transition(k, a, o, p) for k, ((a, o), p) in enumerate(zip(steps, progress, strict=True))]
-    return Trajectory(task=Task(id="t", prompt="p"), messages=[], transitions=transitions, generations=generations,
-                      failure=failure, task_reward=task_reward)
+    return Trajectory(
+        task=Task(id="t", prompt="p"),
+        messages=[],
+        transitions=transitions,
+        generations=generations,
+        failure=failure,
+        task_reward=task_reward,
+    )
 
 
 def _gen(prompt: list[int], tokens: list[int], logprobs: list[float] | None = None) -> Generation:
-    return Generation(action="x", prompt_ids=prompt, token_ids=tokens,
-                      logprobs=logprobs if logprobs is not None else [-0.5] * len(tokens))
+    return Generation(
+        action="x",
+        prompt_ids=prompt,
+        token_ids=tokens,
+        logprobs=logprobs if logprobs is not None else [-0.5] * len(tokens),
+    )
 
 
 @pytest.fixture
@@ -139,8 +148,9 @@ def test_collate_right_pads_and_masks_the_padding(two_turns) -> None:
 def test_turn_advantages_without_step_term_are_the_group_advantages_per_turn() -> None:
     win = _traj([_gen([1], [2]), _gen([3], [4])], task_reward=1.0, failure=Failure.NONE)
     lose = _traj([_gen([1], [2]), _gen([3], [4]), _gen([5], [6])], task_reward=0.0)
-    per_turn, rewards = turn_advantages([win, lose], [0, 0], [{}, {}], task_mode="std", step_mode="none",
-                                        step_weight=1.0, gamma=0.9)
+    per_turn, rewards = turn_advantages(
+        [win, lose], [0, 0], [{}, {}], task_mode="std", step_mode="none", step_weight=1.0, gamma=0.9
+    )
     # mean 0.5, population std 0.5: +1 and -1 on every turn
     assert rewards == [1.0, 0.0]
     assert per_turn[0] == pytest.approx([1.0, 1.0], abs=1e-5)
@@ -151,8 +161,9 @@ def test_an_infra_trajectory_gets_zero_and_does_not_move_its_group() -> None:
     win = _traj([_gen([1], [2])], task_reward=1.0, failure=Failure.NONE)
     lose = _traj([_gen([1], [2])], task_reward=0.0)
     crashed = _traj([_gen([1], [2])], task_reward=None, failure=Failure.INFRA)
-    per_turn, _ = turn_advantages([win, lose, crashed], [0, 0, 0], [{}, {}, {}], task_mode="std",
-                                  step_mode="none", step_weight=1.0, gamma=0.9)
+    per_turn, _ = turn_advantages(
+        [win, lose, crashed], [0, 0, 0], [{}, {}, {}], task_mode="std", step_mode="none", step_weight=1.0, gamma=0.9
+    )
     assert [a for [a] in per_turn] == pytest.approx([1.0, -1.0, 0.0], abs=1e-5)
 
 
@@ -161,8 +172,9 @@ def test_gigpo_step_term_compares_turns_from_the_same_state() -> None:
     # of one eliminates more of the interval than the other's.
     a = _traj([_gen([1], [2])], steps=[("guess 8", "higher")], progress=[0.5])
     b = _traj([_gen([1], [2])], steps=[("guess 4", "higher")], progress=[0.25])
-    per_turn, _ = turn_advantages([a, b], [0, 0], [{}, {}], task_mode="std", step_mode="gigpo",
-                                  step_weight=0.5, gamma=1.0)
+    per_turn, _ = turn_advantages(
+        [a, b], [0, 0], [{}, {}], task_mode="std", step_mode="gigpo", step_weight=0.5, gamma=1.0
+    )
     # returns 0.5 and 0.25: mean 0.375, std 0.125 -> +1 / -1, times the step weight 0.5
     assert [a for [a] in per_turn] == pytest.approx([0.5, -0.5], abs=1e-4)
 
@@ -197,8 +209,9 @@ def test_anchor_keys_depend_on_the_whole_history_not_only_the_last_step() -> Non
 
 @pytest.fixture(scope="module")
 def oracle_trajectories() -> list[Trajectory]:
-    return agentenv.rollout("guess-number-v0", agentenv.spec("guess-number-v0").make_oracle(), n=20,
-                            env_kwargs={"tool_prompt": "compact"})
+    return agentenv.rollout(
+        "guess-number-v0", agentenv.spec("guess-number-v0").make_oracle(), n=20, env_kwargs={"tool_prompt": "compact"}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -219,8 +232,12 @@ def test_trajectory_example_masks_only_the_assistant_turns(tok, oracle_trajector
     assert traj.messages[1]["content"] in unmasked
     assert e.truncated is False
     # the sequence is the canonical one-shot tokenisation of the conversation
-    assert delta.mismatch(traj.messages[: max(i for i, m in enumerate(traj.messages)
-                                             if m["role"] == "assistant") + 1], e.ids) == 0
+    assert (
+        delta.mismatch(
+            traj.messages[: max(i for i, m in enumerate(traj.messages) if m["role"] == "assistant") + 1], e.ids
+        )
+        == 0
+    )
 
 
 def test_trajectory_example_is_cut_at_max_seq_len(tok, oracle_trajectories) -> None:
@@ -231,22 +248,45 @@ def test_trajectory_example_is_cut_at_max_seq_len(tok, oracle_trajectories) -> N
 
 
 def test_a_few_sft_steps_lower_the_loss_on_oracle_trajectories(tok, oracle_trajectories) -> None:
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
     with torch.random.fork_rng():
         torch.manual_seed(0)
         model = Qwen2ForCausalLM(config)
     logged: list[tuple[int, float]] = []
     # Sequences cut at 160 tokens (the prompt and two turns) keep this fast on CPU.
-    losses = sft(model, tok, oracle_trajectories, steps=8, learning_rate=3e-2, batch_size=4, max_seq_len=160,
-                 seed=0, log=lambda step, loss: logged.append((step, loss)))
+    losses = sft(
+        model,
+        tok,
+        oracle_trajectories,
+        steps=8,
+        learning_rate=3e-2,
+        batch_size=4,
+        max_seq_len=160,
+        seed=0,
+        log=lambda step, loss: logged.append((step, loss)),
+    )
     assert len(losses) == 8
     assert logged == list(enumerate(losses))
     assert sum(losses[-3:]) / 3 < losses[0] - 0.5
 
 
 def test_sft_without_trajectories_is_refused(tok) -> None:
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
     with pytest.raises(ValueError, match="at least one trajectory"):
         sft(Qwen2ForCausalLM(config), tok, [], steps=1)

@@ -36,12 +36,15 @@ def test_batch_size_not_a_multiple_of_group_size_suggests_one_that_is(batch_size
     GRPOConfig(batch_size=suggested, group_size=group_size)  # the suggestion is valid
 
 
-@pytest.mark.parametrize(("field", "typo", "meant"), [
-    ("loss", "dr-grpo", "dr_grpo"),
-    ("loss", "dapoo", "dapo"),
-    ("advantage", "batchstd", "batch_std"),
-    ("step_advantage", "gigp", "gigpo"),
-])
+@pytest.mark.parametrize(
+    ("field", "typo", "meant"),
+    [
+        ("loss", "dr-grpo", "dr_grpo"),
+        ("loss", "dapoo", "dapo"),
+        ("advantage", "batchstd", "batch_std"),
+        ("step_advantage", "gigp", "gigpo"),
+    ],
+)
 def test_an_unknown_choice_lists_the_choices_and_guesses_the_intended_one(field, typo, meant) -> None:
     message = _problem(**{field: typo})
     assert f"{field} must be one of" in message
@@ -84,7 +87,6 @@ def test_a_bad_device_string_is_refused_naming_the_valid_forms(device) -> None:
 @pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:1"])
 def test_the_documented_device_strings_are_accepted(device) -> None:
     assert GRPOConfig(device=device).device == device
-
 
 
 def test_a_cuda_device_without_an_index_number_is_refused() -> None:
@@ -136,9 +138,17 @@ def test_toml_and_yaml_files_read_into_equal_configs(tmp_path) -> None:
     from_toml = GRPOConfig.from_file(tmp_path / "run.toml")
     from_yaml = GRPOConfig.from_file(tmp_path / "run.yaml")
     assert from_toml == from_yaml
-    assert from_toml == GRPOConfig(seed=3, steps=10, group_size=2, batch_size=4, learning_rate=1e-4, loss="dapo",
-                                   eps_high=0.28, tool_prompt="compact",
-                                   envs={"arithmetic-v0": 2.0, "guess-number-v0": 1.0})
+    assert from_toml == GRPOConfig(
+        seed=3,
+        steps=10,
+        group_size=2,
+        batch_size=4,
+        learning_rate=1e-4,
+        loss="dapo",
+        eps_high=0.28,
+        tool_prompt="compact",
+        envs={"arithmetic-v0": 2.0, "guess-number-v0": 1.0},
+    )
 
 
 def test_a_list_of_env_ids_means_equal_weights(tmp_path) -> None:
@@ -158,13 +168,16 @@ def test_an_unknown_key_names_the_file_and_the_close_field(tmp_path, suffix, tex
     assert "'learning_rat'" in message and "did you mean 'learning_rate'?" in message
 
 
-@pytest.mark.parametrize(("text", "field"), [
-    ('steps = "ten"\n', "steps"),
-    ("steps = 10.0\n", "steps"),
-    ('learning_rate = "fast"\n', "learning_rate"),
-    ('bf16 = "yes"\n', "bf16"),
-    ('envs = "arithmetic-v0"\n', "envs"),
-])
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('steps = "ten"\n', "steps"),
+        ("steps = 10.0\n", "steps"),
+        ('learning_rate = "fast"\n', "learning_rate"),
+        ('bf16 = "yes"\n', "bf16"),
+        ('envs = "arithmetic-v0"\n', "envs"),
+    ],
+)
 def test_a_wrongly_typed_value_names_the_field(tmp_path, text, field) -> None:
     path = tmp_path / "run.toml"
     path.write_text(text)
@@ -219,4 +232,3 @@ def test_file_errors_say_what_is_wrong(tmp_path) -> None:
     listed.write_text("- steps\n")
     with pytest.raises(ValueError, match="expected a mapping"):
         GRPOConfig.from_file(listed)
-

@@ -28,9 +28,16 @@ def tok() -> Any:
 
 @pytest.fixture(scope="module")
 def model(tok: Any) -> torch.nn.Module:
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
-                         initializer_range=0.3)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+        initializer_range=0.3,
+    )
     with torch.random.fork_rng():
         torch.manual_seed(0)
         return Qwen2ForCausalLM(config).eval()
@@ -46,8 +53,15 @@ def prompts(tok: Any) -> list[list[int]]:
 
 
 def _greedy(model, prompts, tok, **kw):
-    return sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id,
-                  max_new_tokens=MAX_NEW, temperature=0, **kw)
+    return sample(
+        model,
+        prompts,
+        stop_ids=[tok.eos_token_id],
+        pad_id=tok.pad_token_id,
+        max_new_tokens=MAX_NEW,
+        temperature=0,
+        **kw,
+    )
 
 
 def _full_forward_logprobs(model, prompt, generated, temperature) -> list[float]:
@@ -72,8 +86,15 @@ def test_greedy_is_the_same_alone_and_inside_a_left_padded_batch(model, tok, pro
 
 @pytest.mark.parametrize("temperature", [0.0, 0.7, 1.0])
 def test_logprobs_equal_a_full_forward_pass_over_prompt_and_generation(model, tok, prompts, temperature) -> None:
-    out = sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, max_new_tokens=MAX_NEW,
-                 temperature=temperature, generator=torch.Generator().manual_seed(1))
+    out = sample(
+        model,
+        prompts,
+        stop_ids=[tok.eos_token_id],
+        pad_id=tok.pad_token_id,
+        max_new_tokens=MAX_NEW,
+        temperature=temperature,
+        generator=torch.Generator().manual_seed(1),
+    )
     for prompt, generated, logps in zip(prompts, out.token_ids, out.logprobs, strict=True):
         assert len(logps) == len(generated) > 0
         expected = _full_forward_logprobs(model, prompt, generated, temperature)
@@ -101,8 +122,15 @@ def test_rows_stop_at_a_stop_id_and_otherwise_run_to_max_new_tokens(model, tok, 
 
 def test_a_seeded_generator_reproduces_the_samples(model, tok, prompts) -> None:
     def draw(seed: int):
-        return sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id,
-                      max_new_tokens=MAX_NEW, temperature=1.0, generator=torch.Generator().manual_seed(seed))
+        return sample(
+            model,
+            prompts,
+            stop_ids=[tok.eos_token_id],
+            pad_id=tok.pad_token_id,
+            max_new_tokens=MAX_NEW,
+            temperature=1.0,
+            generator=torch.Generator().manual_seed(seed),
+        )
 
     first, again, other = draw(7), draw(7), draw(8)
     assert first.token_ids == again.token_ids
@@ -112,22 +140,46 @@ def test_a_seeded_generator_reproduces_the_samples(model, tok, prompts) -> None:
 
 def test_top_k_1_is_greedy(model, tok, prompts) -> None:
     greedy = _greedy(model, prompts, tok)
-    top1 = sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, max_new_tokens=MAX_NEW,
-                  temperature=1.0, top_k=1, generator=torch.Generator().manual_seed(3))
+    top1 = sample(
+        model,
+        prompts,
+        stop_ids=[tok.eos_token_id],
+        pad_id=tok.pad_token_id,
+        max_new_tokens=MAX_NEW,
+        temperature=1.0,
+        top_k=1,
+        generator=torch.Generator().manual_seed(3),
+    )
     assert top1.token_ids == greedy.token_ids
 
 
 def test_a_tiny_top_p_keeps_only_the_most_likely_token(model, tok, prompts) -> None:
     greedy = _greedy(model, prompts, tok)
-    nucleus = sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, max_new_tokens=MAX_NEW,
-                     temperature=1.0, top_p=1e-6, generator=torch.Generator().manual_seed(3))
+    nucleus = sample(
+        model,
+        prompts,
+        stop_ids=[tok.eos_token_id],
+        pad_id=tok.pad_token_id,
+        max_new_tokens=MAX_NEW,
+        temperature=1.0,
+        top_p=1e-6,
+        generator=torch.Generator().manual_seed(3),
+    )
     assert nucleus.token_ids == greedy.token_ids
 
 
 def test_logprobs_are_of_the_untruncated_distribution(model, tok, prompts) -> None:
     # top-k changes which tokens can be drawn, not the log-prob a drawn token is scored with.
-    top1 = sample(model, prompts, stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, max_new_tokens=MAX_NEW,
-                  temperature=1.0, top_k=1, generator=torch.Generator().manual_seed(3))
+    top1 = sample(
+        model,
+        prompts,
+        stop_ids=[tok.eos_token_id],
+        pad_id=tok.pad_token_id,
+        max_new_tokens=MAX_NEW,
+        temperature=1.0,
+        top_k=1,
+        generator=torch.Generator().manual_seed(3),
+    )
     for prompt, generated, logps in zip(prompts, top1.token_ids, top1.logprobs, strict=True):
         expected = _full_forward_logprobs(model, prompt, generated, 1.0)
         assert logps == pytest.approx(expected, abs=1e-4)
@@ -137,8 +189,16 @@ def test_logprobs_are_of_the_untruncated_distribution(model, tok, prompts) -> No
 def test_a_stop_string_ends_the_row_whatever_its_token_split(model, tok, prompts) -> None:
     free = sample(model, prompts, stop_ids=[], pad_id=tok.pad_token_id, max_new_tokens=12, temperature=0.0)
     text = tok.decode(free.token_ids[0][:5])  # what greedy decoding writes first, as a stop string
-    stopped = sample(model, prompts, stop_ids=[], pad_id=tok.pad_token_id, max_new_tokens=12, temperature=0.0,
-                     stop_strings=[text[-3:]], decode=tok.decode)
+    stopped = sample(
+        model,
+        prompts,
+        stop_ids=[],
+        pad_id=tok.pad_token_id,
+        max_new_tokens=12,
+        temperature=0.0,
+        stop_strings=[text[-3:]],
+        decode=tok.decode,
+    )
     assert stopped.stopped[0] and tok.decode(stopped.token_ids[0]).endswith(text[-3:])
     assert len(stopped.token_ids[0]) <= 5 and stopped.token_ids[0] == free.token_ids[0][: len(stopped.token_ids[0])]
     assert len(stopped.logprobs[0]) == len(stopped.token_ids[0])

@@ -19,9 +19,16 @@ VOCAB = 96
 
 
 def _tiny(vocab_size: int, seed: int = 0) -> Qwen2ForCausalLM:
-    config = Qwen2Config(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
-                         initializer_range=0.3)
+    config = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+        initializer_range=0.3,
+    )
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         return Qwen2ForCausalLM(config)
@@ -42,8 +49,9 @@ def batch() -> TrainBatch:
     return collate(examples, pad_id=0)
 
 
-def _reference(model: torch.nn.Module, batch: TrainBatch, temperature: float = 1.0
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+def _reference(
+    model: torch.nn.Module, batch: TrainBatch, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """log p(target) and entropy from the full logits, over every position."""
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits.float() / temperature
     logp_all = torch.log_softmax(logits, -1)
@@ -96,8 +104,14 @@ def test_gradients_equal_those_of_the_plain_forward_pass(batch, chunk_tokens) ->
 
 
 def test_an_all_zero_mask_gives_zero_logprobs_and_no_entropies(model, batch) -> None:
-    empty = TrainBatch(batch.input_ids, batch.attention_mask, batch.targets, torch.zeros_like(batch.mask),
-                       batch.old_logp, batch.advantages)
+    empty = TrainBatch(
+        batch.input_ids,
+        batch.attention_mask,
+        batch.targets,
+        torch.zeros_like(batch.mask),
+        batch.old_logp,
+        batch.advantages,
+    )
     with torch.no_grad():
         logp, entropy = policy_logprobs(model, empty)
     assert torch.all(logp == 0) and entropy.numel() == 0

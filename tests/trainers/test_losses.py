@@ -199,8 +199,11 @@ def test_cispo_weight_is_clipped_and_detached() -> None:
     w = [1.28, 1.0, math.exp(-0.5)]
     a = [1.0, 1.0, -1.0]
     lp = [-1.0, -2.0, -0.5]
-    assert out.loss.item() == pytest.approx(sum(-wi * ai * li for wi, ai, li in zip(w, a, lp)) / 3, rel=1e-5)
-    assert grad_of(out, logp)[0].tolist() == pytest.approx([-wi * ai / 3 for wi, ai in zip(w, a)], rel=1e-5)
+    expected = sum(-wi * ai * li for wi, ai, li in zip(w, a, lp, strict=True)) / 3
+    assert out.loss.item() == pytest.approx(expected, rel=1e-5)
+    assert grad_of(out, logp)[0].tolist() == pytest.approx(
+        [-wi * ai / 3 for wi, ai in zip(w, a, strict=True)], rel=1e-5
+    )
     assert out.metrics["clipfrac"] == pytest.approx(1 / 3)  # only the upper bound exists
 
 
@@ -287,8 +290,13 @@ def test_all_masked_batch_gives_zero_not_nan(name: str) -> None:
 def test_every_variant_reports_the_diagnostics(name: str) -> None:
     logp = leaf([[-1.0, -2.0]])
     out = compute_loss(
-        name, logp=logp, old_logp=logp.detach() - 0.1, advantages=torch.ones(1, 2),
-        mask=torch.ones(1, 2, dtype=torch.bool), ref_logp=logp.detach(), **EXTRA.get(name, {}),
+        name,
+        logp=logp,
+        old_logp=logp.detach() - 0.1,
+        advantages=torch.ones(1, 2),
+        mask=torch.ones(1, 2, dtype=torch.bool),
+        ref_logp=logp.detach(),
+        **EXTRA.get(name, {}),
     )
     assert {"pg_loss", "clipfrac", "approx_kl", "ratio_mean", "kl_ref"} <= out.metrics.keys()
     assert out.loss.dim() == 0

@@ -33,8 +33,15 @@ def tok() -> Any:
 
 @pytest.fixture(scope="module")
 def model(tok: Any) -> torch.nn.Module:
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
     with torch.random.fork_rng():
         torch.manual_seed(0)
         return Qwen2ForCausalLM(config)

@@ -70,7 +70,7 @@ def incremental_ids(
             if not stop:
                 ids.append(delta.end_of_turn_id)  # the one-shot text closes every turn
             return ids, list(messages[: i + 1])
-        ids += delta.observation_ids(messages[i + 1:j], stopped=stop)
+        ids += delta.observation_ids(messages[i + 1 : j], stopped=stop)
         i, turn = j, turn + 1
 
 
@@ -82,9 +82,10 @@ def test_incremental_ids_equal_the_one_shot_tokenisation(name, tokenizers, traje
     delta = _delta(tokenizers, name)
     envs = {t.env_id for t in trajectories}
     assert envs == {"guess-number-v0", "arithmetic-v0"}
-    assert any(
-        a["role"] == b["role"] == "tool" for t in trajectories for a, b in zip(t.messages, t.messages[1:])
-    ), "the fixture should hold an action with two tool calls"
+    pairs = [(a, b) for t in trajectories for a, b in zip(t.messages, t.messages[1:], strict=False)]
+    assert any(a["role"] == b["role"] == "tool" for a, b in pairs), (
+        "the fixture should hold an action with two tool calls"
+    )
     mismatches = {}
     for k, traj in enumerate(trajectories):
         ids, covered = incremental_ids(delta, traj.messages)
@@ -116,7 +117,7 @@ def test_a_non_canonical_split_of_an_assistant_turn_is_detected(name, tokenizers
 
     prompt = delta.prompt_ids(messages[:first])
     ids = prompt + char_by_char + [delta.end_of_turn_id]
-    diverge = next(k for k, (a, b) in enumerate(zip(char_by_char, canonical)) if a != b)
+    diverge = next(k for k, (a, b) in enumerate(zip(char_by_char, canonical, strict=False)) if a != b)
     # mismatch() is the 1-based position of the first differing token
     assert delta.mismatch(messages[: first + 1], ids) == len(prompt) + diverge + 1
     canonical_ids = prompt + canonical + [delta.end_of_turn_id]
@@ -146,8 +147,11 @@ def test_prompt_ids_end_with_the_generation_prompt(name, tokenizers, trajectorie
     tok = tokenizers[name]
     messages = trajectories[0].messages[:2]
     text = tok.decode(delta.prompt_ids(messages))
-    header = {"chatml": "<|im_start|>assistant\n", "qwen": "<|im_start|>assistant\n",
-              "llama3": "<|start_header_id|>assistant<|end_header_id|>\n\n"}[name]
+    header = {
+        "chatml": "<|im_start|>assistant\n",
+        "qwen": "<|im_start|>assistant\n",
+        "llama3": "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    }[name]
     assert text.endswith(header)
     assert messages[1]["content"] in text
 

@@ -21,9 +21,21 @@ def tokenizer():
 
 
 def _config(tmp_path, **kw):
-    base = dict(output_dir=str(tmp_path / "run"), steps=1, group_size=4, batch_size=8, max_new_tokens=12,
-                max_seq_len=256, eval_episodes=0, save_every=1, tensorboard=False, micro_batch_size=3,
-                learning_rate=1e-3, logprob_chunk_tokens=7, resume=False)
+    base = dict(
+        output_dir=str(tmp_path / "run"),
+        steps=1,
+        group_size=4,
+        batch_size=8,
+        max_new_tokens=12,
+        max_seq_len=256,
+        eval_episodes=0,
+        save_every=1,
+        tensorboard=False,
+        micro_batch_size=3,
+        learning_rate=1e-3,
+        logprob_chunk_tokens=7,
+        resume=False,
+    )
     return GRPOConfig(**{**base, **kw})
 
 
@@ -56,9 +68,14 @@ def test_lora_trains_only_the_adapters(tmp_path, tokenizer):
 def test_gradient_checkpointing_trains(tmp_path, tokenizer):
     model = tiny_model(tokenizer)
     before = [p.detach().clone() for p in model.parameters()]
-    history = GRPOTrainer(model, tokenizer, envs=[SayEnv],
-                          config=_config(tmp_path, gradient_checkpointing=True, overlong_cache_len=4,
-                                         truncation_penalty=0.2, stop=["<|im_end|>"])).train()
+    history = GRPOTrainer(
+        model,
+        tokenizer,
+        envs=[SayEnv],
+        config=_config(
+            tmp_path, gradient_checkpointing=True, overlong_cache_len=4, truncation_penalty=0.2, stop=["<|im_end|>"]
+        ),
+    ).train()
     assert getattr(model, "is_activation_checkpointing", None) or model.is_gradient_checkpointing
     assert math.isfinite(history[-1]["loss"])
     assert any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(), strict=True))
@@ -67,8 +84,9 @@ def test_gradient_checkpointing_trains(tmp_path, tokenizer):
 def test_infra_episodes_are_masked_out_and_never_stop_training(tmp_path, tokenizer):
     class Crashy(SayEnv):
         def default_tasks(self):
-            return TaskSet([Task(id=f"t{i}", prompt="x") for i in range(6)]
-                           + [Task(id=f"crash-{i}", prompt="y") for i in range(6)])
+            return TaskSet(
+                [Task(id=f"t{i}", prompt="x") for i in range(6)] + [Task(id=f"crash-{i}", prompt="y") for i in range(6)]
+            )
 
     cfg = _config(tmp_path, steps=3, batch_size=16)
     history = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[Crashy], config=cfg).train()
@@ -81,8 +99,9 @@ def test_dynamic_sampling_drops_groups_whose_rewards_are_all_equal(tmp_path, tok
     history = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg).train()
     kept = [task for h in history for task in h["tasks"]]
     assert kept and not any(t.startswith("const") for t in kept)
-    plain = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv],
-                        config=_config(tmp_path / "plain", steps=6, batch_size=16)).train()
+    plain = GRPOTrainer(
+        tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=_config(tmp_path / "plain", steps=6, batch_size=16)
+    ).train()
     assert any(t.startswith("const") for h in plain for t in h["tasks"])
 
 
@@ -91,9 +110,25 @@ def test_metrics_are_written_each_step(tmp_path, tokenizer):
     GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg).train()
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
-    for key in ("reward/task", "reward/length", "reward/format", "success_rate", "adv/mean", "adv/std", "clipfrac",
-                "approx_kl", "entropy", "zero_variance_frac", "gen_tokens_per_s", "train_tokens_per_s",
-                "time/generate_s", "time/env_s", "time/train_s", "turn/0/step_reward", "gen/truncated_frac"):
+    for key in (
+        "reward/task",
+        "reward/length",
+        "reward/format",
+        "success_rate",
+        "adv/mean",
+        "adv/std",
+        "clipfrac",
+        "approx_kl",
+        "entropy",
+        "zero_variance_frac",
+        "gen_tokens_per_s",
+        "train_tokens_per_s",
+        "time/generate_s",
+        "time/env_s",
+        "time/train_s",
+        "turn/0/step_reward",
+        "gen/truncated_frac",
+    ):
         assert key in rows[-1], key
     assert (tmp_path / "run" / "final" / "config.json").exists()
 
@@ -138,8 +173,12 @@ learning_rate = 1e-3
 
 
 def _train(config, *args):
-    return subprocess.Popen([sys.executable, "-m", "agentenv.cli", "train", str(config), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentenv.cli", "train", str(config), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _steps(run_dir):
@@ -216,6 +255,8 @@ def test_learning_rate_warms_up_then_decays_linearly(tmp_path, tokenizer):
         trainer.step = step
         rates.append(trainer._learning_rate())
     assert rates[:3] == pytest.approx([0.5, 1.0, 1.0])
-    assert rates[-1] == pytest.approx(1.0 - 0.9 * 9 / 10) and rates == sorted(rates[:2]) + sorted(rates[2:], reverse=True)
+    assert rates[-1] == pytest.approx(1.0 - 0.9 * 9 / 10) and rates == sorted(rates[:2]) + sorted(
+        rates[2:], reverse=True
+    )
     with pytest.raises(ValueError, match="lr_decay"):
         GRPOConfig(lr_decay="cosine")

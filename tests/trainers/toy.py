@@ -34,8 +34,10 @@ class SayEnv(Env[SayState]):
         super().__init__(tasks, parser=SayParser(), tool_prompt="none", **kwargs)
 
     def default_tasks(self) -> TaskSet:
-        return TaskSet([Task(id=f"t{i}", prompt=f"Task {i}.") for i in range(12)]
-                       + [Task(id=f"const-{i}", prompt=f"Task c{i}.") for i in range(4)])
+        return TaskSet(
+            [Task(id=f"t{i}", prompt=f"Task {i}.") for i in range(12)]
+            + [Task(id=f"const-{i}", prompt=f"Task c{i}.") for i in range(4)]
+        )
 
     @tool
     def say(self, text: str) -> str:
@@ -64,7 +66,15 @@ def tiny_model(tokenizer, seed: int = 0):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
-    return Qwen2ForCausalLM(Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id))
+    return Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            tie_word_embeddings=True,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    )

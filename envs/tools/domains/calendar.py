@@ -31,8 +31,9 @@ Day = Literal["2025-03-03", "2025-03-04", "2025-03-05", "2025-03-06", "2025-03-0
 Hour = Annotated[int, Field(ge=0, le=23, description="Hour of the day, 0-23.")]
 Id = Annotated[str, Field(min_length=1, max_length=40)]
 BookingId = Annotated[int, Field(ge=1, le=10**6)]
-Rule = Literal["identity_required", "identity_failed", "no_double_booking", "office_hours", "room_capacity",
-               "not_your_booking"]
+Rule = Literal[
+    "identity_required", "identity_failed", "no_double_booking", "office_hours", "room_capacity", "not_your_booking"
+]
 
 SCHEMA = """
 CREATE TABLE rooms (id TEXT PRIMARY KEY, name TEXT NOT NULL, capacity INTEGER NOT NULL);
@@ -47,18 +48,21 @@ PEOPLE = ["Ana Ruiz", "Bo Chen", "Cara Diaz", "Dan Ito", "Eve Park", "Finn Roy",
 TITLES = ["Standup", "Design review", "1:1", "Planning", "Retro", "Hiring sync"]
 
 
-
 class CalendarAnswer(Answer):
     rule: Rule | None = Field(None, description="Only when you refuse: the rule that forbids the request.")
     room_id: Id | None = Field(
-        None, description="The room the employee asked about, or the room of a booking you refuse, by id (e.g. R1).")
+        None, description="The room the employee asked about, or the room of a booking you refuse, by id (e.g. R1)."
+    )
     day: Day | None = Field(None, description="The day the employee asked about.")
     booking_id: BookingId | None = Field(
-        None, description="When a room is taken at the time asked: the id of the booking that holds it.")
+        None, description="When a room is taken at the time asked: the id of the booking that holds it."
+    )
     capacity: Annotated[int, Field(ge=1, le=1000)] | None = Field(
-        None, description="When you refuse for the room's size: how many people the room holds.")
+        None, description="When you refuse for the room's size: how many people the room holds."
+    )
     organiser_id: Id | None = Field(
-        None, description="When you refuse to change someone else's booking: the employee id of its organiser.")
+        None, description="When you refuse to change someone else's booking: the employee id of its organiser."
+    )
 
 
 calendar = Domain(
@@ -137,25 +141,35 @@ def list_rooms(db: sqlite3.Connection, req: ListRooms) -> list:
 def room_schedule(db: sqlite3.Connection, req: RoomDay) -> list:
     """The confirmed bookings of a room on a day: booking id, hours, title."""
     _room(db, req.room_id)
-    rows = db.execute("SELECT id, start_hour, end_hour, title FROM bookings WHERE room_id = ? AND day = ? "
-                      "AND status = 'confirmed' ORDER BY start_hour", (req.room_id, req.day))
+    rows = db.execute(
+        "SELECT id, start_hour, end_hour, title FROM bookings WHERE room_id = ? AND day = ? "
+        "AND status = 'confirmed' ORDER BY start_hour",
+        (req.room_id, req.day),
+    )
     return [{"booking_id": i, "start_hour": s, "end_hour": e, "title": t} for i, s, e, t in rows]
 
 
 @calendar.route()
 def list_bookings(db: sqlite3.Connection, req: EmployeeRef) -> list:
     """An employee's confirmed bookings as organiser."""
-    rows = db.execute("SELECT id, room_id, day, start_hour, end_hour, title FROM bookings WHERE organiser_id = ? "
-                      "AND status = 'confirmed' ORDER BY day, start_hour", (req.employee_id,))
-    return [{"booking_id": i, "room_id": r, "day": d, "start_hour": s, "end_hour": e, "title": t}
-            for i, r, d, s, e, t in rows]
+    rows = db.execute(
+        "SELECT id, room_id, day, start_hour, end_hour, title FROM bookings WHERE organiser_id = ? "
+        "AND status = 'confirmed' ORDER BY day, start_hour",
+        (req.employee_id,),
+    )
+    return [
+        {"booking_id": i, "room_id": r, "day": d, "start_hour": s, "end_hour": e, "title": t}
+        for i, r, d, s, e, t in rows
+    ]
 
 
 @calendar.route()
 def get_booking(db: sqlite3.Connection, req: BookingRef) -> dict:
     """One booking: room, day, hours, title, attendees, status."""
-    row = db.execute("SELECT room_id, organiser_id, day, start_hour, end_hour, title, attendees, status "
-                     "FROM bookings WHERE id = ?", (req.booking_id,)).fetchone()
+    row = db.execute(
+        "SELECT room_id, organiser_id, day, start_hour, end_hour, title, attendees, status FROM bookings WHERE id = ?",
+        (req.booking_id,),
+    ).fetchone()
     if row is None:
         raise NotFound(f"no booking {req.booking_id}")
     keys = ("room_id", "organiser_id", "day", "start_hour", "end_hour", "title", "attendees", "status")
@@ -169,9 +183,11 @@ def book_room(db: sqlite3.Connection, req: BookRoom) -> dict:
     if req.attendees > _room(db, req.room_id):
         raise RuleViolation("room_capacity", f"room {req.room_id} holds {_room(db, req.room_id)} people")
     _check_slot(db, req.room_id, req.day, req.start_hour, req.end_hour, exclude=0)
-    cur = db.execute("INSERT INTO bookings (room_id, organiser_id, day, start_hour, end_hour, title, attendees, status)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?, 'confirmed')",
-                     (req.room_id, me, req.day, req.start_hour, req.end_hour, req.title, req.attendees))
+    cur = db.execute(
+        "INSERT INTO bookings (room_id, organiser_id, day, start_hour, end_hour, title, attendees, status)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'confirmed')",
+        (req.room_id, me, req.day, req.start_hour, req.end_hour, req.title, req.attendees),
+    )
     return {"booking_id": cur.lastrowid, "status": "confirmed"}
 
 
@@ -188,8 +204,10 @@ def reschedule_booking(db: sqlite3.Connection, req: Reschedule) -> str:
     """Move a booking the authenticated employee organises to another day or time, same room."""
     room = _own_booking(db, req.booking_id)
     _check_slot(db, room, req.day, req.start_hour, req.end_hour, exclude=req.booking_id)
-    db.execute("UPDATE bookings SET day = ?, start_hour = ?, end_hour = ? WHERE id = ?",
-               (req.day, req.start_hour, req.end_hour, req.booking_id))
+    db.execute(
+        "UPDATE bookings SET day = ?, start_hour = ?, end_hour = ? WHERE id = ?",
+        (req.day, req.start_hour, req.end_hour, req.booking_id),
+    )
     return f"booking {req.booking_id} moved to {req.day} {req.start_hour}:00-{req.end_hour}:00"
 
 
@@ -221,18 +239,24 @@ def _own_booking(db: sqlite3.Connection, booking_id: int) -> str:
 def _check_slot(db: sqlite3.Connection, room: str, day: str, start: int, end: int, *, exclude: int) -> None:
     if not 8 <= start < end <= 18:
         raise RuleViolation("office_hours", "bookings are whole hours between 8:00 and 18:00, start before end")
-    clash = db.execute("SELECT id FROM bookings WHERE room_id = ? AND day = ? AND status = 'confirmed' AND id != ? "
-                       "AND start_hour < ? AND end_hour > ?", (room, day, exclude, end, start)).fetchone()
+    clash = db.execute(
+        "SELECT id FROM bookings WHERE room_id = ? AND day = ? AND status = 'confirmed' AND id != ? "
+        "AND start_hour < ? AND end_hour > ?",
+        (room, day, exclude, end, start),
+    ).fetchone()
     if clash is not None:
         raise RuleViolation("no_double_booking", f"room {room} is taken then (booking {clash[0]})")
 
 
 # -- seed data and tasks (deterministic) ---------------------------------------------
 
+
 def _people() -> list[tuple[str, str, str, str]]:
     rng = random.Random(11)
-    return [(f"E{10 + i}", name, f"{name.split()[0].lower()}@office.example", f"{rng.randint(1000, 9999)}")
-            for i, name in enumerate(PEOPLE)]
+    return [
+        (f"E{10 + i}", name, f"{name.split()[0].lower()}@office.example", f"{rng.randint(1000, 9999)}")
+        for i, name in enumerate(PEOPLE)
+    ]
 
 
 def _bookings() -> list[tuple[str, str, str, int, int, str, int]]:
@@ -247,16 +271,28 @@ def _bookings() -> list[tuple[str, str, str, int, int, str, int]]:
         if hours & taken:
             continue
         taken |= hours
-        out.append((room, f"E{10 + len(out) % len(PEOPLE)}", day, start, start + len(hours),
-                    rng.choice(TITLES), rng.randint(2, capacity)))
+        out.append(
+            (
+                room,
+                f"E{10 + len(out) % len(PEOPLE)}",
+                day,
+                start,
+                start + len(hours),
+                rng.choice(TITLES),
+                rng.randint(2, capacity),
+            )
+        )
     return out
 
 
 def _seed(db: sqlite3.Connection) -> None:
     db.executemany("INSERT INTO rooms VALUES (?, ?, ?)", ROOMS)
     db.executemany("INSERT INTO employees VALUES (?, ?, ?, ?)", _people())
-    db.executemany("INSERT INTO bookings (room_id, organiser_id, day, start_hour, end_hour, title, attendees, status) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, 'confirmed')", _bookings())
+    db.executemany(
+        "INSERT INTO bookings (room_id, organiser_id, day, start_hour, end_hour, title, attendees, status) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, 'confirmed')",
+        _bookings(),
+    )
 
 
 def _free(bookings: list, room: str, day: str, start: int, end: int) -> bool:
@@ -288,41 +324,78 @@ def _single_tasks() -> list[Task]:
     bookings = _bookings()
     rng = random.Random(13)
     tasks: list[Task] = []
-    for k, (room, organiser, day, start, end, title, attendees) in enumerate(bookings[:24]):
+    for k, (room, organiser, day, _start, _end, _title, _attendees) in enumerate(bookings[:24]):
         booking_id = k + 1
         _, name, email, pin = people[organiser]
         me = f"Hi, this is {name} ({email}, PIN {pin})."
         auth = ("authenticate", {"email": email, "pin": pin})
         kind = ("book", "cancel", "move", "ask")[k % 4]
         if kind == "book":
-            new_day, hour = next((d, h) for d, h in ((rng.choice(DAYS), rng.randint(8, 16)) for _ in range(100))
-                                 if _free(bookings, room, d, h, h + 1))
-            args = {"room_id": room, "day": new_day, "start_hour": hour, "end_hour": hour + 1,
-                    "title": "Budget review", "attendees": 2}
-            tasks.append(gold_task(
-                f"calendar-book-{k}", f"{me} Book room {room} on {new_day} from {hour}:00 to {hour + 1}:00 "
-                "for 2 people, titled \"Budget review\".",
-                [auth, ("room_schedule", {"room_id": room, "day": new_day}), ("book_room", args)],
-                answer=f"Room {room} is booked on {new_day} at {hour}:00.", family="calendar-book", difficulty=1))
+            new_day, hour = next(
+                (d, h)
+                for d, h in ((rng.choice(DAYS), rng.randint(8, 16)) for _ in range(100))
+                if _free(bookings, room, d, h, h + 1)
+            )
+            args = {
+                "room_id": room,
+                "day": new_day,
+                "start_hour": hour,
+                "end_hour": hour + 1,
+                "title": "Budget review",
+                "attendees": 2,
+            }
+            tasks.append(
+                gold_task(
+                    f"calendar-book-{k}",
+                    f"{me} Book room {room} on {new_day} from {hour}:00 to {hour + 1}:00 "
+                    'for 2 people, titled "Budget review".',
+                    [auth, ("room_schedule", {"room_id": room, "day": new_day}), ("book_room", args)],
+                    answer=f"Room {room} is booked on {new_day} at {hour}:00.",
+                    family="calendar-book",
+                    difficulty=1,
+                )
+            )
         elif kind == "cancel":
-            tasks.append(gold_task(
-                f"calendar-cancel-{k}", f"{me} Please cancel my booking {booking_id}.",
-                [auth, ("cancel_booking", {"booking_id": booking_id})],
-                answer=f"Booking {booking_id} is cancelled.", family="calendar-cancel", difficulty=1))
+            tasks.append(
+                gold_task(
+                    f"calendar-cancel-{k}",
+                    f"{me} Please cancel my booking {booking_id}.",
+                    [auth, ("cancel_booking", {"booking_id": booking_id})],
+                    answer=f"Booking {booking_id} is cancelled.",
+                    family="calendar-cancel",
+                    difficulty=1,
+                )
+            )
         elif kind == "move":
             new_day = next(d for d in DAYS[::-1] if _free(bookings, room, d, 16, 17))
-            tasks.append(gold_task(
-                f"calendar-move-{k}", f"{me} Move my booking {booking_id} to {new_day}, 16:00 to 17:00, same room.",
-                [auth, ("reschedule_booking", {"booking_id": booking_id, "day": new_day, "start_hour": 16,
-                                               "end_hour": 17})],
-                answer=f"Booking {booking_id} now runs on {new_day} from 16:00.", family="calendar-move",
-                difficulty=2))
+            tasks.append(
+                gold_task(
+                    f"calendar-move-{k}",
+                    f"{me} Move my booking {booking_id} to {new_day}, 16:00 to 17:00, same room.",
+                    [
+                        auth,
+                        (
+                            "reschedule_booking",
+                            {"booking_id": booking_id, "day": new_day, "start_hour": 16, "end_hour": 17},
+                        ),
+                    ],
+                    answer=f"Booking {booking_id} now runs on {new_day} from 16:00.",
+                    family="calendar-move",
+                    difficulty=2,
+                )
+            )
         else:
-            tasks.append(gold_task(
-                f"calendar-ask-{k}", f"{me} Which room is my booking {booking_id} in, and on what day?",
-                [("get_booking", {"booking_id": booking_id})],
-                answer=f"Booking {booking_id} is in room {room} on {day}.", expect={"room_id": room, "day": day},
-                family="calendar-ask", difficulty=0))
+            tasks.append(
+                gold_task(
+                    f"calendar-ask-{k}",
+                    f"{me} Which room is my booking {booking_id} in, and on what day?",
+                    [("get_booking", {"booking_id": booking_id})],
+                    answer=f"Booking {booking_id} is in room {room} on {day}.",
+                    expect={"room_id": room, "day": day},
+                    family="calendar-ask",
+                    difficulty=0,
+                )
+            )
     return tasks
 
 
@@ -333,48 +406,70 @@ def _refusal_tasks() -> list[Task]:
     for booking_id in range(25, 31):  # a clash with another employee's booking; the answer gives its id
         room, organiser, day, start, _, title, _ = bookings[booking_id - 1]
         me, auth = _introduce(_colleague(organiser))
-        tasks.append(gold_task(
-            f"calendar-refuse-taken-{booking_id}",
-            f"{me} Book room {room} on {day} from {start}:00 to {start + 1}:00 for 2 people, titled \"Budget review\".",
-            [auth, ("room_schedule", {"room_id": room, "day": day})],
-            answer=f"Room {room} is already taken on {day} at {start}:00 by \"{title}\" (booking {booking_id}); "
-                   "I did not book it.",
-            expect={"rule": "no_double_booking", "booking_id": booking_id}, family="calendar-refuse-taken",
-            difficulty=2))
+        tasks.append(
+            gold_task(
+                f"calendar-refuse-taken-{booking_id}",
+                f"{me} Book room {room} on {day} from {start}:00 to {start + 1}:00 for 2 people, "
+                'titled "Budget review".',
+                [auth, ("room_schedule", {"room_id": room, "day": day})],
+                answer=f'Room {room} is already taken on {day} at {start}:00 by "{title}" (booking {booking_id}); '
+                "I did not book it.",
+                expect={"rule": "no_double_booking", "booking_id": booking_id},
+                family="calendar-refuse-taken",
+                difficulty=2,
+            )
+        )
     for k, (start, end) in enumerate(((17, 19), (7, 9), (18, 20), (6, 8))):
         room, name, _ = ROOMS[k]  # asked for by name: its id, which the answer gives, takes a read
         me, _ = _introduce(f"E{10 + k}")
-        tasks.append(gold_task(
-            f"calendar-refuse-hours-{k}",
-            f"{me} Book the {name} room on {DAYS[k]} from {start}:00 to {end}:00 for 2 people, "
-            "titled \"Offsite prep\".",
-            [("list_rooms", {"min_capacity": 1})],
-            answer=f"Rooms can only be booked between 8:00 and 18:00, so I cannot book {name} ({room}) "
-                   f"from {start}:00 to {end}:00.",
-            expect={"rule": "office_hours", "room_id": room}, family="calendar-refuse-hours", difficulty=1))
+        tasks.append(
+            gold_task(
+                f"calendar-refuse-hours-{k}",
+                f"{me} Book the {name} room on {DAYS[k]} from {start}:00 to {end}:00 for 2 people, "
+                'titled "Offsite prep".',
+                [("list_rooms", {"min_capacity": 1})],
+                answer=f"Rooms can only be booked between 8:00 and 18:00, so I cannot book {name} ({room}) "
+                f"from {start}:00 to {end}:00.",
+                expect={"rule": "office_hours", "room_id": room},
+                family="calendar-refuse-hours",
+                difficulty=1,
+            )
+        )
     for k, (room, name, capacity) in enumerate(ROOMS[:4]):
         me, auth = _introduce(f"E{14 + k}")
         day, hour = _free_slots(bookings, room)[5 * k]
         wanted = capacity + 1 + k  # another excess each time: the request does not give the capacity away
-        tasks.append(gold_task(
-            f"calendar-refuse-capacity-{room}",
-            f"{me} Book room {room} on {day} from {hour}:00 to {hour + 1}:00 for {wanted} people, "
-            "titled \"All hands\".",
-            [auth, ("list_rooms", {"min_capacity": 1})],
-            answer=f"Room {room} ({name}) holds only {capacity} people, not {wanted}; I did not book it.",
-            expect={"rule": "room_capacity", "capacity": capacity}, family="calendar-refuse-capacity",
-            difficulty=2))
+        tasks.append(
+            gold_task(
+                f"calendar-refuse-capacity-{room}",
+                f"{me} Book room {room} on {day} from {hour}:00 to {hour + 1}:00 for {wanted} people, "
+                'titled "All hands".',
+                [auth, ("list_rooms", {"min_capacity": 1})],
+                answer=f"Room {room} ({name}) holds only {capacity} people, not {wanted}; I did not book it.",
+                expect={"rule": "room_capacity", "capacity": capacity},
+                family="calendar-refuse-capacity",
+                difficulty=2,
+            )
+        )
     for booking_id in (2, 7, 12, 21):
         room, organiser, day, _, _, _, _ = bookings[booking_id - 1]
         me, auth = _introduce(_colleague(organiser))
-        ask = (f"move booking {booking_id} to {day}, 17:00 to 18:00" if booking_id == 21
-               else f"cancel booking {booking_id}")
-        tasks.append(gold_task(
-            f"calendar-refuse-other-{booking_id}", f"{me} My colleague is away; please {ask} for them.",
-            [auth, ("get_booking", {"booking_id": booking_id})],
-            answer=f"Booking {booking_id} is organised by {organiser}, not you; only its organiser can change it.",
-            expect={"rule": "not_your_booking", "organiser_id": organiser}, family="calendar-refuse-other",
-            difficulty=2))
+        ask = (
+            f"move booking {booking_id} to {day}, 17:00 to 18:00"
+            if booking_id == 21
+            else f"cancel booking {booking_id}"
+        )
+        tasks.append(
+            gold_task(
+                f"calendar-refuse-other-{booking_id}",
+                f"{me} My colleague is away; please {ask} for them.",
+                [auth, ("get_booking", {"booking_id": booking_id})],
+                answer=f"Booking {booking_id} is organised by {organiser}, not you; only its organiser can change it.",
+                expect={"rule": "not_your_booking", "organiser_id": organiser},
+                family="calendar-refuse-other",
+                difficulty=2,
+            )
+        )
     return tasks
 
 
@@ -385,26 +480,55 @@ def _multi_step_tasks() -> list[Task]:
     for k in range(3):
         me, auth = _introduce(f"E{11 + k}")
         day, hour = sorted(set(_free_slots(bookings, "R2")) & set(_free_slots(bookings, "R3")))[7 * k + 3]
-        books = [("book_room", {"room_id": r, "day": day, "start_hour": hour, "end_hour": hour + 1,
-                                "title": "Team split", "attendees": 5}) for r in ("R2", "R3")]
-        tasks.append(gold_task(
-            f"calendar-multi-two-rooms-{k}",
-            f"{me} Book both R2 and R3 on {day} from {hour}:00 to {hour + 1}:00 for 5 people each, "
-            "titled \"Team split\".",
-            [auth, ("room_schedule", {"room_id": "R2", "day": day}), ("room_schedule", {"room_id": "R3", "day": day}),
-             *books],
-            answer=f"R2 and R3 are both booked on {day} at {hour}:00.", family="calendar-multi", difficulty=3))
+        books = [
+            (
+                "book_room",
+                {
+                    "room_id": r,
+                    "day": day,
+                    "start_hour": hour,
+                    "end_hour": hour + 1,
+                    "title": "Team split",
+                    "attendees": 5,
+                },
+            )
+            for r in ("R2", "R3")
+        ]
+        tasks.append(
+            gold_task(
+                f"calendar-multi-two-rooms-{k}",
+                f"{me} Book both R2 and R3 on {day} from {hour}:00 to {hour + 1}:00 for 5 people each, "
+                'titled "Team split".',
+                [
+                    auth,
+                    ("room_schedule", {"room_id": "R2", "day": day}),
+                    ("room_schedule", {"room_id": "R3", "day": day}),
+                    *books,
+                ],
+                answer=f"R2 and R3 are both booked on {day} at {hour}:00.",
+                family="calendar-multi",
+                difficulty=3,
+            )
+        )
     for k, organiser in enumerate(("E10", "E13", "E16")):
         me, auth = _introduce(organiser)
         mine = [i + 1 for i, b in enumerate(bookings) if b[1] == organiser]
         drop, keep = mine[1], mine[2]
         room = bookings[keep - 1][0]
         day = next(d for d in DAYS[::-1] if _free(bookings, room, d, 8, 9))
-        tasks.append(gold_task(
-            f"calendar-multi-cancel-move-{k}",
-            f"{me} Please cancel my booking {drop}, and move my booking {keep} to {day}, 8:00 to 9:00, same room.",
-            [auth, ("list_bookings", {"employee_id": organiser}), ("cancel_booking", {"booking_id": drop}),
-             ("reschedule_booking", {"booking_id": keep, "day": day, "start_hour": 8, "end_hour": 9})],
-            answer=f"Booking {drop} is cancelled and booking {keep} now runs on {day} from 8:00.",
-            family="calendar-multi", difficulty=3))
+        tasks.append(
+            gold_task(
+                f"calendar-multi-cancel-move-{k}",
+                f"{me} Please cancel my booking {drop}, and move my booking {keep} to {day}, 8:00 to 9:00, same room.",
+                [
+                    auth,
+                    ("list_bookings", {"employee_id": organiser}),
+                    ("cancel_booking", {"booking_id": drop}),
+                    ("reschedule_booking", {"booking_id": keep, "day": day, "start_hour": 8, "end_hour": 9}),
+                ],
+                answer=f"Booking {drop} is cancelled and booking {keep} now runs on {day} from 8:00.",
+                family="calendar-multi",
+                difficulty=3,
+            )
+        )
     return tasks
