@@ -82,7 +82,7 @@ def main() -> None:
         f"of the last {k}: {sum(train[-k:]) / k:.1%}"
     )
     print(
-        f"change in held-out success: {evals[-1][1] - evals[0][1]:+.1%} (the issue's bar: +15 points); "
+        f"change in held-out success: {evals[-1][1] - evals[0][1]:+z.1%} (the issue's bar: +15 points); "
         f"{time.perf_counter() - start:.0f} s, {args.threads} threads"
     )
 

@@ -199,7 +199,7 @@ def report(trainer: Any, args: argparse.Namespace, steps: list[dict[str, float]]
         f"{c.intermediate_size}, vocab {c.vocab_size} (padded: the tokenizer uses ids 0..{len(trainer.tokenizer) - 1}"
         f"), tied embeddings, {model.dtype}, attention {c._attn_implementation}"
     )
-    print(trainer.config)
+    print(repr(trainer.config))
     print(
         f"env: guess-number-v0 (max_format_errors={args.max_turns}), {args.warmup} warm-up + {args.steps} steps\n"
         "update FLOPs = 6*N_body*T + 6*V*d*T_policy + 12*L*d*sum(s_i^2) (N_body: params outside the embedding; "

@@ -19,13 +19,12 @@ the group it was in. Broadcasting a step's advantage to its tokens is the caller
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Hashable, Sequence
-from typing import Literal
+
+from agentenv.trainers.modes import TASK_ADVANTAGES, check_mode
 
 __all__ = [
-    "AdvantageMode",
     "anchor_state_advantages",
     "combine",
     "discounted_returns",
@@ -34,10 +33,6 @@ __all__ = [
     "per_turn_advantages",
     "zero_variance_groups",
 ]
-
-AdvantageMode = Literal["std", "none", "batch_std"]
-_MODES: tuple[str, ...] = ("std", "none", "batch_std")
-
 
 # --- helpers -----------------------------------------------------------------------
 
@@ -114,21 +109,19 @@ def group_advantages(
     rewards: Sequence[float],
     group_ids: Sequence[Hashable],
     *,
-    mode: AdvantageMode = "std",
+    mode: str = "std",
     eps: float = 1e-6,
     valid: Sequence[bool] | None = None,
 ) -> list[float]:
     """Group-relative advantage per trajectory: A_i = (r_i - mean_g) / scale.
 
-    ``mode`` picks the scale: ``"std"`` the group's std + eps (GRPO, Shao et al. 2024);
-    ``"none"`` 1 (Dr. GRPO, Liu et al. 2025: dividing by the std over-weights groups
-    that are nearly all right or all wrong); ``"batch_std"`` the std of all valid
-    rewards in the batch + eps. Groups with fewer than two valid trajectories get 0.
+    ``mode`` (a name in `agentenv.trainers.modes.TASK_ADVANTAGES`) picks the scale:
+    ``"std"`` the group's std + eps (GRPO, Shao et al. 2024); ``"none"`` 1 (Dr. GRPO,
+    Liu et al. 2025: dividing by the std over-weights groups that are nearly all
+    right or all wrong); ``"batch_std"`` the std of all valid rewards in the batch +
+    eps. Groups with fewer than two valid trajectories get 0.
     """
-    if mode not in _MODES:
-        close = difflib.get_close_matches(str(mode), _MODES, n=1, cutoff=0.6)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"expected mode in {_MODES}, got {mode!r}.{hint}")
+    check_mode("mode", mode, TASK_ADVANTAGES)
     n = len(rewards)
     _check_len("group_ids", group_ids, n, "rewards")
     ok = _valid_flags(valid, n, "rewards")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from agentenv.trainers import advantages as adv
+from agentenv.trainers.modes import STEP_ADVANTAGES, check_mode
 from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
 
@@ -75,11 +76,14 @@ def turn_advantages(
 ) -> tuple[list[list[float]], list[float]]:
     """Per trajectory, the combined advantage of each turn; and the episode rewards used.
 
-    Infra failures are invalid: excluded from every statistic, advantage 0.
+    ``task_mode`` and ``step_mode`` are names in `agentenv.trainers.modes`'
+    ``TASK_ADVANTAGES`` and ``STEP_ADVANTAGES``. Infra failures are invalid: excluded
+    from every statistic, advantage 0.
     """
+    check_mode("step_mode", step_mode, STEP_ADVANTAGES)
     valid = [t.failure is not Failure.INFRA for t in trajs]
     rewards = [(t.task_reward or 0.0) + (extra_rewards[i] if extra_rewards else 0.0) for i, t in enumerate(trajs)]
-    task_adv = adv.group_advantages(rewards, group_ids, mode=task_mode, valid=valid)  # type: ignore[arg-type]
+    task_adv = adv.group_advantages(rewards, group_ids, mode=task_mode, valid=valid)
     if step_mode == "none" or step_weight == 0:
         step_adv = [[0.0] * t.turns for t in trajs]
     else:
@@ -95,7 +99,7 @@ def turn_advantages(
         if step_mode == "gigpo":
             keys = [anchor_keys(t) for t in trajs]
             step_adv = adv.anchor_state_advantages(returns, keys, group_ids, valid=valid)
-        else:
+        else:  # "per_turn"
             step_adv = adv.per_turn_advantages(returns, group_ids, valid=valid)
     return adv.combine(task_adv, step_adv, step_weight), rewards
 

@@ -1,37 +1,63 @@
-"""`GRPOConfig`: every knob of a GRPO run, one typed dataclass, validated on construction.
+"""`GRPOConfig`: every knob of a GRPO run, one strict pydantic model, validated on construction.
 
-Read from Python, or from YAML/TOML by `GRPOConfig.from_file` (the CLI's
-`agentenv train CONFIG`). Every invalid value fails at construction with a message
-that says the fix.
+Made in Python, or read from YAML/TOML by `GRPOConfig.from_file` (the CLI's
+``agentenv train CONFIG``). Each field's docstring is its documentation: `help(GRPOConfig)`
+lists them, and so do ``GRPOConfig.model_json_schema()`` and
+``GRPOConfig.model_fields[name].description``.
+
+An invalid config fails at construction with one ValueError that lists every
+problem, each naming its field and the fix (translated from pydantic's report, which
+adds input types and links). Types are strict: ``steps = 10.0`` or ``bf16 = "yes"``
+is an error, not a silent conversion; an int is a valid float. A problem between
+fields (batch_size and group_size, say) is reported once every field is valid.
+Build one with ``GRPOConfig(...)``, `from_dict` or `from_file` (``model_validate``
+works too, but wraps that message in pydantic's report).
+
+The loss and advantage names are the rows of `agentenv.trainers.modes`. Torch-free.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
+import inspect
+import math
 import re
+import textwrap
 import tomllib
-from dataclasses import dataclass, field
+import types
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import ErrorDetails
+
+from agentenv.miner.config import MinerConfig
+from agentenv.task import did_you_mean
+from agentenv.trainers.modes import LOSS_MODES, STEP_ADVANTAGES, TASK_ADVANTAGES, check_mode
 
 __all__ = ["GRPOConfig"]
 
-LOSSES = ("grpo", "dapo", "dr_grpo", "gspo", "cispo")
-TASK_ADVANTAGES = ("std", "none", "batch_std")
-STEP_ADVANTAGES = ("none", "gigpo", "per_turn")
+_MODE_TABLES: dict[str, Mapping[str, object]] = {
+    "loss": LOSS_MODES,
+    "advantage": TASK_ADVANTAGES,
+    "step_advantage": STEP_ADVANTAGES,
+}
 
 
-@dataclass
-class GRPOConfig:
+class GRPOConfig(BaseModel):
+    """Every setting of a GRPO run: model, rollouts, advantages and loss, optimisation,
+    warm start, evaluation and checkpoints. Fields are listed below."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
     # -- model -----------------------------------------------------------------
     model: str = "tiny"
     """A local path or hub id of a causal LM, or "tiny" for the project's tiny Qwen2
     (hidden 128, 2 layers, random init) with a tokenizer built from the envs' text."""
-    envs: dict[str, float] = field(default_factory=lambda: {"arithmetic-v0": 1.0})
-    """Registered env ids and their sampling weights (used by the CLI; the trainer's
-    ``envs`` argument overrides it)."""
-    env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    envs: dict[str, float] = Field(default_factory=lambda: {"arithmetic-v0": 1.0})
+    """Registered env ids and their sampling weights; a list of ids means equal weights
+    (used by the CLI; the trainer's ``envs`` argument overrides it)."""
+    env_kwargs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Keyword arguments for `agentenv.make` per env id, e.g. {"guess-number-v0": {"difficulties": [0]}}."""
     output_dir: str = "runs/grpo"
     """Run directory: config.json, metrics.jsonl, trajectories/, checkpoints/, final/."""
@@ -41,222 +67,209 @@ class GRPOConfig:
     """"auto" (cuda when available), "cpu", "cuda" or "cuda:N"."""
 
     # -- rollouts ---------------------------------------------------------------
-    steps: int = 50
+    steps: int = Field(50, ge=1)
     """Optimiser steps (one batch of groups each)."""
     group_size: int = 4
-    """G: rollouts per task, sharing its seed and initial state."""
+    """G: rollouts per task, sharing its seed and initial state (at least 2)."""
     batch_size: int = 16
     """Episodes per step; a multiple of group_size."""
-    max_turns: int | None = None
+    max_turns: int | None = Field(None, ge=1)
     """Override each env's max_turns (None keeps the env's)."""
     tool_prompt: Literal["json", "compact", "none"] = "json"
     """How envs made from ids show their tools: JSON schemas, one compact line each, or not at all."""
-    max_new_tokens: int = 128
+    max_new_tokens: int = Field(128, ge=1)
     """Tokens the model may generate per turn; a turn cut here is flagged as truncated."""
-    max_seq_len: int = 2048
+    max_seq_len: int = Field(2048, ge=1)
     """Longest training sequence (prompt + all turns); longer episodes stop generating."""
-    stop: list[str] = field(default_factory=list)
+    stop: list[str] = Field(default_factory=list)
     """Strings that end a turn besides the end-of-turn token, e.g. ["</tool_call>"] (one call per turn)."""
-    temperature: float = 1.0
+    temperature: float = Field(1.0, ge=0.0, le=10.0)
     """Sampling temperature (log-probs are computed at the same temperature)."""
-    top_p: float = 1.0
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
     """Nucleus sampling mass."""
-    top_k: int = 0
+    top_k: int = Field(0, ge=0)
     """Top-k sampling (0 = off)."""
-    test_fraction: float = 0.2
+    test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
     """Share of each env's tasks held out for evaluation (split by task id hash)."""
     dynamic_sampling: bool = False
     """DAPO dynamic sampling: drop groups whose rewards are all equal and sample more."""
-    max_sampling_rounds: int = 4
+    max_sampling_rounds: int = Field(4, ge=1)
     """Rounds of sampling dynamic sampling may take to fill the batch."""
 
-    miner: dict[str, Any] | None = None
-    """The failure miner's settings (`agentenv.miner.MinerConfig` fields, e.g. {"temperature": 0.3});
-    None samples tasks uniformly. {} turns the miner on with its defaults."""
+    miner: MinerConfig | None = None
+    """The failure miner's settings (a `agentenv.miner.MinerConfig`, or a table of its
+    fields, e.g. {"temperature": 0.3}); None samples tasks uniformly, {} turns the
+    miner on with its defaults."""
     importance_weighting: bool = False
     """With the miner: multiply each group's advantages by w = (1/|pool|) / P(task), the
     uniform over the sampling probability, normalised to mean 1 over the batch's groups."""
 
     # -- advantages and loss ----------------------------------------------------------
-    loss: Literal["grpo", "dapo", "dr_grpo", "gspo", "cispo"] = "grpo"
-    """Policy loss: grpo, dapo, dr_grpo, gspo or cispo."""
-    advantage: Literal["std", "none", "batch_std"] = "std"
-    """Task-level advantage: group std-normalised (GRPO), none (Dr. GRPO), or batch std."""
-    step_advantage: Literal["none", "gigpo", "per_turn"] = "gigpo"
-    """Step-level advantage: GiGPO anchor-state groups, per-turn normalisation, or none."""
-    step_advantage_weight: float = 1.0
+    loss: str = Field("grpo", json_schema_extra={"enum": list(LOSS_MODES)})
+    """Policy loss: a row of `agentenv.trainers.modes.LOSS_MODES`."""
+    advantage: str = Field("std", json_schema_extra={"enum": list(TASK_ADVANTAGES)})
+    """Task-level advantage: a row of `agentenv.trainers.modes.TASK_ADVANTAGES`."""
+    step_advantage: str = Field("gigpo", json_schema_extra={"enum": list(STEP_ADVANTAGES)})
+    """Step-level advantage: a row of `agentenv.trainers.modes.STEP_ADVANTAGES`."""
+    step_advantage_weight: float = Field(1.0, ge=0.0)
     """w in A = A_task + w * A_step."""
-    gamma: float = 0.95
+    gamma: float = Field(0.95, ge=0.0, le=1.0)
     """Discount of step rewards in the step-level returns."""
-    eps_low: float | None = None
-    """Lower clip range of the importance ratio; None = the loss's paper default
-    (0.2; gspo 3e-4 on the sequence ratio; cispo none). grpo and dr_grpo clip both ways with it."""
-    eps_high: float | None = None
-    """Upper clip range; None = the loss's default (dapo and cispo 0.28, gspo 4e-4)."""
-    kl_coef: float = 0.0
+    eps_low: float | None = Field(None, ge=0.0)
+    """Lower clip range of the importance ratio; None = the loss's default (its ``clip``
+    in LOSS_MODES). A loss that clips both ways with one range (``eps``) takes this one."""
+    eps_high: float | None = Field(None, ge=0.0)
+    """Upper clip range; None = the loss's default."""
+    kl_coef: float = Field(0.0, ge=0.0)
     """Weight of the k3 KL to the initial (reference) model; 0 = no reference model."""
-    overlong_cache_len: int = 0
+    overlong_cache_len: int = Field(0, ge=0)
     """DAPO overlong shaping: penalise turns longer than max_new_tokens - this (0 = off)."""
-    truncation_penalty: float = 0.0
+    truncation_penalty: float = Field(0.0, ge=0.0)
     """Times the share of an episode's turns cut at max_new_tokens (no end-of-turn token),
     subtracted from its episode reward."""
-    ppo_epochs: int = 1
+    ppo_epochs: int = Field(1, ge=1)
     """Passes over each batch; above 1 the importance ratio departs from 1 and clipping acts."""
 
     # -- optimisation ------------------------------------------------------------
-    learning_rate: float = 1e-5
+    learning_rate: float = Field(1e-5, gt=0.0)
     """AdamW learning rate."""
-    warmup_steps: int = 0
+    warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up over this many steps."""
     lr_decay: Literal["constant", "linear"] = "constant"
     """After warm-up: keep the learning rate, or decay it linearly to 10% at the last step."""
-    weight_decay: float = 0.0
+    weight_decay: float = Field(0.0, ge=0.0)
     """AdamW weight decay."""
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = Field(1.0, ge=0.0)
     """Gradient clipping by global norm."""
-    micro_batch_size: int = 8
+    micro_batch_size: int = Field(8, ge=1)
     """Sequences per forward/backward; gradients accumulate over the batch."""
-    logprob_chunk_tokens: int = 1024
+    logprob_chunk_tokens: int = Field(1024, ge=1)
     """Policy tokens per log-prob chunk, so full-vocabulary logits never exist for the whole batch."""
     bf16: bool = True
     """bf16 autocast on GPU (ignored on CPU)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
-    lora_r: int = 0
+    lora_r: int = Field(0, ge=0)
     """LoRA rank through peft (0 = full fine-tuning)."""
     lora_alpha: int = 16
     """LoRA alpha."""
 
     # -- warm start, evaluation, checkpoints ---------------------------------------
-    sft_steps: int = 0
+    sft_steps: int = Field(0, ge=0)
     """Supervised steps on oracle trajectories before GRPO (the envs need an oracle)."""
-    sft_learning_rate: float = 3e-3
+    sft_learning_rate: float = Field(3e-3, gt=0.0)
     """Learning rate of the supervised warm start."""
-    eval_every: int = 10
+    eval_every: int = Field(10, ge=0)
     """Evaluate greedy success on held-out tasks every this many steps (0 = only at start and end)."""
-    eval_episodes: int = 64
+    eval_episodes: int = Field(64, ge=0)
     """Held-out episodes per evaluation (0 = no evaluation)."""
-    eval_temperature: float = 0.0
+    eval_temperature: float = Field(0.0, ge=0.0, le=10.0)
     """Sampling temperature of evaluation episodes (0 = greedy)."""
     save_trajectories: bool = True
     """Write each step's episodes to output_dir/trajectories/step-NNNNNN.jsonl."""
-    save_every: int = 10
+    save_every: int = Field(10, ge=1)
     """Checkpoint every this many steps (and at the end)."""
-    keep_checkpoints: int = 2
+    keep_checkpoints: int = Field(2, ge=1)
     """Most recent checkpoints kept on disk."""
     resume: bool = True
     """Continue from the latest checkpoint in output_dir when there is one."""
     tensorboard: bool = True
     """Also log to TensorBoard when it is installed."""
 
-    def __post_init__(self) -> None:
-        if self.miner is not None and not isinstance(self.miner, dict):
-            dump = getattr(self.miner, "model_dump", None)  # a MinerConfig: stored as its fields
-            self.miner = dump(mode="json", exclude_unset=True) if callable(dump) else self.miner
-        problems = list(self._problems())
-        if problems:
-            raise ValueError("invalid GRPOConfig:\n- " + "\n- ".join(problems))
+    if not TYPE_CHECKING:  # type checkers keep the pydantic plugin's typed signature
 
-    def _problems(self) -> list[str]:
+        def __init__(self, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as e:
+                raise _Invalid("invalid GRPOConfig", _problems(e)) from None
+
+    # -- single fields -------------------------------------------------------------
+
+    @field_validator("envs", mode="before")
+    @classmethod
+    def _list_means_equal_weights(cls, value: Any) -> Any:
+        return dict.fromkeys(value, 1.0) if isinstance(value, list) else value
+
+    @field_validator("envs")
+    @classmethod
+    def _check_envs(cls, envs: dict[str, float]) -> dict[str, float]:
+        if not envs:
+            raise ValueError("envs is empty; give at least one registered env id, e.g. {'arithmetic-v0': 1.0}")
+        bad = [f"weight of env {env_id!r} must be > 0, got {w}" for env_id, w in envs.items() if not 0 < w < math.inf]
+        if bad:
+            raise ValueError("; ".join(bad))
+        return envs
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, model: str) -> str:
+        if model != "tiny" and not Path(model).exists() and not re.fullmatch(r"[\w.-]+/[\w.-]+", model):
+            raise ValueError(f"model {model!r} is neither 'tiny', an existing path, nor a hub id (org/name)")
+        return model
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, device: str) -> str:
+        if device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", device):
+            raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+        return device
+
+    @field_validator("group_size")
+    @classmethod
+    def _check_group_size(cls, group_size: int) -> int:
+        if group_size < 2:
+            raise ValueError(
+                f"group_size must be >= 2 for group-relative advantages, got {group_size}; set group_size=4"
+            )
+        return group_size
+
+    @field_validator(*_MODE_TABLES)
+    @classmethod
+    def _check_mode(cls, name: str, info: ValidationInfo) -> str:
+        field = str(info.field_name)
+        return check_mode(field, name, _MODE_TABLES[field])
+
+    # -- between fields ------------------------------------------------------------
+
+    @model_validator(mode="after")
+    def _check_together(self) -> GRPOConfig:
         p = []
-        if self.group_size < 2:
-            p.append(f"group_size must be >= 2 for group-relative advantages, got {self.group_size}; set group_size=4")
-        if self.batch_size < 1 or self.batch_size % max(self.group_size, 1):
+        if self.batch_size < 1 or self.batch_size % self.group_size:
+            suggestion = self.group_size * max(1, round(self.batch_size / self.group_size))
             p.append(
                 f"batch_size ({self.batch_size}) must be a positive multiple of group_size ({self.group_size}); "
-                f"try batch_size={max(self.group_size, 1) * max(1, round(self.batch_size / max(self.group_size, 1)))}"
+                f"try batch_size={suggestion}"
             )
-        for name, choices in (("loss", LOSSES), ("advantage", TASK_ADVANTAGES), ("step_advantage", STEP_ADVANTAGES)):
-            value = getattr(self, name)
-            if value not in choices:
-                close = difflib.get_close_matches(str(value), choices, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
-                p.append(f"{name} must be one of {', '.join(choices)}, got {value!r}.{hint}")
-        if self.model != "tiny" and not Path(self.model).exists() and not re.fullmatch(r"[\w.-]+/[\w.-]+", self.model):
-            p.append(f"model {self.model!r} is neither 'tiny', an existing path, nor a hub id (org/name)")
-        if not self.envs:
-            p.append("envs is empty; give at least one registered env id, e.g. {'arithmetic-v0': 1.0}")
-        for env_id in self.env_kwargs:
-            if env_id not in self.envs:
-                p.append(f"env_kwargs names {env_id!r}, which is not in envs {sorted(self.envs)}")
-        for env_id, weight in self.envs.items():
-            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
-                p.append(f"weight of env {env_id!r} must be > 0, got {weight}")
-        positive = (
-            "steps",
-            "max_new_tokens",
-            "max_seq_len",
-            "micro_batch_size",
-            "logprob_chunk_tokens",
-            "ppo_epochs",
-            "max_sampling_rounds",
-            "save_every",
-            "keep_checkpoints",
-        )
-        for name in positive:
-            if getattr(self, name) < 1:
-                p.append(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in (
-            "warmup_steps",
-            "sft_steps",
-            "eval_every",
-            "eval_episodes",
-            "overlong_cache_len",
-            "lora_r",
-            "top_k",
-        ):
-            if getattr(self, name) < 0:
-                p.append(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.max_new_tokens >= self.max_seq_len:
             p.append(f"max_new_tokens ({self.max_new_tokens}) must be below max_seq_len ({self.max_seq_len})")
         if self.overlong_cache_len >= self.max_new_tokens:
             p.append(
                 f"overlong_cache_len ({self.overlong_cache_len}) must be below max_new_tokens ({self.max_new_tokens})"
             )
-        if self.max_turns is not None and self.max_turns < 1:
-            p.append(f"max_turns must be >= 1 or None, got {self.max_turns}")
-        if not 0.0 <= self.temperature <= 10.0:
-            p.append(f"temperature must be in [0, 10], got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            p.append(f"top_p must be in (0, 1], got {self.top_p}")
-        if not 0.0 < self.test_fraction < 1.0:
-            p.append(f"test_fraction must be in (0, 1), got {self.test_fraction}")
-        if not 0.0 <= self.gamma <= 1.0:
-            p.append(f"gamma must be in [0, 1], got {self.gamma}")
-        for name in ("learning_rate", "sft_learning_rate"):
-            if not getattr(self, name) > 0:
-                p.append(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.lr_decay not in ("constant", "linear"):
-            p.append(f"lr_decay must be 'constant' or 'linear', got {self.lr_decay!r}")
-        if self.tool_prompt not in ("json", "compact", "none"):
-            p.append(f"tool_prompt must be 'json', 'compact' or 'none', got {self.tool_prompt!r}")
-        for name in ("eps_low", "eps_high"):
-            if getattr(self, name) is not None and getattr(self, name) < 0:
-                p.append(f"{name} must be >= 0 or None, got {getattr(self, name)}")
-        for name in ("truncation_penalty", "kl_coef", "weight_decay", "max_grad_norm", "step_advantage_weight"):
-            if getattr(self, name) < 0:
-                p.append(f"{name} must be >= 0, got {getattr(self, name)}")
-        p += _miner_problems(self.miner, self.importance_weighting)
-        if self.device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", self.device):
-            p.append(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
-        return p
+        p += [
+            f"env_kwargs names {e!r}, which is not in envs {sorted(self.envs)}"
+            for e in self.env_kwargs
+            if e not in self.envs
+        ]
+        if self.importance_weighting and self.miner is None:
+            p.append("importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false")
+        if p:
+            raise ValueError("\n".join(p))
+        return self
+
+    # -- files and dicts -----------------------------------------------------------
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> GRPOConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            hints = [
-                f"{k!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, known, n=1)) else "")
-                for k in unknown
-            ]
-            raise ValueError(f"{source}: unknown field(s) {', '.join(hints)}")
-        if isinstance(data.get("envs"), list):
-            data = {**data, "envs": {env_id: 1.0 for env_id in data["envs"]}}
-        for f in dataclasses.fields(cls):
-            if f.name in data and not _type_ok(data[f.name], f.type):
-                raise ValueError(f"{source}: field {f.name!r} expects {f.type}, got {data[f.name]!r}")
-        return cls(**data)
+    def from_dict(cls, data: dict[str, Any], *, source: str = "invalid GRPOConfig") -> GRPOConfig:
+        """Validate ``data`` (field names to values); errors start with ``source``."""
+        odd = [key for key in data if not isinstance(key, str)]
+        if odd:
+            raise ValueError(f"{source}: field names are strings, got {odd[0]!r}")
+        try:
+            return cls(**data)
+        except _Invalid as e:
+            raise _Invalid(source, e.problems) from None
 
     @classmethod
     def from_file(cls, path: str | Path) -> GRPOConfig:
@@ -284,44 +297,101 @@ class GRPOConfig:
         return cls.from_dict(data, source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as plain data (what `from_dict` reads back, and the run's config.json)."""
+        return self.model_dump(mode="json")
 
 
-def _miner_problems(miner: Any, importance_weighting: bool) -> list[str]:
-    if miner is None:
-        return (
-            ["importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false"]
-            if importance_weighting
-            else []
-        )
-    if not isinstance(miner, dict):
-        return [f"miner must be a table of MinerConfig fields or None, got {type(miner).__name__}"]
-    from pydantic import ValidationError
+# --- pydantic's report in the config's words -----------------------------------------
 
-    from agentenv.miner import MinerConfig
-
-    try:
-        MinerConfig.model_validate(miner)
-    except ValidationError as e:
-        return [f"miner.{'.'.join(str(x) for x in err['loc']) or '(table)'}: {err['msg']}" for err in e.errors()]
-    return []
+_BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+_BOUND_KEYS = {"greater_than_equal": "ge", "greater_than": "gt", "less_than_equal": "le", "less_than": "lt"}
 
 
-def _type_ok(value: Any, annotation: str) -> bool:
-    """A light check of values read from files (the dataclass checks ranges)."""
-    if value is None:
-        return "None" in annotation
-    if annotation.startswith(("int", "float", "bool", "str")):
-        base = annotation.split(" ")[0]
-        if base == "float":
-            return isinstance(value, (int, float)) and not isinstance(value, bool)
-        if base == "int":
-            return isinstance(value, int) and not isinstance(value, bool)
-        return isinstance(value, {"bool": bool, "str": str}[base])
-    if annotation.startswith("dict"):
-        return isinstance(value, dict)
-    if annotation.startswith("list"):
-        return isinstance(value, list)
-    if annotation.startswith("Literal"):
-        return isinstance(value, str)
-    return True
+class _Invalid(ValueError):
+    """An invalid config: one line for one problem, a list for several."""
+
+    def __init__(self, head: str, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(f"{head}: {problems[0]}" if len(problems) == 1 else f"{head}:\n- " + "\n- ".join(problems))
+
+
+def _problems(error: ValidationError) -> list[str]:
+    # The check between fields reports its problems one per line.
+    return [line for e in error.errors() for line in _explain(e).splitlines()]
+
+
+def _explain(e: ErrorDetails) -> str:
+    loc = tuple(e["loc"])
+    name = ".".join(str(part) for part in loc)
+    kind, value = e["type"], e.get("input")
+    annotation = _annotation_at(GRPOConfig, loc)
+    if kind == "value_error":  # raised by a validator, whose message says the field and the fix
+        message = str(e["ctx"]["error"])
+        return message if len(loc) <= 1 else f"{name}: {message}"
+    if kind == "extra_forbidden":
+        known = getattr(_unwrap_optional(_annotation_at(GRPOConfig, loc[:-1])), "model_fields", {})
+        return f"unknown field {name!r}.{did_you_mean(str(loc[-1]), known)}"
+    if kind in _BOUNDS:
+        bound = e["ctx"][_BOUND_KEYS[kind]]
+        bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound  # ">= 0", not ">= 0.0"
+        optional = " or None" if type(None) in get_args(annotation) else ""
+        return f"{name} must be {_BOUNDS[kind]} {bound}{optional}, got {value!r}"
+    if kind == "literal_error":
+        choices = get_args(annotation) or (e["ctx"]["expected"],)
+        listed = ", ".join(map(repr, choices))
+        return f"{name} must be one of {listed}, got {value!r}.{did_you_mean(str(value), map(str, choices))}"
+    if kind.endswith(("_type", "_parsing")) or kind == "int_from_float":
+        expected = _type_name(annotation) if annotation is not None else e["msg"].lower()
+        return f"field {name!r} expects {expected}, got {value!r}"
+    return f"{name}: {e['msg']}"
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    if get_origin(annotation) in (Union, types.UnionType):
+        rest = [a for a in get_args(annotation) if a is not type(None)]
+        return rest[0] if len(rest) == 1 else annotation
+    return annotation
+
+
+def _annotation_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    """The annotation of the value at ``loc`` (through nested models, dicts and lists), or None."""
+    annotation: Any = model
+    for part in loc:
+        inner = _unwrap_optional(annotation)
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            field = inner.model_fields.get(str(part))
+            if field is None:
+                return None
+            annotation = field.annotation
+        elif get_origin(inner) in (dict, list):
+            annotation = get_args(inner)[-1]
+        else:
+            return None
+    return annotation
+
+
+def _type_name(annotation: Any) -> str:
+    if get_origin(annotation) in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in get_args(annotation))
+    if annotation is type(None):
+        return "None"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _document(model: type[BaseModel]) -> str:
+    """The class docstring followed by every field's type, default and docstring (for help())."""
+    lines = [inspect.cleandoc(model.__doc__ or ""), "", "Fields:"]
+    for name, field in model.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        lines += ["", f"{name}: {_type_name(field.annotation)} = {default!r}"]
+        lines += textwrap.indent(field.description or "", "    ").splitlines()
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        choices = extra.get("enum")
+        if isinstance(choices, list):
+            lines.append(f"    One of: {', '.join(map(repr, choices))}.")
+    return "\n".join(lines)
+
+
+GRPOConfig.__doc__ = _document(GRPOConfig)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -104,11 +105,18 @@ def _ends_with(decode: Callable[[list[int]], str], ids: list[int], stops: Sequen
     return any(tail.endswith(s) for s in stops)
 
 
+@runtime_checkable
+class _Wrapper(Protocol):
+    """A peft model: the wrapped model's forward has the real signature."""
+
+    def get_base_model(self) -> torch.nn.Module: ...
+
+
 def _cache_argument(model: torch.nn.Module) -> str:
     # transformers renamed `past_key_values` to `cache` during 5.x; accept both.
     import inspect
 
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft wraps forward(**kwargs)
+    base = model.get_base_model() if isinstance(model, _Wrapper) else model  # peft wraps forward(**kwargs)
     forward = getattr(base, "forward", base)
     return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
 

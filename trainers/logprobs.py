@@ -12,6 +12,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from agentenv.trainers.batch import TrainBatch
+from agentenv.trainers.model import CausalLM
 
 __all__ = ["policy_logprobs"]
 
@@ -34,6 +35,10 @@ def policy_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logp, entropy)``: ``[B, T]`` log-probs of the targets (0 off the mask) and
     the per-token entropies of the masked positions (detached)."""
+    if not isinstance(model, CausalLM):
+        raise TypeError(
+            f"expected a transformers causal LM (get_decoder, get_output_embeddings), got {type(model).__name__}"
+        )
     decoder = model.get_decoder()
     hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
     hidden = hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]

@@ -9,7 +9,9 @@ Every loss takes per-token tensors of shape ``[B, T]`` (one row per trained sequ
   tokens, and whole rows the caller drops (infrastructure failures), are 0.
 
 and returns a :class:`LossOutput`. Variants differ only in their clipping and in how
-per-token terms are averaged, so each is one small function; :data:`LOSSES` names them.
+per-token terms are averaged, so each is one small function. Each is declared in
+`agentenv.trainers.modes.LOSS_MODES` (its name, how it averages, its clip defaults);
+:data:`LOSSES` maps those names to the functions here.
 
 Values under ``mask == 0`` are never read, so padding may hold anything (even
 ``-inf``), and a row with no masked token adds nothing to the loss or its denominator:
@@ -23,16 +25,19 @@ advantages (see :mod:`agentenv.trainers.advantages`), and the optimiser step.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from agentenv.trainers.modes import LOSS_MODES, check_mode
+
 __all__ = [
     "LOSSES",
     "LossOutput",
+    "batch_share",
     "cispo_loss",
     "compute_loss",
     "dapo_loss",
@@ -40,6 +45,7 @@ __all__ = [
     "grpo_loss",
     "gspo_loss",
     "kl_k3",
+    "loss_kwargs",
     "overlong_penalty",
 ]
 
@@ -58,6 +64,14 @@ class LossOutput:
 
 
 # --- shared pieces -----------------------------------------------------------------
+
+
+def _paper(loss: str, name: str) -> float:
+    """The default of clip argument ``name`` of ``loss``: its row in `LOSS_MODES`."""
+    value = LOSS_MODES[loss].clip[name]
+    if value is None:
+        raise TypeError(f"LOSS_MODES[{loss!r}].clip[{name!r}] is None; that loss needs a number there")
+    return value
 
 
 def _check_inputs(
@@ -183,7 +197,7 @@ def grpo_loss(
     advantages: Tensor,
     mask: Tensor,
     *,
-    eps: float = 0.2,
+    eps: float = _paper("grpo", "eps"),
     ref_logp: Tensor | None = None,
     kl_coef: float = 0.0,
 ) -> LossOutput:
@@ -208,8 +222,8 @@ def dapo_loss(
     advantages: Tensor,
     mask: Tensor,
     *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.28,
+    eps_low: float = _paper("dapo", "eps_low"),
+    eps_high: float = _paper("dapo", "eps_high"),
     ref_logp: Tensor | None = None,
     kl_coef: float = 0.0,
 ) -> LossOutput:
@@ -234,7 +248,7 @@ def dr_grpo_loss(
     mask: Tensor,
     *,
     max_len: int,
-    eps: float = 0.2,
+    eps: float = _paper("dr_grpo", "eps"),
     ref_logp: Tensor | None = None,
     kl_coef: float = 0.0,
 ) -> LossOutput:
@@ -263,8 +277,8 @@ def gspo_loss(
     advantages: Tensor,
     mask: Tensor,
     *,
-    eps_low: float = 3e-4,
-    eps_high: float = 4e-4,
+    eps_low: float = _paper("gspo", "eps_low"),
+    eps_high: float = _paper("gspo", "eps_high"),
     ref_logp: Tensor | None = None,
     kl_coef: float = 0.0,
 ) -> LossOutput:
@@ -305,8 +319,8 @@ def cispo_loss(
     advantages: Tensor,
     mask: Tensor,
     *,
-    eps_low: float | None = None,
-    eps_high: float = 0.28,
+    eps_low: float | None = LOSS_MODES["cispo"].clip["eps_low"],
+    eps_high: float = _paper("cispo", "eps_high"),
     ref_logp: Tensor | None = None,
     kl_coef: float = 0.0,
 ) -> LossOutput:
@@ -330,25 +344,45 @@ def cispo_loss(
 
 # --- registry ----------------------------------------------------------------------
 
-LOSSES: dict[str, Callable[..., LossOutput]] = {
-    "grpo": grpo_loss,
-    "dapo": dapo_loss,
-    "dr_grpo": dr_grpo_loss,
-    "gspo": gspo_loss,
-    "cispo": cispo_loss,
-}
-"""Loss variants by the name a config uses."""
+LOSSES: dict[str, Callable[..., LossOutput]] = {name: globals()[f"{name}_loss"] for name in LOSS_MODES}
+"""Loss functions by the name a config uses: ``<name>_loss`` for each row of `LOSS_MODES`."""
 
 
 def compute_loss(name: str, **kwargs: object) -> LossOutput:
     """Call the loss registered as ``name`` in :data:`LOSSES` with ``kwargs``."""
-    try:
-        fn = LOSSES[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, list(LOSSES), n=3, cutoff=0.6)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ValueError(f"unknown loss {name!r}; expected one of {', '.join(map(repr, LOSSES))}.{hint}") from None
-    return fn(**kwargs)
+    return LOSSES[check_mode("loss", name, LOSSES)](**kwargs)
+
+
+def loss_kwargs(name: str, *, eps_low: float | None, eps_high: float | None, max_len: int) -> dict[str, Any]:
+    """The keyword arguments a config gives loss ``name`` besides the tensors.
+
+    Its clip defaults from `LOSS_MODES`, with ``eps_low`` and ``eps_high`` where they
+    are set (a loss that clips both ways with one ``eps`` takes ``eps_low``), and
+    ``max_len`` for a loss that divides by it.
+    """
+    mode = LOSS_MODES[check_mode("loss", name, LOSS_MODES)]
+    kwargs: dict[str, Any] = dict(mode.clip)
+    if "eps" in kwargs:
+        kwargs["eps"] = eps_low if eps_low is not None else kwargs["eps"]
+    else:
+        if eps_low is not None:
+            kwargs["eps_low"] = eps_low
+        if eps_high is not None:
+            kwargs["eps_high"] = eps_high
+    if mode.needs_max_len:
+        kwargs["max_len"] = max_len
+    return kwargs
+
+
+def batch_share(name: str, mask: Tensor) -> float:
+    """How much a micro-batch counts in loss ``name``'s average over the whole batch:
+    its policy tokens for a token-averaged loss, its rows with any policy token
+    otherwise (`LossMode.averaging`). Scaling each micro-batch's loss by its share of
+    the total makes accumulated gradients equal those of the whole batch at once."""
+    m = mask != 0
+    if LOSS_MODES[check_mode("loss", name, LOSS_MODES)].averaging == "token":
+        return float(m.sum())
+    return float((m.sum(-1) > 0).sum())
 
 
 # --- reward shaping ----------------------------------------------------------------

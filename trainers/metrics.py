@@ -1,15 +1,94 @@
-"""Run metrics: one JSON line per step, a console progress line, and TensorBoard
-when it is installed."""
+"""Run metrics: what a training step measures, and where it goes (one JSON line per
+step, a console progress line, and TensorBoard when it is installed).
+
+`rollout_metrics` and `advantage_metrics` compute a step's figures from its episodes
+and advantages; `MetricsLogger` writes them. Loss diagnostics come from the loss
+functions (`agentenv.trainers.losses.LossOutput.metrics`), timings from the trainer.
+Torch-free (TensorBoard's writer is imported only when asked for).
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["MetricsLogger"]
+from agentenv.trajectory import Trajectory
+from agentenv.types import Failure
+
+__all__ = ["MetricsLogger", "advantage_metrics", "rollout_metrics"]
+
+
+def rollout_metrics(trajs: Sequence[Trajectory]) -> dict[str, Any]:
+    """Rewards, success, failures by kind, reward components, turns and generation
+    lengths of a step's episodes. Infra failures count in ``failure/infra`` and
+    ``episodes`` only: they are left out of every reward and success figure."""
+    valid = [t for t in trajs if t.failure is not Failure.INFRA]
+    m: dict[str, Any] = {
+        "episodes": len(trajs),
+        "reward/task": _mean(t.task_reward or 0.0 for t in valid),
+        "reward/total": _mean(t.total_reward for t in valid),
+        "success_rate": _mean(t.success for t in valid),
+    }
+    for kind in Failure:
+        m[f"failure/{kind.value}"] = sum(t.failure is kind for t in trajs) / max(len(trajs), 1)
+    m.update(_reward_components(valid))
+    m["turns/mean"] = _mean(t.turns for t in trajs)
+    gens = [g for t in trajs for g in t.generations if g is not None]
+    m["gen/length_mean"] = _mean(len(g.token_ids) for g in gens)
+    m["gen/truncated_frac"] = _mean(g.finish_reason == "length" for g in gens)
+    m.update(_per_turn(valid))
+    return m
+
+
+def _reward_components(valid: Sequence[Trajectory]) -> dict[str, float]:
+    """``reward/<name>``: the mean over episodes of each component summed over the episode."""
+    components: dict[str, list[float]] = defaultdict(list)
+    for t in valid:
+        per_episode: dict[str, float] = defaultdict(float)
+        for tr in t.transitions:
+            for name, value in {**tr.rewards, **tr.task_rewards}.items():
+                per_episode[name] += value
+        for name, total in per_episode.items():
+            components[name].append(total)
+    return {f"reward/{name}": _mean(values) for name, values in components.items() if name != "task"}
+
+
+def _per_turn(valid: Sequence[Trajectory]) -> dict[str, float]:
+    """``turn/<k>/...``: episodes that reached turn k, their mean step reward there, and
+    the share of format errors."""
+    by_turn: dict[int, list[tuple[float, bool]]] = defaultdict(list)
+    for t in valid:
+        for turn, tr in enumerate(t.transitions):
+            by_turn[turn].append((sum(tr.rewards.values()), tr.error_kind == "format"))
+    m: dict[str, float] = {}
+    for turn, rows in sorted(by_turn.items()):
+        m[f"turn/{turn}/episodes"] = len(rows)
+        m[f"turn/{turn}/step_reward"] = _mean(r for r, _ in rows)
+        m[f"turn/{turn}/format_error_rate"] = _mean(e for _, e in rows)
+    return m
+
+
+def advantage_metrics(per_turn: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Mean, population std, min and max of every turn's advantage in the batch (0 when empty)."""
+    flat = [a for turns in per_turn for a in turns]
+    mean = _mean(flat)
+    return {
+        "adv/mean": mean,
+        "adv/std": math.sqrt(_mean((a - mean) ** 2 for a in flat)),
+        "adv/min": min(flat, default=0.0) + 0.0,
+        "adv/max": max(flat, default=0.0) + 0.0,
+    }
+
+
+def _mean(values: Iterable[float]) -> float:
+    """The mean, 0.0 for no values; never -0.0 (adding 0.0 turns -0.0 into 0.0)."""
+    items = [float(v) for v in values]
+    return math.fsum(items) / len(items) + 0.0 if items else 0.0
 
 
 class MetricsLogger:
@@ -49,13 +128,14 @@ class MetricsLogger:
 
     def _line(self, step: int, r: dict[str, Any]) -> str:
         parts = [f"step {step:>4}/{self.total}"]
+        # "z": a value that rounds to zero prints as 0, never as -0.
         for key, label, fmt in (
-            ("reward/task", "reward", "{:.3f}"),
-            ("success_rate", "success", "{:.0%}"),
-            ("eval/success_rate", "eval", "{:.0%}"),
-            ("loss", "loss", "{:+.4f}"),
-            ("approx_kl", "kl", "{:.4f}"),
-            ("entropy", "H", "{:.2f}"),
+            ("reward/task", "reward", "{:z.3f}"),
+            ("success_rate", "success", "{:z.0%}"),
+            ("eval/success_rate", "eval", "{:z.0%}"),
+            ("loss", "loss", "{:+z.4f}"),
+            ("approx_kl", "kl", "{:z.4f}"),
+            ("entropy", "H", "{:z.2f}"),
             ("time/generate_s", "gen", "{:.1f}s"),
             ("time/env_s", "env", "{:.1f}s"),
             ("time/train_s", "train", "{:.1f}s"),
@@ -71,8 +151,9 @@ class MetricsLogger:
 
 
 def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    """JSON has no NaN or infinity (they become null), and -0.0 is written as 0.0."""
+    if isinstance(value, float):
+        return value + 0.0 if math.isfinite(value) else None
     return value
 
 

@@ -1,22 +1,94 @@
-"""Loading a causal LM and its tokenizer, or building the project's tiny one.
+"""Loading a causal LM and its tokenizer, or building the project's tiny one; and what
+the trainer calls on a model beyond `torch.nn.Module`.
 
 The tiny model is a Qwen2-architecture network (hidden 128, 2 layers) with random
 weights, and its tokenizer a small BPE trained on the text of the envs' oracle
 episodes: both are made offline, deterministically from a seed, so tests and CPU
 demos need no model hub.
+
+The protocols (`CausalLM`, `Saveable`, ...) name the transformers methods the trainer
+uses. A transformers model has them and a peft model passes them on; checking a
+model against them (``isinstance``) gives a clear error for any other module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 import agentenv
 from agentenv.trainers.tokens import build_tiny_tokenizer
 
-__all__ = ["build_tiny", "load_model", "resolve_device"]
+__all__ = [
+    "CausalLM",
+    "Saveable",
+    "build_tiny",
+    "enable_gradient_checkpointing",
+    "load_model",
+    "quiet_progress_bars",
+    "resolve_device",
+]
+
+
+@runtime_checkable
+class CausalLM(Protocol):
+    """A decoder and an output projection: what the chunked log-probs need."""
+
+    def get_decoder(self) -> torch.nn.Module: ...
+    def get_output_embeddings(self) -> torch.nn.Linear: ...
+
+
+@runtime_checkable
+class Saveable(Protocol):
+    """Writes itself to a folder that ``from_pretrained`` loads (models, peft adapters, tokenizers)."""
+
+    def save_pretrained(self, save_directory: str) -> Any: ...
+
+
+@runtime_checkable
+class _ActivationCheckpointing(Protocol):  # transformers >= 5
+    def activation_checkpointing_enable(self, activation_checkpointing_kwargs: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class _GradientCheckpointing(Protocol):  # transformers 4
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any]) -> None: ...
+
+
+def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute activations in the backward pass (non-reentrant), under either spelling."""
+    kwargs = {"use_reentrant": False}
+    if isinstance(model, _ActivationCheckpointing):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    elif isinstance(model, _GradientCheckpointing):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    else:
+        raise TypeError(f"gradient_checkpointing needs a transformers model, got {type(model).__name__}")
+
+
+@contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """Silence transformers' own progress bars ("Loading weights", "Writing model shards")
+    for the block: loading and saving a small model is instant, and a bar printed after
+    the last step reads like more work to come. Downloads keep the hub's bars; the
+    previous setting is restored on exit."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    was_on, hub_was_off = hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # also turns the hub's off...
+    if not hub_was_off:
+        enable_progress_bars()  # ...which downloads keep
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+        if hub_was_off:
+            disable_progress_bars()
 
 
 def resolve_device(name: str) -> torch.device:
@@ -68,11 +140,12 @@ def load_model(path: str, *, dtype: torch.dtype | None = None) -> tuple[torch.nn
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = (
-            AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-            if dtype
-            else AutoModelForCausalLM.from_pretrained(path)
-        )
+        with quiet_progress_bars():
+            model = (
+                AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+                if dtype
+                else AutoModelForCausalLM.from_pretrained(path)
+            )
     except OSError as e:
         raise FileNotFoundError(f"cannot load model {path!r}: {e}") from None
     if tokenizer.pad_token_id is None:

@@ -130,20 +130,20 @@ class TransformersPolicy:
 
     def _append(self, conv: Conversation) -> list[int]:
         """Bring the episode's ids up to date with ``conv``; returns the ids appended."""
-        ep = self._episodes.get(conv.id)
-        fresh = (
-            ep is None
-            or conv.turn != ep.turns
-            or len(conv.messages) < ep.consumed
-            or conv.messages[ep.consumed]["role"] != "assistant"
-        )
-        if fresh:
+        known = self._episodes.get(conv.id)
+        if (
+            known is not None
+            and conv.turn == known.turns
+            and len(conv.messages) > known.consumed
+            and conv.messages[known.consumed]["role"] == "assistant"
+        ):
+            ep = known
+            observation = conv.messages[ep.consumed + 1 :]  # skip our own assistant turn
+            new = self.delta.observation_ids(observation, stopped=ep.stopped)
+        else:
             # A new episode (or one restored from a snapshot): render the whole prompt once.
             ep = self._episodes[conv.id] = _Episode(turns=conv.turn)
             new = self.delta.prompt_ids(conv.messages)
-        else:
-            observation = conv.messages[ep.consumed + 1 :]  # skip our own assistant turn
-            new = self.delta.observation_ids(observation, stopped=ep.stopped)
         ep.ids += new
         ep.consumed = len(conv.messages)
         return new

@@ -1,30 +1,28 @@
-"""Which tasks a training step runs: env sources with their train/test splits, and
-the uniform task sampler (the failure miner, `agentenv.miner.MinerSampler`, plugs
-in through the same protocol).
+"""The trainer's side of task sampling: the envs it draws from (`EnvSource`, each with
+its train/test split) and the default, uniform sampler.
 
-Sampling is a pure function of (seed, step, round), so a resumed run draws exactly
-the tasks the uninterrupted run would have drawn.
+The contract every sampler follows (`TaskSampler`, `Draw`, `Source`) lives in
+`agentenv.sampling`, shared with the failure miner (`agentenv.miner.MinerSampler`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from agentenv.env import Env
-from agentenv.miner.sampler import Draw  # defined with the miner (core), which trainers may import
+from agentenv.sampling import Draw, Source, TaskSampler
 from agentenv.task import TaskSet
-from agentenv.trajectory import Trajectory
 
-__all__ = ["Draw", "EnvSource", "TaskSampler", "UniformSampler"]
+__all__ = ["EnvSource", "UniformSampler"]
 
 
 @dataclass
 class EnvSource:
-    """One env the trainer draws from."""
+    """One env the trainer draws from (an `agentenv.sampling.Source`)."""
 
     name: str
     factory: Callable[[], Env]
@@ -36,17 +34,10 @@ class EnvSource:
     """The registered id, when the env came from the registry (needed for its oracle)."""
 
 
-class TaskSampler(Protocol):
-    def sample(self, step: int, round_: int, n_groups: int) -> list[Draw]: ...
-    def update(self, step: int, trajectories: Sequence[Trajectory]) -> None: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
-
-class UniformSampler:
+class UniformSampler(TaskSampler):
     """Env by weight, then a task uniformly from its train split."""
 
-    def __init__(self, sources: Sequence[EnvSource], seed: int) -> None:
+    def __init__(self, sources: Sequence[Source], seed: int) -> None:
         self.sources = list(sources)
         self.seed = seed
         total = sum(s.weight for s in self.sources)
@@ -59,9 +50,6 @@ class UniformSampler:
             i = int(rng.choice(len(self.sources), p=self.p))
             draws.append(Draw(i, self.sources[i].train.sample(rng), int(rng.integers(2**31))))
         return draws
-
-    def update(self, step: int, trajectories: Sequence[Trajectory]) -> None:
-        """Uniform sampling learns nothing from outcomes."""
 
     def state_dict(self) -> dict[str, Any]:
         return {}

@@ -15,7 +15,7 @@ one) for tests and CPU demos; real runs load the model's own tokenizer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +65,7 @@ SPECIAL_TOKENS = [
 ]
 
 
-def _render(tokenizer: Any, messages: Sequence[dict[str, Any]], generation_prompt: bool) -> str:
+def _render(tokenizer: Any, messages: Sequence[Mapping[str, Any]], generation_prompt: bool) -> str:
     return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
 
 
@@ -99,11 +99,11 @@ class ChatDelta:
             )
         self.bridge = after[len(self.end_of_turn) :]
 
-    def prompt_ids(self, messages: Sequence[dict[str, Any]]) -> list[int]:
+    def prompt_ids(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """The ids of the first observation, ending with the generation prompt."""
         return _encode(self.tokenizer, _render(self.tokenizer, messages, True))
 
-    def observation_ids(self, observation: Sequence[dict[str, Any]], *, stopped: bool) -> list[int]:
+    def observation_ids(self, observation: Sequence[Mapping[str, Any]], *, stopped: bool) -> list[int]:
         """The ids to append after a generation: the end-of-turn token if the model
         did not produce one (``stopped=False``), the bridge, the observation as the
         template renders it, and the next generation prompt."""
@@ -113,7 +113,7 @@ class ChatDelta:
         ids = [] if stopped else [self.end_of_turn_id]
         return ids + _encode(self.tokenizer, self.bridge + full[len(self._base_text) :])
 
-    def mismatch(self, messages: Sequence[dict[str, Any]], ids: Sequence[int]) -> int:
+    def mismatch(self, messages: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> int:
         """0 when ``ids`` (ending with the last generation) equal the one-shot
         tokenisation of ``messages`` (ending with that assistant turn), else the
         position of the first differing token + 1."""

@@ -11,6 +11,8 @@ checkpoints to output_dir/checkpoints.
 from __future__ import annotations
 
 import copy
+import functools
+import json
 import math
 import time
 from collections import defaultdict
@@ -23,18 +25,26 @@ import torch
 
 import agentenv
 from agentenv.env import Env
-from agentenv.miner import MinerConfig, MinerSampler
+from agentenv.miner import MinerSampler
 from agentenv.rollout import rollout
+from agentenv.sampling import Draw, TaskSampler
 from agentenv.trainers import advantages as adv
-from agentenv.trainers.batch import Example, build_examples, collate, turn_advantages
+from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate, turn_advantages
 from agentenv.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from agentenv.trainers.config import GRPOConfig
 from agentenv.trainers.logprobs import policy_logprobs
-from agentenv.trainers.losses import compute_loss, overlong_penalty
-from agentenv.trainers.metrics import MetricsLogger
-from agentenv.trainers.model import build_tiny, load_model, resolve_device
+from agentenv.trainers.losses import batch_share, compute_loss, loss_kwargs, overlong_penalty
+from agentenv.trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics
+from agentenv.trainers.model import (
+    Saveable,
+    build_tiny,
+    enable_gradient_checkpointing,
+    load_model,
+    quiet_progress_bars,
+    resolve_device,
+)
 from agentenv.trainers.policy import TransformersPolicy
-from agentenv.trainers.sampling import Draw, EnvSource, TaskSampler, UniformSampler
+from agentenv.trainers.sampling import EnvSource, UniformSampler
 from agentenv.trainers.sft import sft
 from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
@@ -42,14 +52,6 @@ from agentenv.types import Failure
 __all__ = ["GRPOTrainer"]
 
 EnvLike = str | Callable[[], Env]
-TOKEN_MEAN_LOSSES = {"dapo", "cispo"}  # aggregated over tokens; the others over sequences
-LOSS_DEFAULTS: dict[str, dict[str, float | None]] = {
-    "grpo": {"eps": 0.2},
-    "dr_grpo": {"eps": 0.2},
-    "dapo": {"eps_low": 0.2, "eps_high": 0.28},
-    "gspo": {"eps_low": 3e-4, "eps_high": 4e-4},
-    "cispo": {"eps_low": None, "eps_high": 0.28},
-}
 
 
 class GRPOTrainer:
@@ -61,15 +63,16 @@ class GRPOTrainer:
         envs: Registered ids or env factories, as a list or a mapping to weights
             (None: ``config.envs``).
         config: The run's `GRPOConfig`.
-        sampler: A task sampler (default: the failure miner when ``config.miner`` is
-            set, otherwise uniform over each env's train split).
+        sampler: A task sampler, an `agentenv.sampling.TaskSampler` (default: the
+            failure miner when ``config.miner`` is set, otherwise uniform over each
+            env's train split).
     """
 
     def __init__(
         self,
         model: torch.nn.Module | str = "tiny",
         tokenizer: Any = None,
-        envs: Sequence[EnvLike] | Mapping[EnvLike, float] | None = None,
+        envs: Sequence[EnvLike] | Mapping[str, float] | Mapping[EnvLike, float] | None = None,
         config: GRPOConfig | None = None,
         *,
         end_of_turn: str | None = None,
@@ -133,26 +136,23 @@ class GRPOTrainer:
                 LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM"),
             )
         if cfg.gradient_checkpointing:
-            # transformers 5 renamed it; keep both spellings working.
-            if hasattr(model, "activation_checkpointing_enable"):
-                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-            else:
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            enable_gradient_checkpointing(model)
         return model.to(self.device)
 
     def _default_sampler(self) -> TaskSampler:
         cfg = self.config
         if cfg.miner is None:
             return UniformSampler(self.sources, cfg.seed)
-        return MinerSampler(self.sources, cfg.seed, MinerConfig.model_validate(cfg.miner))
+        return MinerSampler(self.sources, cfg.seed, cfg.miner)
 
     def _source(self, env: EnvLike, weight: float) -> EnvSource:
         cfg = self.config
+        base: Callable[[], Env]
         if isinstance(env, str):
             agentenv.spec(env)  # unknown ids fail here, with a did-you-mean
             kwargs = {"tool_prompt": cfg.tool_prompt} if cfg.tool_prompt != "json" else {}
             kwargs.update(cfg.env_kwargs.get(env, {}))
-            name, base = env, (lambda e=env: agentenv.make(e, **kwargs))
+            name, base = env, functools.partial(agentenv.make, env, **kwargs)
         else:
             name, base = getattr(env, "__name__", type(env).__name__), env
 
@@ -305,13 +305,11 @@ class GRPOTrainer:
         self.sampler.update(self.step, rolled)
         if cfg.save_trajectories:
             self._save_trajectories(trajs)
-        metrics = self._rollout_metrics(trajs)
+        metrics = rollout_metrics(trajs)
         metrics["zero_variance_frac"] = zero_var / max(groups_seen, 1)
         metrics["groups"] = len(kept)
         metrics["tasks"] = [d.task.id for d in draws_used]
-        sampler_metrics = getattr(self.sampler, "metrics", None)
-        if callable(sampler_metrics):
-            metrics.update(sampler_metrics())
+        metrics.update(self.sampler.metrics())
         start = time.perf_counter()
         metrics.update(self._update(kept, [d.source for d in draws_used], self._group_weights(draws_used)))
         timer["train_s"] = time.perf_counter() - start
@@ -342,7 +340,7 @@ class GRPOTrainer:
                 tasks=tasks,
                 seeds=seeds,
                 resume_from=resume if any(r is not None for r in resume) else None,
-                keep_snapshots=bool(getattr(self.sampler, "keep_snapshots", False)),
+                keep_snapshots=self.sampler.keep_snapshots,
             )
             for j, i in enumerate(idx):
                 groups[i] = trajs[j * cfg.group_size : (j + 1) * cfg.group_size]
@@ -395,12 +393,8 @@ class GRPOTrainer:
             # No signal (every group's rewards were equal). An optimiser step now would only
             # replay Adam's momentum from earlier batches, which is drift, not learning.
             examples = []
-        flat_adv = [a for turns in per_turn for a in turns]
         out: dict[str, Any] = {
-            "adv/mean": float(np.mean(flat_adv)) if flat_adv else 0.0,
-            "adv/std": float(np.std(flat_adv)) if flat_adv else 0.0,
-            "adv/min": float(min(flat_adv, default=0.0)),
-            "adv/max": float(max(flat_adv, default=0.0)),
+            **advantage_metrics(per_turn),
             "seq_truncated_frac": float(np.mean([e.truncated for e in examples])) if examples else 0.0,
         }
         if group_weights is not None:
@@ -417,62 +411,26 @@ class GRPOTrainer:
         return overlong_penalty(lengths, cfg.max_new_tokens, cfg.overlong_cache_len).tolist()
 
     def _optimise(self, examples: list[Example]) -> dict[str, Any]:
+        """``ppo_epochs`` optimiser steps on ``examples``, accumulated over micro-batches;
+        returns the first epoch's loss diagnostics and the last step's gradient norm."""
         cfg = self.config
-        pad = self.policy.pad_id
         micro = [examples[i : i + cfg.micro_batch_size] for i in range(0, len(examples), cfg.micro_batch_size)]
-        batches = [collate(m, pad, self.device) for m in micro]
-        token_mean = cfg.loss in TOKEN_MEAN_LOSSES
-        sizes = [float(b.mask.sum()) if token_mean else float((b.mask.sum(1) > 0).sum()) for b in batches]
+        batches = [collate(m, self.policy.pad_id, self.device) for m in micro]
+        # Each micro-batch's loss is scaled by its share of the batch's averaging unit,
+        # so the accumulated gradient is that of the whole batch at once.
+        sizes = [batch_share(cfg.loss, b.mask) for b in batches]
         total = sum(sizes) or 1.0
-        kwargs = self._loss_kwargs()
-        olds: list[torch.Tensor | None] = [None] * len(batches)
-        if cfg.ppo_epochs > 1:
-            with torch.no_grad(), self._autocast():
-                olds = [
-                    policy_logprobs(self.model, b, temperature=cfg.temperature, chunk_tokens=cfg.logprob_chunk_tokens)[
-                        0
-                    ]
-                    for b in batches
-                ]
+        shares = [size / total for size in sizes]
+        olds = self._generation_logprobs(batches)
         sums: dict[str, float] = defaultdict(float)
         self.model.train()
         for epoch in range(cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
-            for i, (batch, size) in enumerate(zip(batches, sizes, strict=True)):
-                with self._autocast():
-                    logp, entropy = policy_logprobs(
-                        self.model, batch, temperature=cfg.temperature, chunk_tokens=cfg.logprob_chunk_tokens
-                    )
-                    ref = None
-                    if self.ref_model is not None:
-                        with torch.no_grad():
-                            ref = policy_logprobs(
-                                self.ref_model,
-                                batch,
-                                temperature=cfg.temperature,
-                                chunk_tokens=cfg.logprob_chunk_tokens,
-                            )[0]
-                old = olds[i] if olds[i] is not None else logp.detach()
-                result = compute_loss(
-                    cfg.loss,
-                    logp=logp,
-                    old_logp=old,
-                    advantages=batch.advantages,
-                    mask=batch.mask,
-                    ref_logp=ref,
-                    kl_coef=cfg.kl_coef,
-                    **kwargs,
-                )
-                (result.loss * (size / total)).backward()
+            for batch, old, share in zip(batches, olds, shares, strict=True):
+                diagnostics = self._backward(batch, old, share)
                 if epoch == 0:
-                    share = size / total
-                    sums["loss"] += result.loss.item() * share
-                    for k, v in result.metrics.items():
+                    for k, v in diagnostics.items():
                         sums[k] += v * share
-                    sums["entropy"] += float(entropy.mean()) * share if entropy.numel() else 0.0
-                    m = batch.mask.bool()
-                    if m.any():
-                        sums["gen_logprob_gap"] += float((batch.old_logp[m] - logp.detach()[m]).abs().mean()) * share
             for group in self.optimizer.param_groups:  # a function of the step: nothing to checkpoint
                 group["lr"] = self._learning_rate()
             grad_norm = torch.nn.utils.clip_grad_norm_(
@@ -484,6 +442,48 @@ class GRPOTrainer:
         sums["_train_tokens"] = float(sum(len(e.ids) for e in examples) * cfg.ppo_epochs)
         return dict(sums)
 
+    def _generation_logprobs(self, batches: Sequence[TrainBatch]) -> list[torch.Tensor | None]:
+        """The old log-probs of the importance ratio, per micro-batch: with one epoch,
+        None (the ratio is 1: the current log-probs, detached); with more, the
+        log-probs before the first update, so later epochs see the ratio move."""
+        cfg = self.config
+        if cfg.ppo_epochs == 1:
+            return [None] * len(batches)
+        with torch.no_grad(), self._autocast():
+            return [self._logprobs(self.model, b)[0] for b in batches]
+
+    def _backward(self, batch: TrainBatch, old: torch.Tensor | None, share: float) -> dict[str, float]:
+        """Loss of one micro-batch, scaled by its ``share`` of the batch, backwards;
+        returns its loss and diagnostics (unscaled)."""
+        cfg = self.config
+        with self._autocast():
+            logp, entropy = self._logprobs(self.model, batch)
+            ref = None
+            if self.ref_model is not None:
+                with torch.no_grad():
+                    ref = self._logprobs(self.ref_model, batch)[0]
+        result = compute_loss(
+            cfg.loss,
+            logp=logp,
+            old_logp=old if old is not None else logp.detach(),
+            advantages=batch.advantages,
+            mask=batch.mask,
+            ref_logp=ref,
+            kl_coef=cfg.kl_coef,
+            **loss_kwargs(cfg.loss, eps_low=cfg.eps_low, eps_high=cfg.eps_high, max_len=cfg.max_seq_len),
+        )
+        (result.loss * share).backward()
+        out = {"loss": result.loss.item(), **result.metrics}
+        out["entropy"] = float(entropy.mean()) if entropy.numel() else 0.0
+        m = batch.mask.bool()
+        if m.any():  # how far the training forward pass is from the generation-time log-probs
+            out["gen_logprob_gap"] = float((batch.old_logp[m] - logp.detach()[m]).abs().mean())
+        return out
+
+    def _logprobs(self, model: torch.nn.Module, batch: TrainBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg = self.config
+        return policy_logprobs(model, batch, temperature=cfg.temperature, chunk_tokens=cfg.logprob_chunk_tokens)
+
     def _learning_rate(self) -> float:
         cfg = self.config
         scale = min(1.0, (self.step + 1) / max(cfg.warmup_steps, 1))
@@ -492,55 +492,9 @@ class GRPOTrainer:
             scale *= 1.0 - 0.9 * (self.step - cfg.warmup_steps) / span
         return cfg.learning_rate * scale
 
-    def _loss_kwargs(self) -> dict[str, Any]:
-        cfg = self.config
-        kw: dict[str, Any] = dict(LOSS_DEFAULTS[cfg.loss])
-        if "eps" in kw:
-            kw["eps"] = cfg.eps_low if cfg.eps_low is not None else kw["eps"]
-        else:
-            if cfg.eps_low is not None:
-                kw["eps_low"] = cfg.eps_low
-            if cfg.eps_high is not None:
-                kw["eps_high"] = cfg.eps_high
-        if cfg.loss == "dr_grpo":
-            kw["max_len"] = cfg.max_seq_len
-        return kw
-
     def _autocast(self) -> Any:
         enabled = self.device.type == "cuda" and self.config.bf16
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
-
-    def _rollout_metrics(self, trajs: Sequence[Trajectory]) -> dict[str, Any]:
-        m: dict[str, Any] = {}
-        valid = [t for t in trajs if t.failure is not Failure.INFRA]
-        m["episodes"] = len(trajs)
-        m["reward/task"] = float(np.mean([t.task_reward or 0.0 for t in valid])) if valid else 0.0
-        m["reward/total"] = float(np.mean([t.total_reward for t in valid])) if valid else 0.0
-        m["success_rate"] = float(np.mean([t.success for t in valid])) if valid else 0.0
-        for kind in Failure:
-            m[f"failure/{kind.value}"] = sum(t.failure is kind for t in trajs) / max(len(trajs), 1)
-        components: dict[str, list[float]] = defaultdict(list)
-        for t in valid:
-            per: dict[str, float] = defaultdict(float)
-            for tr in t.transitions:
-                for k, v in {**tr.rewards, **tr.task_rewards}.items():
-                    per[k] += v
-            for k, v in per.items():
-                components[k].append(v)
-        m.update({f"reward/{k}": float(np.mean(v)) for k, v in components.items() if k != "task"})
-        m["turns/mean"] = float(np.mean([t.turns for t in trajs])) if trajs else 0.0
-        gens = [g for t in trajs for g in t.generations if g is not None]
-        m["gen/length_mean"] = float(np.mean([len(g.token_ids) for g in gens])) if gens else 0.0
-        m["gen/truncated_frac"] = float(np.mean([g.finish_reason == "length" for g in gens])) if gens else 0.0
-        by_turn: dict[int, list[tuple[float, bool]]] = defaultdict(list)
-        for t in valid:
-            for k, tr in enumerate(t.transitions):
-                by_turn[k].append((sum(tr.rewards.values()), tr.error_kind == "format"))
-        for k, rows in sorted(by_turn.items()):
-            m[f"turn/{k}/episodes"] = len(rows)
-            m[f"turn/{k}/step_reward"] = float(np.mean([r for r, _ in rows]))
-            m[f"turn/{k}/format_error_rate"] = float(np.mean([e for _, e in rows]))
-        return m
 
     def _save_trajectories(self, trajs: Sequence[Trajectory]) -> None:
         # One file per step, written whole: a step redone after a resume replaces its file.
@@ -556,10 +510,10 @@ class GRPOTrainer:
         """The final model (or, with LoRA, its adapter: peft's format) and the tokenizer,
         loadable by path. The training model is left as it is."""
         final = self.run_dir / "final"
-        if hasattr(self.model, "save_pretrained"):
-            self.model.save_pretrained(str(final))
-        if hasattr(self.tokenizer, "save_pretrained"):
-            self.tokenizer.save_pretrained(str(final))
+        with quiet_progress_bars():
+            for part in (self.model, self.tokenizer):
+                if isinstance(part, Saveable):
+                    part.save_pretrained(str(final))
 
 
 class _TimedPolicy:
@@ -582,10 +536,12 @@ def _cut_share(traj: Trajectory) -> float:
     return sum(g.finish_reason == "length" for g in gens) / len(gens) if gens else 0.0
 
 
-def _env_weights(envs: Sequence[EnvLike] | Mapping[EnvLike, float]) -> dict[EnvLike, float]:
+def _env_weights(envs: Sequence[EnvLike] | Mapping[str, float] | Mapping[EnvLike, float]) -> dict[EnvLike, float]:
     if isinstance(envs, str) or callable(envs):
-        envs = [envs]  # type: ignore[list-item]
-    weights = dict(envs) if isinstance(envs, Mapping) else {e: 1.0 for e in envs}
+        envs = [envs]
+    weights: dict[EnvLike, float] = (
+        {env: w for env, w in envs.items()} if isinstance(envs, Mapping) else dict.fromkeys(envs, 1.0)
+    )
     if not weights:
         raise ValueError("give at least one env (a registered id or a factory)")
     for env, w in weights.items():
@@ -595,6 +551,4 @@ def _env_weights(envs: Sequence[EnvLike] | Mapping[EnvLike, float]) -> dict[EnvL
 
 
 def _save_config(run_dir: Path, config: GRPOConfig) -> None:
-    import json
-
     (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=1))

@@ -3,7 +3,8 @@ trainer what it can learn from next.
 
     ledger       per-task outcomes (infra failures re-queued, never counted)
     sampler      Prioritized Level Replay over the learnability p(1-p), pool exits,
-                 quarantine and retests; a `TaskSampler` for the GRPO trainer
+                 quarantine and retests; a `TaskSampler` for the GRPO trainer (the
+                 contract, with `Draw` and `Source`, is in `agentenv.sampling`)
     breakpoints  the turn a failed episode broke at, and the resume task from there
     variants     `Env.mutate` variants, validated by the env's oracle
     proposer     an optional LLM proposer of tasks from clustered failures
@@ -17,12 +18,11 @@ from agentenv.miner.config import MinerConfig, ProposerConfig
 from agentenv.miner.ledger import Ledger, TaskRecord, Visit
 from agentenv.miner.priority import learnability, rank_priorities, replay_distribution, staleness_priorities
 from agentenv.miner.proposer import FailureCluster, OpenAIProposer, cluster_failures
-from agentenv.miner.sampler import Draw, MinedTask, MinerSampler, Source
+from agentenv.miner.sampler import MinedTask, MinerSampler
 from agentenv.miner.variants import OracleValidator, make_variant
 
 __all__ = [
     "BreakPoint",
-    "Draw",
     "FailureCluster",
     "Ledger",
     "MinedTask",
@@ -31,7 +31,6 @@ __all__ = [
     "OpenAIProposer",
     "OracleValidator",
     "ProposerConfig",
-    "Source",
     "TaskRecord",
     "Visit",
     "break_point",

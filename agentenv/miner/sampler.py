@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -40,34 +39,12 @@ from agentenv.miner.ledger import Ledger, Origin, Visit
 from agentenv.miner.priority import replay_distribution
 from agentenv.miner.proposer import OpenAIProposer, cluster_failures
 from agentenv.miner.variants import OracleValidator, Validator, make_variant, stable_hash
-from agentenv.task import Task, TaskSet
+from agentenv.sampling import Draw, Source, TaskSampler
+from agentenv.task import Task
 from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
 
-__all__ = ["Draw", "MinedTask", "MinerSampler", "Source"]
-
-
-class Source(Protocol):
-    """What the miner needs of an env the trainer draws from (`trainers.sampling.EnvSource`)."""
-
-    name: str
-    weight: float
-    train: TaskSet
-    factory: Callable[[], Env]
-    env_id: str | None
-
-
-@dataclass(frozen=True)
-class Draw:
-    """One group to roll out: the env (by index), the task, the reset seed."""
-
-    source: int
-    task: Task
-    seed: int
-    snapshot: Snapshot | None = None
-    """Start from this snapshot instead of the first turn (a resume task)."""
-    weight: float = 1.0
-    """Importance weight: uniform probability over the pool / sampling probability."""
+__all__ = ["MinedTask", "MinerSampler"]
 
 
 class MinedTask(BaseModel):
@@ -81,8 +58,8 @@ class MinedTask(BaseModel):
     snapshot: Snapshot | None = None
 
 
-class MinerSampler:
-    """The failure miner as a `TaskSampler`. See the module docstring."""
+class MinerSampler(TaskSampler):
+    """The failure miner as a `TaskSampler` (`agentenv.sampling`). See the module docstring."""
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ and TOML and YAML files read into the same config."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -48,7 +49,7 @@ def test_batch_size_not_a_multiple_of_group_size_suggests_one_that_is(batch_size
 def test_an_unknown_choice_lists_the_choices_and_guesses_the_intended_one(field, typo, meant) -> None:
     message = _problem(**{field: typo})
     assert f"{field} must be one of" in message
-    assert f"Did you mean {meant!r}?" in message
+    assert f"Did you mean {meant!r}" in message  # the closest guess first
 
 
 def test_a_model_that_is_neither_tiny_a_path_nor_a_hub_id_is_refused() -> None:
@@ -165,7 +166,8 @@ def test_an_unknown_key_names_the_file_and_the_close_field(tmp_path, suffix, tex
         GRPOConfig.from_file(path)
     message = str(info.value)
     assert str(path) in message
-    assert "'learning_rat'" in message and "did you mean 'learning_rate'?" in message
+    assert "unknown field 'learning_rat'" in message and "Did you mean 'learning_rate'" in message
+    assert "\n" not in message  # one problem, one line
 
 
 @pytest.mark.parametrize(
@@ -232,3 +234,44 @@ def test_file_errors_say_what_is_wrong(tmp_path) -> None:
     listed.write_text("- steps\n")
     with pytest.raises(ValueError, match="expected a mapping"):
         GRPOConfig.from_file(listed)
+
+
+# --- the model: documentation, the miner, the examples ----------------------------------
+
+
+def test_every_field_is_documented_in_help_and_the_json_schema() -> None:
+    import pydoc
+
+    from agentenv.trainers.modes import LOSS_MODES
+
+    assert all(field.description for field in GRPOConfig.model_fields.values())
+    page = pydoc.render_doc(GRPOConfig, renderer=pydoc.plaintext)
+    assert "max_new_tokens: int = 128" in page and "Tokens the model may generate per turn" in page
+    assert "One of: 'grpo', 'dapo'" in page
+    schema = GRPOConfig.model_json_schema()["properties"]
+    assert schema["gamma"]["description"].startswith("Discount of step rewards")
+    assert schema["loss"]["enum"] == list(LOSS_MODES)
+
+
+def test_the_miner_is_a_miner_config_given_as_one_or_as_a_table_of_its_fields() -> None:
+    from agentenv.miner import MinerConfig
+
+    as_table = GRPOConfig(miner={"temperature": 0.5})
+    assert isinstance(as_table.miner, MinerConfig) and as_table.miner.temperature == 0.5
+    assert as_table == GRPOConfig(miner=MinerConfig(temperature=0.5))
+    assert GRPOConfig.from_dict(as_table.to_dict()) == as_table
+    assert "field 'miner' expects MinerConfig | None, got 3" in _problem(miner=3)
+
+
+def test_an_unknown_keyword_in_python_is_refused_with_a_guess() -> None:
+    message = _problem(learning_rat=0.1)
+    assert (
+        message
+        == "invalid GRPOConfig: unknown field 'learning_rat'. Did you mean 'learning_rate', 'sft_learning_rate'?"
+    )
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).parents[2].glob("examples/*.toml")), ids=lambda p: p.name)
+def test_the_example_configs_load(path) -> None:
+    config = GRPOConfig.from_file(path)
+    assert config.envs and config.steps >= 1

@@ -105,9 +105,16 @@ def test_dynamic_sampling_drops_groups_whose_rewards_are_all_equal(tmp_path, tok
     assert any(t.startswith("const") for h in plain for t in h["tasks"])
 
 
-def test_metrics_are_written_each_step(tmp_path, tokenizer):
+def test_metrics_are_written_each_step(tmp_path, tokenizer, capfd):
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
     cfg = _config(tmp_path, steps=2)
     GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg).train()
+    out, err = capfd.readouterr()
+    assert "step    2/2 | reward" in out
+    assert "shards" not in out + err  # saving the final model prints no progress bar...
+    assert hf_logging.is_progress_bar_enabled() == bars  # ...and leaves the setting as it was
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     for key in (
