@@ -7,13 +7,15 @@
 Importing agentenv loads none of torch, transformers, playwright or docker.
 """
 
-from agentenv.checker import check_env
+from agentenv.checker import CheckReport, check_env
 from agentenv.env import CallOutcome, Env, Snapshot, Transition
 from agentenv.errors import (
     AgentEnvError,
+    EnvArgumentError,
     EnvCheckError,
     EnvStateError,
     InfraError,
+    ParseError,
     TaskFileError,
     ToolError,
     UnknownEnvError,
@@ -25,7 +27,6 @@ from agentenv.parsers import (
     HermesParser,
     JSONParser,
     OpenAIParser,
-    ParseError,
     tool_call_text,
 )
 from agentenv.policies import Conversation, Generation, HumanPolicy, Policy, PolicyFailure, ScriptedPolicy
@@ -49,8 +50,10 @@ __all__ = [
     "AgentEnvError",
     "AutoParser",
     "CallOutcome",
+    "CheckReport",
     "Conversation",
     "Env",
+    "EnvArgumentError",
     "EnvCheckError",
     "EnvSpec",
     "EnvStateError",

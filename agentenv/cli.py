@@ -4,10 +4,13 @@
     agentenv play guess-number-v0 --seed 3
     agentenv eval arithmetic-v0 --policy scripted --episodes 100 --out runs/arith.jsonl
     agentenv eval arithmetic-v0 --policy openai --base-url http://127.0.0.1:8000/v1 --model NAME
+    agentenv eval my_envs:MyEnv --policy openai ...      # an env that is code: module:Class
 
-A mistake a user can make (an unknown env id, a bad option value, an unwritable
-output file) ends with a one-line ``error:`` on stderr and exit code 2, never a
-traceback; an interrupt ends with what was finished and code 130.
+ENV is a registered id or code, ``module:Class`` or ``module:register_fn`` (see
+`agentenv.registry.resolve`). A mistake a user can make (an unknown env id, a bad
+option value, an unwritable output file) ends with a one-line ``error:`` on stderr
+and exit code 2, never a traceback; an interrupt ends with what was finished and
+code 130. When an env picks its sandbox backend ("auto"), the choice is printed.
 
     agentenv train examples/tiny.toml
     agentenv miner show runs/tiny
@@ -18,9 +21,11 @@ of library imports; ``train`` imports torch only when it runs.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -31,13 +36,38 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
 import agentenv
+from agentenv.env import Env
 from agentenv.registry import EnvSpec
 from agentenv.sandboxes.cli import app as sandbox_app
+from agentenv.sandboxes.factory import logger as sandbox_logger
 from agentenv.types import Failure
 
 __all__ = ["EvalSummary", "app", "main"]
+
+
+class _Group(TyperGroup):
+    """Help that shows no ``<bool>`` after a flag (a flag takes no value), for this
+    group and every command under it, the sandbox group's included."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _without_flag_metavars(super().get_params(ctx))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            _without_flag_metavars(command.get_params(ctx))
+        return command
+
+
+def _without_flag_metavars(params: list[Any]) -> list[Any]:
+    for param in params:
+        if getattr(param, "is_flag", False) and not getattr(param, "count", False):
+            param.metavar = ""  # typer shows the metavar, when set, in place of the type
+    return params
+
 
 app = typer.Typer(
     name="agentenv",
@@ -45,14 +75,16 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_Group,
 )
-app.add_typer(sandbox_app, name="sandbox")
-miner_app = typer.Typer(help="Inspect the failure miner of a training run.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox", cls=_Group)
+miner_app = typer.Typer(help="Inspect the failure miner of a training run.", no_args_is_help=True, cls=_Group)
 app.add_typer(miner_app, name="miner")
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 _OPENAI = "--policy openai"
+_ENV_HELP = "A registered env id (arithmetic-v0, team/name-v0) or code: module:Class, module:register_fn."
 
 
 class PolicyKind(str, Enum):
@@ -111,27 +143,28 @@ def list_envs() -> None:
 
 @app.command()
 def play(
-    env_id: Annotated[str, typer.Argument(metavar="ENV", help="A registered env id, e.g. arithmetic-v0.")],
+    env_id: Annotated[str, typer.Argument(metavar="ENV", help=_ENV_HELP)],
     seed: Annotated[int, typer.Option(help="Reset seed; picks the task unless --task is given.")] = 0,
     task: Annotated[str | None, typer.Option("--task", help="The id of the task to play.")] = None,
     max_turns: Annotated[int | None, typer.Option(help="Override the env's turn limit.")] = None,
 ) -> None:
     """Play one episode yourself: type each action at the prompt."""
-    _spec(env_id)
-    env_kwargs = _env_kwargs(max_turns)
+    env_spec = _spec(env_id)
+    env_kwargs = _env_kwargs(env_spec, max_turns)
     if task is not None:
-        _check_task(env_id, task, env_kwargs)
+        _check_task(env_spec, task, env_kwargs)
     out = _out()
     out.print(
-        f"Playing [bold]{escape(env_id)}[/]. Call a tool with "
+        f"Playing [bold]{escape(env_spec.id)}[/]. Call a tool with "
         + escape('{"name": "TOOL", "arguments": {...}}')
         + " or a <tool_call> block; end a line with \\ to continue it; Ctrl-D quits.",
         soft_wrap=True,
     )
     try:
-        [trajectory] = agentenv.rollout(
-            env_id, agentenv.HumanPolicy(), n=1, tasks=[task], seed=seed, env_kwargs=env_kwargs
-        )
+        with _sandbox_choice_shown():
+            [trajectory] = agentenv.rollout(
+                env_spec.id, agentenv.HumanPolicy(), n=1, tasks=[task], seed=seed, env_kwargs=env_kwargs
+            )
     except EOFError:
         out.print("\nEnd of input: episode abandoned, nothing scored.")
         return
@@ -147,11 +180,11 @@ def _print_outcome(out: Console, trajectory: agentenv.Trajectory) -> None:
     last_action = len(roles) - 1 - roles[::-1].index("assistant") if "assistant" in roles else len(roles)
     for message in trajectory.messages[last_action + 1 :]:
         out.print(f"\n\\[{message['role']}] {escape(str(message['content']))}", soft_wrap=True)
-    task_reward = "-" if trajectory.task_reward is None else f"{trajectory.task_reward:g}"
+    task_reward = "-" if trajectory.task_reward is None else _number(trajectory.task_reward, "g")
     verdict = "[green]solved[/]" if trajectory.success else "[red]not solved[/]"
     out.print(
         f"\n{verdict}  task {escape(trajectory.task.id)}  task reward {task_reward}  "
-        f"total reward {trajectory.total_reward:.3g}  failure {trajectory.failure.value}  "
+        f"total reward {_number(trajectory.total_reward, '.3g')}  failure {trajectory.failure.value}  "
         f"turns {trajectory.turns}",
         soft_wrap=True,
     )
@@ -201,7 +234,7 @@ class EvalSummary:
         main.add_column("value", justify="right")
         main.add_row("episodes", str(self.episodes))
         main.add_row("success rate", f"{self.success_rate:.1%}")
-        main.add_row("mean reward", f"{self.mean_reward:.3f}")
+        main.add_row("mean reward", _number(self.mean_reward, ".3f"))
         main.add_row("mean turns", f"{self.mean_turns:.2f}")
         for kind, count in self.failures.items():
             main.add_row(f"failure: {kind.value}", str(count))
@@ -215,7 +248,7 @@ class EvalSummary:
 
 @app.command("eval")
 def eval_(
-    env_id: Annotated[str, typer.Argument(metavar="ENV", help="A registered env id, e.g. arithmetic-v0.")],
+    env_id: Annotated[str, typer.Argument(metavar="ENV", help=_ENV_HELP)],
     policy: Annotated[PolicyKind, typer.Option(help="scripted: the env's oracle; openai: a chat endpoint.")] = (
         PolicyKind.scripted
     ),
@@ -235,11 +268,12 @@ def eval_(
 ) -> None:
     """Run a policy on an env and report success, rewards and failures."""
     env_spec = _spec(env_id)
+    env_id = env_spec.id
     if episodes < 1:
         _fail(f"--episodes must be >= 1, got {episodes}")
     if concurrency is not None and concurrency < 1:
         _fail(f"--concurrency must be >= 1, got {concurrency}")
-    env_kwargs = _env_kwargs(max_turns)
+    env_kwargs = _env_kwargs(env_spec, max_turns)
     if out is not None:
         _prepare_out(out, append=append)
     chosen = _make_policy(env_spec, policy, base_url=base_url, model=model, api_key_env=api_key_env)
@@ -257,7 +291,7 @@ def eval_(
         transient=True,
     )
     try:
-        with progress:
+        with _sandbox_choice_shown(), progress:
             bar = progress.add_task(env_id, total=episodes, solved=0)
 
             def on_episode(trajectory: agentenv.Trajectory) -> None:
@@ -300,7 +334,7 @@ def _make_policy(
     if kind is PolicyKind.scripted:
         if env_spec.oracle is None:
             _fail(f"env {env_spec.id!r} has no scripted oracle; use --policy openai")
-        return env_spec.make_oracle()  # type: ignore[no-any-return]
+        return env_spec.make_oracle()
     if not base_url or not model:
         _fail("--policy openai needs --base-url and --model")
     from agentenv.openai_policy import OpenAIPolicy
@@ -309,7 +343,7 @@ def _make_policy(
     # An unset variable means no key, which local servers (vLLM, Ollama) accept.
     api_key = os.environ.get(api_key_env) or None
     try:
-        return OpenAIPolicy(base_url=base_url, model=model, api_key=api_key)  # type: ignore[no-any-return]
+        return OpenAIPolicy(base_url=base_url, model=model, api_key=api_key)
     except (TypeError, ValueError) as e:
         _fail(f"cannot build the openai policy: {e}")
 
@@ -318,28 +352,63 @@ def _make_policy(
 
 
 def _spec(env_id: str) -> EnvSpec:
+    """The spec ENV names: a registered id, or code that `agentenv.registry.resolve` registers."""
     try:
         return agentenv.spec(env_id)
     except agentenv.UnknownEnvError as e:
         _fail(str(e))
 
 
-def _env_kwargs(max_turns: int | None) -> dict[str, Any]:
+def _env_kwargs(env_spec: EnvSpec, max_turns: int | None) -> dict[str, Any]:
     if max_turns is None:
         return {}
     if max_turns < 1:
         _fail(f"--max-turns must be >= 1, got {max_turns}")
+    try:
+        env_spec.check_kwargs({"max_turns": max_turns})
+    except agentenv.EnvArgumentError as e:
+        _fail(f"--max-turns: {e}")
     return {"max_turns": max_turns}
 
 
-def _check_task(env_id: str, task_id: str, env_kwargs: dict[str, Any]) -> None:
-    env = agentenv.make(env_id, **env_kwargs)
+def _check_task(env_spec: EnvSpec, task_id: str, env_kwargs: dict[str, Any]) -> None:
+    env: Env = env_spec.make(**env_kwargs)
     try:
         env.tasks.get(task_id)
     except KeyError as e:
-        _fail(f"env {env_id!r}: {e.args[0]}")
+        _fail(f"env {env_spec.id!r}: {e.args[0]}")
     finally:
         env.close()
+
+
+class _SandboxChoice(logging.Handler):
+    """Prints each sandbox backend chosen for "auto" (a record with a ``sandbox_backend``
+    attribute, see `agentenv.sandboxes.factory`) on stderr, once."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.shown: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if getattr(record, "sandbox_backend", None) is not None and message not in self.shown:
+            self.shown.add(message)
+            Console(stderr=True, highlight=False).print(escape(message), soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _sandbox_choice_shown() -> Iterator[None]:
+    """Show the sandbox backend an env picks, and why: the library logs it at INFO,
+    which nothing shows by default, and the backends differ a lot in isolation."""
+    handler, level = _SandboxChoice(), sandbox_logger.level
+    sandbox_logger.addHandler(handler)
+    if not sandbox_logger.isEnabledFor(logging.INFO):
+        sandbox_logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        sandbox_logger.removeHandler(handler)
+        sandbox_logger.setLevel(level)
 
 
 def _prepare_out(path: Path, *, append: bool) -> None:
@@ -355,6 +424,12 @@ def _prepare_out(path: Path, *, append: bool) -> None:
 def _mean(values: Any) -> float:
     items = list(values)
     return float(sum(items)) / len(items) if items else 0.0
+
+
+def _number(value: float, spec: str) -> str:
+    """``value`` formatted by ``spec``, never as a negative zero ("-0.000" reads as a penalty)."""
+    text = format(value, spec)
+    return text[1:] if text.startswith("-") and not any(c in "123456789" for c in text) else text
 
 
 # -- train -----------------------------------------------------------------------
@@ -403,7 +478,7 @@ def _print_curve(history: Sequence[dict[str, Any]], run_dir: str) -> None:
         table.add_row(
             str(row["step"]),
             f"{row.get('success_rate', 0):.0%}",
-            f"{row.get('reward/task', 0):.3f}",
+            _number(row.get("reward/task", 0), ".3f"),
             "" if held_out is None else f"{held_out:.0%}",
         )
     _out().print(table)

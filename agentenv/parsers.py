@@ -2,8 +2,9 @@
 
 A parser is any object with ``parse(action) -> list[ToolCall]`` and a
 ``format_hint`` that tells the model how to call tools. An empty list means the
-action was plain text with no tool call. Malformed input raises `ParseError`,
-which `Env.step` turns into an error observation and a format penalty.
+action was plain text with no tool call. Malformed input raises `ParseError`
+(defined in `agentenv.errors`, re-exported here), which `Env.step` turns into an
+error observation and a format penalty.
 
 Built in: `HermesParser` (``<tool_call>{...}</tool_call>``, the format of the
 Qwen and Hermes chat templates), `JSONParser` (a bare JSON object), `OpenAIParser`
@@ -18,6 +19,7 @@ import re
 from typing import Any, Protocol, runtime_checkable
 
 from agentenv import _safejson
+from agentenv.errors import ParseError
 from agentenv.types import Action, ToolCall
 
 __all__ = [
@@ -35,10 +37,6 @@ MAX_ARGUMENT_DEPTH = 32
 """Tool arguments nested deeper are refused: no tool needs them, and deep values break encoders later."""
 
 
-class ParseError(ValueError):
-    """The action could not be read as tool calls; the message is shown to the agent."""
-
-
 @runtime_checkable
 class ActionParser(Protocol):
     format_hint: str
@@ -50,6 +48,10 @@ _CALL_KEYS = frozenset({"name", "arguments", "parameters", "id"})
 
 
 def _call_from_obj(obj: Any, index: int) -> ToolCall:
+    if type(obj) is dict and len(obj) == 2:  # the common shape, {"name": ..., "arguments": {...}}: checked fast
+        name, arguments = obj.get("name"), obj.get("arguments")
+        if type(name) is str and type(arguments) is dict and 0 < len(name) <= 128:
+            return ToolCall(name, arguments)
     if not isinstance(obj, dict):
         raise ParseError(f"tool call {index}: expected a JSON object, got {type(obj).__name__}")
     if not obj.keys() <= _CALL_KEYS:
@@ -108,26 +110,56 @@ def _text_of(action: Action) -> str:
     raise ParseError(f"expected text, got {type(action).__name__}")
 
 
+def _one_hermes_call(text: str) -> list[ToolCall] | None:
+    """The one call of ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (and
+    nothing else in the text but whitespace), read with the fewest steps; None for
+    anything else, which the general path reads (and reports)."""
+    start = text.find("<tool_call>")
+    if start < 0:
+        return None
+    end = text.find("</tool_call>", start)
+    if end < 0 or text.find("<tool_call>", end) >= 0 or (start and not text[:start].isspace()):
+        return None
+    body = text[start + 11 : end]
+    if not _safejson.harmless(body, MAX_ARGUMENT_DEPTH + 1):
+        return None
+    try:
+        obj = _safejson.scan(body)
+    except ValueError:  # JSONDecodeError, or digits past the limit: the general path says which
+        return None
+    if type(obj) is not dict or len(obj) != 2:
+        return None
+    name, arguments = obj.get("name"), obj.get("arguments")
+    if type(name) is str and type(arguments) is dict and 0 < len(name) <= 128:
+        return [ToolCall(name, arguments)]
+    return None
+
+
 class HermesParser:
     """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, one block per call."""
 
     format_hint = 'To call a tool, write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.'
 
     def parse(self, action: Action) -> list[ToolCall]:
-        text = _text_of(action)
+        text = action if type(action) is str else _text_of(action)
         start = text.find("<tool_call>")
         if start < 0:
             if "</tool_call>" in text:
                 raise ParseError("found </tool_call> without a matching <tool_call>")
             return []
+        start += len("<tool_call>")
+        end = text.find("</tool_call>", start)
+        if end >= 0 and text.find("<tool_call>", end) < 0:  # the common case: one call
+            return [_call_from_obj(_loads(text[start:end], 1), 1)]
         bodies = []
         while start >= 0:
-            start += len("<tool_call>")
             end = text.find("</tool_call>", start)
             bodies.append(text[start:] if end < 0 else text[start:end])  # a call cut at the stop string
             if len(bodies) > MAX_CALLS_PER_ACTION:
                 raise ParseError(f"at most {MAX_CALLS_PER_ACTION} tool calls per turn")
             start = -1 if end < 0 else text.find("<tool_call>", end)
+            if start >= 0:
+                start += len("<tool_call>")
         return [_call_from_obj(_loads(body, i), i) for i, body in enumerate(bodies, start=1)]
 
 
@@ -189,6 +221,12 @@ class AutoParser:
         self._openai = OpenAIParser()
 
     def parse(self, action: Action) -> list[ToolCall]:
+        if type(action) is str:  # the common case first: one well-formed <tool_call> block
+            calls = _one_hermes_call(action)
+            if calls is not None:
+                return calls
+            if "<tool_call>" in action:
+                return self._hermes.parse(action)
         if isinstance(action, ToolCall):
             return [checked_call(action)]
         if isinstance(action, dict):

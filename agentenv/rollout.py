@@ -1,17 +1,18 @@
 """The rollout engine: many episodes at once, one batched policy call per turn.
 
-Each turn the engine gathers every live episode, asks the policy for all of their
-actions in one call, then steps the envs concurrently in a thread pool (env steps
-are I/O: containers, HTTP services, browsers). An exception inside one env ends
-that episode as ``infra`` and never stops the others; a policy that raises (a
-timeout, a dead server, a bug) or answers with the wrong number of actions ends
-the episodes it was asked about as ``infra`` and the rollout goes on with the
-rest. Only `KeyboardInterrupt` (or another `BaseException`) stops it, and `EOFError`
-from the policy: it has no more actions to give (a person at the terminal typed
-Ctrl-D), which no later turn can change. Finished
-trajectories are appended to a JSONL file and flushed one by one, so a crash
-loses nothing that had finished; a trajectory holding something no encoder
-takes is written with those values spelled out rather than lost.
+Each round the engine (`_Run`) starts episodes in the free slots, asks the policy
+for the actions of every live episode in one call, steps the envs concurrently in
+a thread pool (env steps are I/O: containers, HTTP services, browsers), and
+finishes the episodes that ended; an `_Episode` knows how to start, advance and
+record itself. An exception inside one env ends that episode as ``infra`` and
+never stops the others; a policy that raises (a timeout, a dead server, a bug) or
+answers with the wrong number of actions ends the episodes it was asked about as
+``infra`` and the rollout goes on with the rest. Only `KeyboardInterrupt` (or
+another `BaseException`) stops it, and `EOFError` from the policy: it has no more
+actions to give (a person at the terminal typed Ctrl-D), which no later turn can
+change. Finished trajectories are appended to a JSONL file and flushed one by one,
+so a crash loses nothing that had finished; a trajectory holding something no
+encoder takes is written with those values spelled out rather than lost.
 
 Left out on purpose: retries of infra failures (the failure miner re-queues
 them) and process-level parallelism (envs that need it run their work in
@@ -37,7 +38,7 @@ from agentenv.env import Env, Snapshot
 from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
 from agentenv.task import Task, did_you_mean
 from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
+from agentenv.types import Action, Failure
 
 __all__ = ["rollout"]
 
@@ -46,6 +47,8 @@ EnvFactory = Callable[[], Env]
 
 @dataclass(slots=True)
 class _Episode:
+    """One episode: what it was asked to run, its env while live, and what it recorded."""
+
     index: int
     task: Task | str | None
     seed: int | None
@@ -54,10 +57,73 @@ class _Episode:
     generations: list[Generation | None] = field(default_factory=list)
     snapshots: list[Snapshot] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
-    start: float = 0.0
+    start_time: float = 0.0
     last_info: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     error: str | None = None
+
+    def start(self, factory: EnvFactory, keep_snapshots: bool) -> None:
+        """Reset its env (made now unless one was handed over); a failure ends it as infra."""
+        try:
+            self.env = self.env or factory()
+            self.start_time = time.perf_counter()
+            options: dict[str, Any] = {"task": self.task} if self.task is not None else {}
+            if self.resume is not None:
+                options["snapshot"] = self.resume
+            self.env.reset(seed=self.seed, options=options or None)
+            if keep_snapshots:
+                self.snapshots.append(self.env.snapshot())
+        except Exception as e:  # noqa: BLE001 - a broken env is data, see module doc
+            self.done, self.error = True, _describe(e)
+
+    def advance(self, output: PolicyOutput, keep_snapshots: bool) -> None:
+        """Step its env with the policy's output; an env that raises ends it as infra."""
+        assert self.env is not None  # live episodes have an env
+        if isinstance(output, PolicyFailure):
+            self.done, self.error = True, f"policy: {output.error}"
+            return
+        generation = output if isinstance(output, Generation) else None
+        action: Action = output.action if isinstance(output, Generation) else output
+        try:
+            _, reward, terminated, truncated, info = self.env.step(action)
+            self.generations.append(generation)
+            self.rewards.append(reward)
+            self.last_info = info
+            self.done = terminated or truncated
+            if keep_snapshots and not self.done:
+                self.snapshots.append(self.env.snapshot())
+        except Exception as e:  # noqa: BLE001 - see module doc
+            self.done, self.error = True, _describe(e)
+
+    def conversation(self) -> Conversation:
+        assert self.env is not None  # live episodes have an env
+        return Conversation(self.index, list(self.env.messages), self.env.tool_schemas(), self.env.task)
+
+    def trajectory(self, env_id: str | None) -> Trajectory:
+        env, info = self.env, self.last_info
+        failure = Failure.INFRA if self.error is not None else Failure(info.get("failure") or "infra")
+        task = env.task if env is not None and env._task is not None else self.placeholder_task()
+        return Trajectory(
+            env_id=env_id,
+            task=task,
+            seed=self.seed,
+            messages=list(env.messages) if env is not None else [],
+            transitions=list(env.transitions) if env is not None else [],
+            generations=self.generations,
+            snapshots=self.snapshots,
+            rewards=self.rewards,
+            task_reward=info.get("task_reward") if self.error is None else None,
+            success=bool(info.get("success")) if self.error is None else False,
+            failure=failure,
+            duration_s=time.perf_counter() - self.start_time if self.start_time else 0.0,
+            error=self.error or (info.get("error") if failure is Failure.INFRA else None),
+        )
+
+    def placeholder_task(self) -> Task:
+        # The env failed before it chose a task: record what was asked for.
+        if isinstance(self.task, Task):
+            return self.task
+        return Task(id=self.task or "<unknown>", prompt="")
 
 
 def rollout(
@@ -79,7 +145,8 @@ def rollout(
     """Run episodes and return their trajectories, in the order asked for.
 
     Args:
-        env: A registered env id or a factory returning a fresh `Env`.
+        env: A registered env id (or any name `agentenv.registry.resolve` takes, such
+            as ``module:Class``) or a factory returning a fresh `Env`.
         policy: Called once per turn with all live episodes.
         n: Number of episodes (defaults to the length of ``tasks`` or ``seeds``).
         tasks: The task (or task id) of each episode; None lets the env draw one.
@@ -95,128 +162,129 @@ def rollout(
         env_kwargs: Keyword arguments for `agentenv.make` when ``env`` is an id.
     """
     env_id, factory = _factory(env, env_kwargs or {})
-    n = _count(n, tasks, seeds)
-    task_list = list(tasks) if tasks is not None else [None] * n
-    seed_list = list(seeds) if seeds is not None else [seed + i for i in range(n)]
-    if len(task_list) != n or len(seed_list) != n:
-        raise ValueError(f"tasks ({len(task_list)}) and seeds ({len(seed_list)}) must both have n={n} entries")
-    resume_list = list(resume_from) if resume_from is not None else [None] * n
-    if len(resume_list) != n:
-        raise ValueError(f"resume_from has {len(resume_list)} entries, expected n={n}")
-    concurrency = max(1, min(concurrency or n, n)) if n else 1
+    episodes = _episodes(n, tasks, seeds, seed, resume_from)
+    concurrency = max(1, min(concurrency or len(episodes), len(episodes))) if episodes else 1
     if max_workers is not None and max_workers < 1:
         raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+    run = _Run(env_id, factory, policy, episodes, concurrency, keep_snapshots, on_episode)
+    return run.run(out, workers=max_workers or concurrency)
 
-    pending = deque(_Episode(i, task_list[i], seed_list[i], resume_list[i]) for i in range(n))
-    idle_envs: list[Env] = []
-    task_ids = {t for t in task_list if isinstance(t, str)}
-    if task_ids and n:
-        # A mistyped task id is the caller's error, not an infra failure of the episode.
-        probe = factory()
-        idle_envs.append(probe)
+
+class _Run:
+    """One call of `rollout`: the episodes waiting, live and finished, and the envs to reuse.
+
+    Each round `start_episodes` fills the free slots (resets run concurrently),
+    `ask_policy` gets one action per live episode in a single call, and `step`
+    applies them (concurrently); `finish` records each episode that ended and hands
+    its env to the next one (an env that raised is closed instead: it may be broken).
+    """
+
+    def __init__(
+        self,
+        env_id: str | None,
+        factory: EnvFactory,
+        policy: Policy,
+        episodes: list[_Episode],
+        concurrency: int,
+        keep_snapshots: bool,
+        on_episode: Callable[[Trajectory], None] | None,
+    ) -> None:
+        self.env_id, self.factory, self.policy = env_id, factory, policy
+        self.concurrency, self.keep_snapshots, self.on_episode = concurrency, keep_snapshots, on_episode
+        self.pending = deque(episodes)
+        self.live: list[_Episode] = []
+        self.idle_envs: list[Env] = []
+        self.results: list[Trajectory | None] = [None] * len(episodes)
+        self.sink: IO[str] | None = None
+
+    def run(self, out: str | Path | None, workers: int) -> list[Trajectory]:
+        try:
+            self.check_task_ids()
+            self.sink = Path(out).open("a", encoding="utf-8") if out is not None else None
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agentenv-step") as pool:
+                while self.pending or self.live:
+                    self.start_episodes(pool)
+                    if self.live:
+                        self.step(pool, self.ask_policy())
+        finally:
+            self.close()
+        return [t for t in self.results if t is not None]
+
+    def check_task_ids(self) -> None:
+        """A mistyped task id is the caller's error, not an infra failure of the episode:
+        `KeyError` with a did-you-mean, before anything runs. The env made to check is
+        kept for the first episode."""
+        task_ids = {ep.task for ep in self.pending if isinstance(ep.task, str)}
+        if not task_ids:
+            return
+        probe = self.factory()
         missing = sorted(task_ids - set(probe.tasks.ids))
         if missing:
             probe.close()
             hint = did_you_mean(missing[0], probe.tasks.ids)
             raise KeyError(f"{type(probe).__name__} has no task {missing[0]!r}.{hint}")
-    live: list[_Episode] = []
-    results: list[Trajectory | None] = [None] * n
-    sink: IO[str] | None = Path(out).open("a", encoding="utf-8") if out is not None else None
+        self.idle_envs.append(probe)
 
-    def finish(ep: _Episode) -> None:
-        traj = _trajectory(ep, env_id)
-        results[ep.index] = traj
-        if sink is not None:
-            sink.write(_jsonl_line(traj))
-            sink.flush()
+    def start_episodes(self, pool: ThreadPoolExecutor) -> None:
+        starting: list[_Episode] = []
+        while self.pending and len(self.live) + len(starting) < self.concurrency:
+            ep = self.pending.popleft()
+            ep.env = self.idle_envs.pop() if self.idle_envs else None
+            starting.append(ep)
+        _each(pool, lambda ep: ep.start(self.factory, self.keep_snapshots), starting)
+        for ep in starting:
+            if ep.done:
+                self.finish(ep)
+            else:
+                self.live.append(ep)
+
+    def ask_policy(self) -> list[PolicyOutput]:
+        """One action per live episode; a policy that raises or miscounts fails them all, as data."""
+        try:
+            outputs = list(self.policy.act([ep.conversation() for ep in self.live]))
+        except EOFError:
+            raise  # the policy is out of input for good: the caller ends the run (see the module doc)
+        except Exception as e:  # noqa: BLE001 - the policy's backend failed: infra for these episodes, see module doc
+            return [PolicyFailure(error=_describe(e)) for _ in self.live]
+        if len(outputs) != len(self.live):
+            error = f"the policy returned {len(outputs)} actions for {len(self.live)} conversations"
+            return [PolicyFailure(error=error) for _ in self.live]
+        return outputs
+
+    def step(self, pool: ThreadPoolExecutor, outputs: list[PolicyOutput]) -> None:
+        pairs = list(zip(self.live, outputs, strict=True))
+        _each(pool, lambda pair: pair[0].advance(pair[1], self.keep_snapshots), pairs)
+        still: list[_Episode] = []
+        for ep in self.live:
+            if ep.done:
+                self.finish(ep)
+            else:
+                still.append(ep)
+        self.live = still
+
+    def finish(self, ep: _Episode) -> None:
+        traj = ep.trajectory(self.env_id)
+        self.results[ep.index] = traj
+        if self.sink is not None:
+            self.sink.write(_jsonl_line(traj))
+            self.sink.flush()
         if ep.env is not None:
             if ep.error is None:
-                idle_envs.append(ep.env)
+                self.idle_envs.append(ep.env)
             else:  # an env that raised may be broken: never reuse it
                 _close_quietly(ep.env)
             ep.env = None
-        if on_episode is not None:
-            on_episode(traj)
+        if self.on_episode is not None:
+            self.on_episode(traj)
 
-    def start(ep: _Episode) -> None:
-        try:
-            ep.env = ep.env or factory()
-            ep.start = time.perf_counter()
-            options: dict[str, Any] = {"task": ep.task} if ep.task is not None else {}
-            if ep.resume is not None:
-                options["snapshot"] = ep.resume
-            ep.env.reset(seed=ep.seed, options=options or None)
-            if keep_snapshots:
-                ep.snapshots.append(ep.env.snapshot())
-        except Exception as e:  # noqa: BLE001 - a broken env is data, see module doc
-            ep.done, ep.error = True, _describe(e)
-
-    def advance(item: tuple[_Episode, PolicyOutput]) -> None:
-        ep, output = item
-        assert ep.env is not None
-        if isinstance(output, PolicyFailure):
-            ep.done, ep.error = True, f"policy: {output.error}"
-            return
-        generation = output if isinstance(output, Generation) else None
-        action = generation.action if generation is not None else output
-        try:
-            _, reward, terminated, truncated, info = ep.env.step(action)
-            ep.generations.append(generation)
-            ep.rewards.append(reward)
-            ep.last_info = info
-            ep.done = terminated or truncated
-            if keep_snapshots and not ep.done:
-                ep.snapshots.append(ep.env.snapshot())
-        except Exception as e:  # noqa: BLE001
-            ep.done, ep.error = True, _describe(e)
-
-    workers = max_workers or concurrency
-    try:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agentenv-step") as pool:
-            while pending or live:
-                starting = []
-                while pending and len(live) + len(starting) < concurrency:
-                    ep = pending.popleft()
-                    ep.env = idle_envs.pop() if idle_envs else None
-                    starting.append(ep)
-                _run(pool, start, starting)
-                for ep in starting:
-                    (finish if ep.done else live.append)(ep)
-                if not live:
-                    continue
-                outputs = _ask(policy, live)
-                _run(pool, advance, list(zip(live, outputs, strict=True)))
-                still = []
-                for ep in live:
-                    (finish if ep.done else still.append)(ep)
-                live = still
-    finally:
-        for ep in live:
+    def close(self) -> None:
+        for ep in self.live:
             if ep.env is not None:
                 _close_quietly(ep.env)
-        for env_ in idle_envs:
-            _close_quietly(env_)
-        if sink is not None:
-            sink.close()
-    return [t for t in results if t is not None]
-
-
-def _ask(policy: Policy, live: list[_Episode]) -> list[PolicyOutput]:
-    """One action per live episode; a policy that raises or miscounts fails them all, as data."""
-    conversations = [
-        Conversation(ep.index, list(ep.env.messages), ep.env.tool_schemas(), ep.env.task)  # type: ignore[union-attr]
-        for ep in live
-    ]
-    try:
-        outputs = list(policy.act(conversations))
-    except EOFError:
-        raise  # the policy is out of input for good: the caller ends the run (see the module doc)
-    except Exception as e:  # noqa: BLE001 - the policy's backend failed: infra for these episodes, see module doc
-        return [PolicyFailure(error=_describe(e)) for _ in live]
-    if len(outputs) != len(live):
-        failure = PolicyFailure(error=f"the policy returned {len(outputs)} actions for {len(live)} conversations")
-        return [failure for _ in live]
-    return outputs
+        for env in self.idle_envs:
+            _close_quietly(env)
+        if self.sink is not None:
+            self.sink.close()
 
 
 def _jsonl_line(traj: Trajectory) -> str:
@@ -266,42 +334,6 @@ def _plain(value: Any, depth: int) -> Any:
     return _safejson.clean_text(text[:1000])
 
 
-def _run(pool: ThreadPoolExecutor, fn: Callable[[Any], None], items: list[Any]) -> None:
-    if len(items) == 1:
-        fn(items[0])  # no thread hop for a single episode
-    elif items:
-        list(pool.map(fn, items))
-
-
-def _trajectory(ep: _Episode, env_id: str | None) -> Trajectory:
-    env = ep.env
-    info = ep.last_info
-    failure = Failure.INFRA if ep.error is not None else Failure(info.get("failure") or "infra")
-    task = env.task if env is not None and env._task is not None else _placeholder_task(ep)
-    return Trajectory(
-        env_id=env_id,
-        task=task,
-        seed=ep.seed,
-        messages=list(env.messages) if env is not None else [],
-        transitions=list(env.transitions) if env is not None else [],
-        generations=ep.generations,
-        snapshots=ep.snapshots,
-        rewards=ep.rewards,
-        task_reward=info.get("task_reward") if ep.error is None else None,
-        success=bool(info.get("success")) if ep.error is None else False,
-        failure=failure,
-        duration_s=time.perf_counter() - ep.start if ep.start else 0.0,
-        error=ep.error or (info.get("error") if failure is Failure.INFRA else None),
-    )
-
-
-def _placeholder_task(ep: _Episode) -> Task:
-    # The env failed before it chose a task: record what was asked for.
-    if isinstance(ep.task, Task):
-        return ep.task
-    return Task(id=ep.task or "<unknown>", prompt="")
-
-
 def _describe(e: BaseException) -> str:
     frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
     where = f" (at {Path(frame.filename).name}:{frame.lineno})" if frame else ""
@@ -315,24 +347,48 @@ def _close_quietly(env: Env) -> None:
         pass
 
 
-def _count(n: int | None, tasks: Sequence[Any] | None, seeds: Sequence[Any] | None) -> int:
+def _episodes(
+    n: int | None,
+    tasks: Sequence[Task | str | None] | None,
+    seeds: Sequence[int | None] | None,
+    seed: int,
+    resume_from: Sequence[Snapshot | None] | None,
+) -> list[_Episode]:
+    """The episodes asked for, each with its task, seed and snapshot to resume from."""
     if n is None:
         if tasks is None and seeds is None:
             raise ValueError("give n, tasks or seeds")
-        n = len(tasks) if tasks is not None else len(seeds)  # type: ignore[arg-type]
+        n = len(tasks) if tasks is not None else len(seeds or ())
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    return n
+    task_list = list(tasks) if tasks is not None else [None] * n
+    seed_list = list(seeds) if seeds is not None else [seed + i for i in range(n)]
+    if len(task_list) != n or len(seed_list) != n:
+        raise ValueError(f"tasks ({len(task_list)}) and seeds ({len(seed_list)}) must both have n={n} entries")
+    resume_list = list(resume_from) if resume_from is not None else [None] * n
+    if len(resume_list) != n:
+        raise ValueError(f"resume_from has {len(resume_list)} entries, expected n={n}")
+    return [_Episode(i, task_list[i], seed_list[i], resume_list[i]) for i in range(n)]
 
 
 def _factory(env: str | EnvFactory, kwargs: dict[str, Any]) -> tuple[str | None, EnvFactory]:
     if isinstance(env, str):
-        from agentenv.registry import make, spec
+        from agentenv.registry import resolve, spec
 
-        spec(env)  # fail now, with a did-you-mean, rather than inside a worker
-        return env, lambda: make(env, **kwargs)
+        # Fail now, with a did-you-mean, rather than as infra inside a worker.
+        env_spec = spec(resolve(env))
+        env_spec.check_kwargs(kwargs)
+        return env_spec.id, lambda: env_spec.make(**kwargs)
     if not callable(env):
         raise TypeError(f"env must be a registered id or a factory returning an Env, got {type(env).__name__}")
     if kwargs:
         raise ValueError("env_kwargs only applies when env is a registered id")
     return None, env
+
+
+def _each(pool: ThreadPoolExecutor, fn: Callable[[Any], None], items: list[Any]) -> None:
+    """``fn`` on every item, concurrently in ``pool``."""
+    if len(items) == 1:
+        fn(items[0])  # no thread hop for a single episode
+    elif items:
+        list(pool.map(fn, items))

@@ -14,11 +14,12 @@ from __future__ import annotations
 import difflib
 import gzip
 import hashlib
+import io
 import json
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, overload
+from typing import Any, overload
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -52,6 +53,11 @@ class Task(BaseModel):
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` Did you mean 'a', 'b'?`` for the (up to three) ``choices`` closest to
+    ``word``, or "" when none is close: append it to an error message.
+
+    agentenv's one did-you-mean: every "unknown X" message uses it (env ids, task
+    ids, tool names, env keyword arguments), so they all read alike."""
     close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
     return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
@@ -113,7 +119,8 @@ class TaskSet(Sequence[Task]):
         on the same side whatever the order or size of the set."""
         if not 0.0 <= test_fraction <= 1.0:
             raise ValueError(f"test_fraction must be in [0, 1], got {test_fraction}")
-        train, test = [], []
+        train: list[Task] = []
+        test: list[Task] = []
         for task in self._tasks:
             digest = hashlib.blake2b(f"{seed}:{task.id}".encode(), digest_size=8).digest()
             (test if int.from_bytes(digest, "big") / 2**64 < test_fraction else train).append(task)
@@ -179,7 +186,7 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
     with path.open("rb") as raw:
         gzipped = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
-        stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
+        stream: io.BufferedIOBase = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
         try:
             while line := stream.readline(MAX_LINE_BYTES + 1):
                 lineno += 1

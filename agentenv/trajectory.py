@@ -19,11 +19,16 @@ __all__ = ["Trajectory"]
 
 
 class Trajectory(BaseModel):
+    """One finished episode. `rollout` makes them; ``agentenv eval --out`` writes them,
+    one JSON object per line (`load_jsonl` / `read_jsonl` read them back)."""
+
     model_config = ConfigDict(extra="forbid")
 
     env_id: str | None = None
+    """The registered id the episode ran on; None when the rollout was given a factory."""
     task: Task
     seed: int | None = None
+    """The reset seed."""
     messages: list[dict[str, Any]]
     """The whole conversation, system prompt first."""
     transitions: list[Transition]
@@ -35,18 +40,23 @@ class Trajectory(BaseModel):
     rewards: list[float] = []
     """The scalar reward of each step."""
     task_reward: float | None = None
+    """The verifier's reward on the final state; None when the episode ended in infra."""
     success: bool = False
+    """The task reward reached the env's ``success_threshold``."""
     failure: Failure
+    """How it ended: none (solved), policy, format, truncated or infra."""
     duration_s: float = 0.0
     error: str | None = None
     """For ``infra`` failures: what broke."""
 
     @property
     def turns(self) -> int:
+        """Steps taken."""
         return len(self.transitions)
 
     @property
     def total_reward(self) -> float:
+        """The sum of the step rewards (the task reward included, on the last step)."""
         return float(sum(self.rewards))
 
     def to_json(self) -> str:
@@ -58,7 +68,14 @@ class Trajectory(BaseModel):
 
     @staticmethod
     def read_jsonl(path: str | Path) -> Iterator[Trajectory]:
+        """The trajectories of a JSONL file one at a time, read as they are asked
+        for (a generator: a large file never sits in memory whole)."""
         with Path(path).open(encoding="utf-8") as f:
             for line in f:
                 if line.strip():
                     yield Trajectory.model_validate_json(line)
+
+    @staticmethod
+    def load_jsonl(path: str | Path) -> list[Trajectory]:
+        """Every trajectory of a JSONL file, as a list (`read_jsonl` streams them)."""
+        return list(Trajectory.read_jsonl(path))

@@ -1,8 +1,10 @@
 """Pick a sandbox backend: Docker when an engine answers, else the local process backend.
 
 Only the choosing lives here; what each backend protects against is in its own
-module docstring. The choice is logged on the ``agentenv.sandboxes`` logger, with
-the reason, because the two differ a lot in isolation.
+module docstring. The choice is logged on the ``agentenv.sandboxes`` logger at INFO,
+with the reason, because the two differ a lot in isolation; the record carries the
+backend as its ``sandbox_backend`` attribute, which the ``agentenv`` command line
+picks out and prints.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any, Literal
 
 from agentenv.sandboxes.base import Limits, Sandbox, SandboxError
 
-__all__ = ["docker_available", "make_sandbox"]
+__all__ = ["auto_backend", "docker_available", "make_sandbox"]
 
 logger = logging.getLogger("agentenv.sandboxes")
 
@@ -22,10 +24,7 @@ Kind = Literal["auto", "docker", "process"]
 def make_sandbox(kind: Kind = "auto", limits: Limits | None = None, **kwargs: Any) -> Sandbox:
     """A new sandbox of ``kind``; extra keyword arguments go to the backend's constructor."""
     if kind == "auto":
-        reason = docker_available()
-        kind = "docker" if reason is None else "process"
-        why = "a Docker engine answered" if reason is None else f"no Docker engine ({reason})"
-        logger.info("sandbox backend: %s, because %s", kind, why)
+        kind = auto_backend()
     if kind == "docker":
         from agentenv.sandboxes.docker import DockerSandbox  # the docker SDK is optional
 
@@ -35,6 +34,16 @@ def make_sandbox(kind: Kind = "auto", limits: Limits | None = None, **kwargs: An
 
         return ProcessSandbox(limits, **kwargs)
     raise SandboxError(f"expected kind 'auto', 'docker' or 'process', got {kind!r}")
+
+
+def auto_backend() -> Literal["docker", "process"]:
+    """The backend "auto" stands for now: Docker when an engine answers, else the
+    process backend. Logged at INFO with the reason (see the module docstring)."""
+    reason = docker_available()
+    kind: Literal["docker", "process"] = "docker" if reason is None else "process"
+    why = "a Docker engine answered" if reason is None else f"no Docker engine ({reason})"
+    logger.info("sandbox backend: %s, because %s", kind, why, extra={"sandbox_backend": kind})
+    return kind
 
 
 def docker_available(timeout_s: float = 2.0) -> str | None:

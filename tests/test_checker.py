@@ -8,9 +8,12 @@ from tests.toy_envs import CounterEnv, CounterState
 PLAN = [tool_call_text("add", amount=1), tool_call_text("add", amount=1, note="x"), tool_call_text("submit")]
 
 
-def test_a_conforming_env_passes():
-    check_env(CounterEnv(), actions=PLAN)
-    check_env(CounterEnv())  # default plan: one call per tool from its schema
+def test_a_conforming_env_passes_with_a_report():
+    report = check_env(CounterEnv(), actions=PLAN)
+    assert report.passed == ("determinism", "snapshot", "bad actions", "episode end")
+    assert report.env == "CounterEnv" and report.seed == 0 and report.actions == 3
+    assert str(report) == "CounterEnv passes determinism, snapshot, bad actions, episode end (seed 0, 3 actions)"
+    assert check_env(CounterEnv()).actions == 2  # default plan: one call per tool from its schema
 
 
 def test_nondeterministic_reset_is_caught():
@@ -43,10 +46,13 @@ def test_non_finite_rewards_are_caught():
         check_env(NaN(), actions=PLAN)
 
 
-def test_the_checker_closes_the_env():
+def test_the_checker_leaves_the_env_open_for_its_owner():
     env = CounterEnv()
-    check_env(env, actions=PLAN)
-    assert env._closed
+    check_env(env, seed=1, actions=PLAN)
+    env.reset(seed=1, options={"task": "t2"})  # still usable
+    *_, info = env.step(tool_call_text("add", amount=4))
+    assert info["error"] is None and env.state.count == 4
+    env.close()
 
 
 def test_checker_reports_a_bad_verifier():

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import pytest
 from typer.testing import CliRunner
 
@@ -319,3 +320,122 @@ def test_eval_openai_policy_end_to_end_through_installed_script(tmp_path: Path) 
     assert {r.body["model"] for r in server.requests} == {"tiny"}
     trajectories = list(agentenv.Trajectory.read_jsonl(out))
     assert len(trajectories) == 6 and all(t.success and t.turns == 1 for t in trajectories)
+
+
+# -- envs that are code, help, small print -------------------------------------------
+
+CUSTOM_ENVS = '''
+import agentenv
+from agentenv import ScriptedPolicy, tool_call_text
+from agentenv.sandboxes.factory import auto_backend
+from tests.toy_envs import CounterEnv
+
+
+def oracle():
+    return ScriptedPolicy(
+        lambda c: tool_call_text("add", amount=c.task.payload["target"]) if c.turn == 0 else tool_call_text("submit")
+    )
+
+
+def register():
+    agentenv.register("cli-team/counter-v0", CounterEnv, oracle=oracle)
+
+
+class SandboxedCounter(CounterEnv):
+    """Picks its sandbox backend the way the code env does."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.backend = auto_backend()
+
+
+def register_sandboxed():
+    agentenv.register("cli-team/sandboxed-v0", SandboxedCounter, oracle=oracle)
+
+
+def fixed_turns():
+    return CounterEnv(max_turns=2)
+
+
+def register_fixed():
+    agentenv.register("cli-team/fixed-v0", fixed_turns)
+'''
+
+
+@pytest.fixture
+def custom_envs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    (tmp_path / "cli_custom_envs.py").write_text(CUSTOM_ENVS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "cli_custom_envs"
+    sys.modules.pop("cli_custom_envs", None)
+    registry = agentenv.registry
+    for key in [k for k in registry._registry if k.startswith(("cli-team/", "cli_custom_envs:"))]:
+        del registry._registry[key]
+        if key in registry._gym_ids:
+            registry._gym_ids.discard(key)
+            gymnasium.registry.pop(key, None)
+    registry._called.clear()
+
+
+def test_eval_and_play_take_code_as_the_env(custom_envs: str, tmp_path: Path) -> None:
+    out = tmp_path / "custom.jsonl"
+    result = invoke("eval", "cli_custom_envs:register", "-n", "4", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "cli-team/counter-v0 · scripted policy" in result.output and "100.0%" in result.output
+    assert {t.env_id for t in agentenv.Trajectory.load_jsonl(out)} == {"cli-team/counter-v0"}
+    result = invoke("play", "cli_custom_envs:SandboxedCounter", "--task", "t0", input=agentenv.tool_call_text("submit"))
+    assert result.exit_code == 0, result.output
+    assert "Playing cli_custom_envs:SandboxedCounter" in result.output and "failure policy" in result.output
+
+
+def test_eval_prints_the_sandbox_backend_an_env_picked(custom_envs: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentenv.sandboxes import factory
+
+    monkeypatch.setattr(factory, "docker_available", lambda: "no engine in this test")
+    result = invoke("eval", "cli_custom_envs:register_sandboxed", "-n", "3", "--concurrency", "3")
+    assert result.exit_code == 0, result.output
+    # Three envs picked a backend; the choice is printed once.
+    assert result.stderr.count("sandbox backend: process, because no Docker engine (no engine in this test)") == 1
+
+
+def test_code_that_names_no_env_is_a_usage_error(custom_envs: str) -> None:
+    for env, message in [
+        ("cli_custom_envs:registr", "has no attribute 'registr'. Did you mean 'register'"),
+        ("no_such_module_abc:Env", "no module 'no_such_module_abc' to import"),
+    ]:
+        result = invoke("eval", env)
+        assert result.exit_code == 2 and message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_max_turns_for_an_env_that_takes_no_max_turns_is_a_usage_error(custom_envs: str) -> None:
+    result = invoke("eval", "cli_custom_envs:register_fixed", "--max-turns", "3")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --max-turns: env 'cli-team/fixed-v0' (fixed_turns) takes no argument")
+
+
+def test_help_shows_no_type_after_flags() -> None:
+    for command in ([], ["eval"], ["play"], ["list"], ["miner", "show"], ["sandbox"], ["sandbox", "build"]):
+        result = invoke(*command, "--help")
+        assert result.exit_code == 0, result.output
+        assert "<bool>" not in result.output, command
+    assert "<int>" in invoke("eval", "--help").output  # options that take a value keep theirs
+
+
+def test_tables_never_show_a_negative_zero() -> None:
+    from rich.console import Console
+
+    summary = EvalSummary(
+        episodes=2,
+        success_rate=0.0,
+        mean_reward=-0.0,
+        mean_turns=1.0,
+        failures={kind: 0 for kind in Failure},
+        by_difficulty={0: (2, 0.0)},
+        errors=[],
+    )
+    console = Console(record=True, width=100)
+    for table in summary.tables():
+        console.print(table)
+    text = console.export_text()
+    assert "0.000" in text and "-0.0" not in text

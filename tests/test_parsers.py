@@ -67,3 +67,10 @@ def test_tool_call_text_round_trips_unicode():
     assert HermesParser().parse(tool_call_text("say", text='héllo "quoted" 你好')) == [
         ToolCall(name="say", arguments={"text": 'héllo "quoted" 你好'})
     ]
+
+
+def test_parse_error_is_in_the_error_hierarchy_and_still_importable_from_parsers():
+    from agentenv import AgentEnvError, errors, parsers
+
+    assert parsers.ParseError is errors.ParseError is ParseError
+    assert issubclass(ParseError, AgentEnvError) and issubclass(ParseError, ValueError)
