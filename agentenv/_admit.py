@@ -14,8 +14,7 @@ Left out: parsing tool calls out of the text (the parsers do that).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -29,8 +28,7 @@ MAX_MESSAGE_DEPTH = 40
 _REPR_CHARS = 1000
 
 
-@dataclass(frozen=True, slots=True)
-class Admitted:
+class Admitted(NamedTuple):  # a NamedTuple: one is made per step, and tuples are made fast
     action: Action
     """What the parser reads: text, a `ToolCall` or a normalised assistant message."""
     message: Message
@@ -66,7 +64,9 @@ class _AssistantIn(BaseModel):
 
 def admit(action: Any, turn: int) -> Admitted:
     """The action as the env will read and record it; see the module docstring."""
-    if type(action) is str or isinstance(action, str):
+    if type(action) is str and action.isascii():  # the common case, on every step
+        return Admitted(action, {"role": "assistant", "content": action})
+    if isinstance(action, str):
         text = str.__str__(action)  # a str subclass may override anything; its characters are what count
         if not _safejson.is_unicode(text):
             clean = _safejson.clean_text(text)
@@ -168,7 +168,7 @@ def clean_messages(messages: list[Message]) -> list[Message]:
     for message in messages:
         content = message.get("content")
         if type(content) is str:
-            if not _safejson.is_unicode(content):
+            if not content.isascii() and not _safejson.is_unicode(content):
                 message["content"] = _safejson.clean_text(content)
         elif content is not None and _safejson.problem(content, max_depth=MAX_MESSAGE_DEPTH) is not None:
             message["content"] = _safe_repr(content)  # e.g. content parts holding what JSON cannot

@@ -15,12 +15,15 @@ Left out: schema checks (pydantic does those), size limits on whole documents
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-__all__ = ["MAX_INT_BITS", "UnsafeJSON", "clean_text", "is_unicode", "loads", "problem"]
+__all__ = ["MAX_INT_BITS", "UnsafeJSON", "clean_text", "harmless", "is_unicode", "loads", "problem", "scan"]
 
 MAX_INT_BITS = 4096
 """Longer integers are refused: ``str()`` of one past ~4,300 digits raises (Python's limit)."""
+_SHORT = 1200  # fewer characters than the digits of a MAX_INT_BITS integer (1,234)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class UnsafeJSON(ValueError):
@@ -30,18 +33,64 @@ class UnsafeJSON(ValueError):
 def loads(text: str | bytes, *, max_depth: int) -> Any:
     """``json.loads`` whose every failure is `UnsafeJSON`, then `problem` on the value."""
     try:
-        value = json.loads(text)
+        value = _decode(text)
     except json.JSONDecodeError as e:
         raise UnsafeJSON(f"invalid JSON: {e.msg} at char {e.pos}") from None
     except RecursionError:
         raise UnsafeJSON("invalid JSON: nested too deeply") from None
     except ValueError as e:  # an integer of more digits than int() converts
         raise UnsafeJSON(f"invalid JSON: {e}") from None
+    if isinstance(text, str) and harmless(text, max_depth):
+        return value
     found = problem(value, max_depth=max_depth)
     if found is not None:
         where, what = found
         raise UnsafeJSON(f"{where}: {what}" if where else what)
     return value
+
+
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner, without json.loads' frames
+
+
+def scan(text: str) -> Any:
+    """``json.loads(text)`` for text with nothing around the value (no check: see `loads`)."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration as e:
+        raise json.JSONDecodeError("Expecting value", text, e.value) from None
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
+def _decode(text: str | bytes) -> Any:
+    """What ``json.loads(text)`` returns, for less (actions are parsed on every step)."""
+    if type(text) is not str:
+        return json.loads(text)
+    start = 0
+    if text[:1] in _JSON_SPACE:
+        start = len(text) - len(text.lstrip(_JSON_SPACE))
+    try:
+        value, end = _scan(text, start)
+    except StopIteration as e:
+        raise json.JSONDecodeError("Expecting value", text, e.value) from None
+    if end != len(text) and text[end:].strip(_JSON_SPACE):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
+_JSON_SPACE = " \t\n\r"
+
+
+def harmless(text: str, max_depth: int) -> bool:
+    """Whether JSON ``text`` cannot hold what `problem` refuses, told from the text alone
+    (the common case, on every action): too short for a huge integer, too few brackets
+    to nest deeply, and no escape that could make a lone surrogate."""
+    return (
+        len(text) < _SHORT
+        and text.count("[") + text.count("{") <= max_depth
+        and ("\\u" not in text or _SURROGATE_ESCAPE.search(text) is None)
+    )
 
 
 def problem(value: Any, *, max_depth: int) -> tuple[str, str] | None:

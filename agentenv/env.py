@@ -2,20 +2,28 @@
 
 The base class owns the loop: parse the action, validate arguments against the
 tool's signature, call the tool, record a `Transition`, compute step rewards,
-decide termination, run the task verifier at the end. Authors subclass it,
-declare a `State` model, write tools as typed methods (see `agentenv.tool`) and
-override a few hooks:
+decide termination, run the task verifier at the end. Authors subclass
+``Env[MyState]`` (the state model is read from the type argument), write tools as
+typed methods (see `agentenv.tool`) and override a few hooks, the ones `HOOKS`
+names (the docs and the error for a final method read that tuple):
 
+    default_tasks()            the tasks when none are passed (default: one task, "default")
+    sample_task()              which task a seeded reset draws
     initial_state(task)        the state an episode starts from
+    system_prompt(task)        the system prompt (tools and format hint included)
     render_intro(task)         the first observation (system prompt + task)
     render_result(outcome)     how a tool result is shown to the agent
     step_rewards(outcomes)     named step-reward components
     verify(task)               the task reward, on the final state
     is_done()                  extra stop conditions
-    sample_task()              which task a seeded reset draws
     mutate(task, rng)          a new task like ``task`` (variants for the failure miner)
     snapshot_external() / restore_external(data) / on_close()
                                state that lives outside the pydantic model
+
+A typed task payload: set ``payload_type`` to a pydantic model and read
+``self.payload`` (validated once per task). ``Env(lean=True)`` records no state
+diff and no observation in its transitions: the fastest path, for rollouts that
+only need rewards and messages.
 
 ``reset(options={"snapshot": snap})`` starts an episode from a snapshot (the
 failure miner's resume tasks): the conversation, state and turn number are the
@@ -32,8 +40,9 @@ import copy
 import json
 import logging
 import time
+import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import gymnasium as gym
@@ -49,12 +58,29 @@ from agentenv.task import Task, TaskSet, did_you_mean
 from agentenv.tools import ToolSpec, collect_tools
 from agentenv.types import Action, Failure, Message, ToolCall
 
-__all__ = ["CallOutcome", "Env", "Snapshot", "Transition"]
+__all__ = ["HOOKS", "CallOutcome", "Env", "Snapshot", "Transition"]
 
 S = TypeVar("S", bound=State)
 
 _FINAL = ("reset", "step", "snapshot", "restore", "close")
+HOOKS = (
+    "default_tasks",
+    "sample_task",
+    "initial_state",
+    "system_prompt",
+    "render_intro",
+    "render_result",
+    "step_rewards",
+    "verify",
+    "is_done",
+    "mutate",
+    "snapshot_external",
+    "restore_external",
+    "on_close",
+)
+"""What a subclass overrides (besides its tools). Everything in `_FINAL` it may not."""
 logger = logging.getLogger("agentenv.env")
+_NO_REWARDS: dict[str, float] = {}  # shared, never written: the task rewards of a step that did not end
 ErrorKind = Literal["format", "tool", "infra"]
 _JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # one encoder: json.dumps(**kw) builds one per call
 ToolPrompt = Literal["json", "compact", "none"]
@@ -98,15 +124,19 @@ class Snapshot(BaseModel):
     external: Any = None
 
 
-@dataclass(slots=True)
 class _Acted:
-    calls: list[ToolCall] = field(default_factory=list)
-    outcomes: list[CallOutcome] = field(default_factory=list)
-    obs: list[Message] = field(default_factory=list)
-    error: str | None = None
-    error_kind: ErrorKind | None = None
-    terminal: bool = False
-    infra: bool = False
+    """What one step's action did (a plain class with slots: one is made per step)."""
+
+    __slots__ = ("calls", "error", "error_kind", "infra", "obs", "outcomes", "terminal")
+
+    def __init__(self) -> None:
+        self.calls: list[ToolCall] = []
+        self.outcomes: list[CallOutcome] = []
+        self.obs: list[Message] = []
+        self.error: str | None = None
+        self.error_kind: ErrorKind | None = None
+        self.terminal = False
+        self.infra = False
 
 
 @dataclass(slots=True)
@@ -126,7 +156,10 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
 
     # -- set these in subclasses ------------------------------------------------
     state_type: ClassVar[type[State]] = State
-    """The pydantic model of the episode state."""
+    """The pydantic model of the episode state; read from ``Env[MyState]``, so rarely set."""
+    payload_type: ClassVar[type[BaseModel] | None] = None
+    """The pydantic model of a task's payload; every task is validated against it and
+    ``self.payload`` gives the current task's, typed. None: payloads are plain dicts."""
     max_turns: int = 10
     """Steps before the episode is truncated."""
     instructions: str = "You are an agent. Solve the task by calling the tools."
@@ -149,11 +182,11 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         super().__init_subclass__(**kwargs)
         for name in _FINAL:
             if name in vars(cls):
-                raise TypeError(
-                    f"{cls.__name__}.{name}() is final; override the hooks instead "
-                    "(initial_state, render_intro, render_result, step_rewards, verify, is_done, "
-                    "snapshot_external/restore_external, on_close)"
-                )
+                raise TypeError(f"{cls.__name__}.{name}() is final; override the hooks instead ({', '.join(HOOKS)})")
+        if "state_type" not in vars(cls):
+            declared = _state_argument(cls)
+            if declared is not None:
+                cls.state_type = declared
         cls.tools = collect_tools(cls)
 
     def __init__(
@@ -164,6 +197,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         parser: ActionParser | None = None,
         tool_prompt: ToolPrompt = "json",
         render_mode: str | None = None,
+        lean: bool = False,
     ) -> None:
         """
         Args:
@@ -175,6 +209,9 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 short prompts for small models) or "none" (the policy sends the tools
                 itself, e.g. an API with ``tools=``).
             render_mode: None or "ansi".
+            lean: Record transitions without the state diff and the observation
+                (the conversation still has it): the fastest step, for rollouts
+                that need rewards and messages only.
         """
         if tool_prompt not in ("json", "compact", "none"):
             raise ValueError(f"tool_prompt must be 'json', 'compact' or 'none', got {tool_prompt!r}")
@@ -190,6 +227,11 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         if tasks is None:
             tasks = self.default_tasks()
         self.tasks = tasks if isinstance(tasks, TaskSet) else TaskSet(tasks)
+        if self.payload_type is not None:
+            for task in self.tasks:  # a malformed payload fails here, not mid-episode
+                self._typed_payload(task)
+        self.lean = lean
+        self._payload: BaseModel | None = None
         self.observation_space = MessagesSpace()
         self.action_space = ActionSpace(self.max_action_chars)
         self.messages: list[Message] = []
@@ -205,8 +247,10 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
     # -- hooks: override these ---------------------------------------------------
 
     def default_tasks(self) -> TaskSet:
-        """The tasks used when none are passed to the constructor."""
-        return TaskSet()
+        """The tasks used when none are passed to the constructor: by default one task,
+        ``"default"``, whose prompt asks the agent to begin (an env whose goal is all in
+        its instructions needs no task set)."""
+        return TaskSet([Task(id="default", prompt="Begin.")])
 
     def sample_task(self) -> Task:
         """The task a reset without ``options["task"]`` runs; draw with ``self.np_random``."""
@@ -296,6 +340,27 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
     def turn(self) -> int:
         return self._turn
 
+    @property
+    def payload(self) -> Any:
+        """The current task's payload as ``payload_type`` (the plain dict without one)."""
+        task = self.task
+        if self.payload_type is None:
+            return task.payload
+        if self._payload is None:
+            self._payload = self._typed_payload(task)
+        return self._payload
+
+    def _typed_payload(self, task: Task) -> BaseModel:
+        assert self.payload_type is not None
+        try:
+            return self.payload_type.model_validate(task.payload)
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "(payload)"
+            raise ValueError(
+                f"task {task.id!r}: payload field {where!r}: {err['msg']} (expected a {self.payload_type.__name__})"
+            ) from None
+
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The OpenAI "tools" list for this env."""
         return [spec.schema for spec in self.tools.values()]
@@ -326,6 +391,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         else:
             raise TypeError(f'options["task"] must be a Task or a task id, got {type(task_opt).__name__}')
         self._task = task
+        self._payload = None
         self._turn = 0
         self._format_streak = 0
         self._ended = False
@@ -357,57 +423,76 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         return messages, {"task_id": self.task.id, "turn": self._turn, "resumed_from_turn": self._turn}
 
     def step(self, action: Action) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
-        self._check_live()
+        # The hot path of every rollout: locals over attributes, no call that can be skipped.
+        if self._closed or self._state is None or self._ended:
+            self._check_live()  # raises, with the reason
         start = time.perf_counter()
         turn = self._turn
         admitted = _admit.admit(action, turn)
         self.messages.append(admitted.message)
         act = self._act(admitted, turn)
-        _admit.clean_messages(act.obs)
-        rewards = {"format": -self.format_penalty if act.error_kind == "format" else 0.0}
+        obs = _admit.clean_messages(act.obs)
+        error_kind = act.error_kind
+        rewards = {"format": -self.format_penalty if error_kind == "format" else 0.0}
         if not act.infra:
             rewards.update(self._step_rewards(act.outcomes))
-        self._turn += 1
-        self._format_streak = self._format_streak + 1 if act.error_kind == "format" else 0
-        terminated, truncated, failure, task_rewards = self._end_of_step(act)
-        self._ended = terminated or truncated
+        self._turn = turn + 1
+        self._format_streak = streak = self._format_streak + 1 if error_kind == "format" else 0
+        if act.terminal or act.infra or streak >= self.max_format_errors or turn + 1 >= self.max_turns:
+            terminated, truncated, failure, task_rewards = self._end_of_step(act)
+            self._ended = terminated or truncated
+        elif self.is_done():
+            terminated, truncated, failure, task_rewards = self._end_of_step(act)
+            self._ended = True
+        else:  # the common case: the episode goes on
+            terminated = truncated = False
+            failure, task_rewards = None, _NO_REWARDS
 
-        state = self._state
-        after = state.__pydantic_serializer__.to_python(state, mode="json")  # model_dump without its wrapper
-        diff = json_diff(self._state_json, after)
-        self._state_json = after
-        self.messages.extend(act.obs)
+        if self.lean:
+            diff: list[dict[str, Any]] = []
+        else:
+            state = self._state
+            assert state is not None  # checked at the top of step
+            after = state.__pydantic_serializer__.to_python(state, mode="json")  # model_dump without its wrapper
+            diff = json_diff(self._state_json, after)
+            self._state_json = after
+        self.messages.extend(obs)
         all_rewards = {**rewards, **task_rewards} if task_rewards else rewards
         weights = self.reward_weights
-        reward = sum(weights.get(k, 1.0) * v for k, v in all_rewards.items()) if weights else sum(all_rewards.values())
+        if weights:
+            reward = 0.0
+            for k, v in all_rewards.items():
+                reward += weights.get(k, 1.0) * v
+        else:
+            reward = float(sum(all_rewards.values()))
         recorded = admitted.action
-        if isinstance(recorded, ToolCall):  # a plain one: _admit rebuilt it
+        if type(recorded) is ToolCall:  # a plain one: _admit rebuilt it
             recorded = recorded.to_dict()
         self.transitions.append(
             Transition(
                 turn,
                 recorded,
                 act.calls,
-                act.obs,
+                [] if self.lean else obs,  # type: ignore[arg-type]  # Message is a TypedDict of the same dicts
                 rewards,
                 task_rewards,
                 diff,
                 time.perf_counter() - start,
                 act.error,
-                act.error_kind,
+                error_kind,
             )
         )
         info = {
             "task_id": self._task.id,  # type: ignore[union-attr]
-            "turn": self._turn,
+            "turn": turn + 1,
             "rewards": all_rewards,
-            "task_reward": task_rewards.get("task"),
+            "task_reward": task_rewards.get("task") if task_rewards else None,
             "success": None if failure is None or failure is Failure.INFRA else failure is Failure.NONE,
             "failure": None if failure is None else failure.value,
             "error": act.error,
-            "error_kind": act.error_kind,
+            "error_kind": error_kind,
         }
-        return act.obs[:], float(reward), terminated, truncated, info
+        return obs[:], reward, terminated, truncated, info
 
     def _act(self, admitted: _admit.Admitted, turn: int) -> _Acted:
         """Parse the action and run its tool calls; bad actions become error observations."""
@@ -439,7 +524,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         terminated = act.terminal or format_end or self.is_done()
         truncated = not terminated and self._turn >= self.max_turns
         if not (terminated or truncated):
-            return False, False, None, {}
+            return False, False, None, _NO_REWARDS
         try:
             value = self.verify(self.task)
         except InfraError as e:
@@ -487,8 +572,9 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         bit_generator.state = snap.rng
         self._np_random = np.random.Generator(bit_generator)
         self._task = snap.task
-        self._state = self.state_type.model_validate(snap.state)  # type: ignore[assignment]
-        self._state_json = self._state.model_dump(mode="json")
+        state = self.state_type.model_validate(snap.state)
+        self._state = state  # type: ignore[assignment]
+        self._state_json = state.model_dump(mode="json")
         self._turn = snap.turn
         self._format_streak = snap.format_streak
         self._ended = snap.ended
@@ -503,7 +589,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         self._closed = True
         self.on_close()
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None
         return "\n".join(f"[{m['role']}] {m['content']}" for m in self.messages)
@@ -554,7 +640,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             return CallOutcome(
                 call, call_id, False, error=f"the tool {call.name!r} failed: {_describe(e)}", error_kind="tool"
             )
-        return CallOutcome(call, call_id, True, result=result)
+        return CallOutcome(call, call_id, True, result)
 
     def _render(self, outcome: CallOutcome) -> Message:
         try:
@@ -600,6 +686,15 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         if ids:
             return [{"role": "tool", "tool_call_id": i, "content": f"Error: {error}"} for i in ids]
         return [{"role": "user", "content": f"Error: {error}"}]
+
+
+def _state_argument(cls: type) -> type[State] | None:
+    """``MyState`` from ``class MyEnv(Env[MyState])`` (or from a base's parameterisation)."""
+    for base in getattr(cls, "__orig_bases__", ()):
+        for arg in typing.get_args(base):
+            if isinstance(arg, type) and issubclass(arg, State):
+                return arg
+    return None
 
 
 def _compact_signature(spec: ToolSpec) -> str:

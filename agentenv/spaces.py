@@ -7,12 +7,12 @@ accept any `str` up to a length and sample from a wide range of code points.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from gymnasium.spaces import Space
 
-from agentenv.types import ToolCall
+from agentenv.types import Message, ToolCall
 
 __all__ = ["ActionSpace", "MessagesSpace", "UnicodeText"]
 
@@ -53,7 +53,7 @@ class UnicodeText(Space[str]):
         return isinstance(other, UnicodeText) and other.max_length == self.max_length
 
 
-class MessagesSpace(Space[list[dict[str, Any]]]):
+class MessagesSpace(Space[list[Message]]):
     """A list of OpenAI-shape chat messages (the observation of every agentenv env)."""
 
     def __init__(self, max_content_length: int = 1_000_000, *, seed: int | np.random.Generator | None = None):
@@ -65,13 +65,16 @@ class MessagesSpace(Space[list[dict[str, Any]]]):
             isinstance(m, dict) and m.get("role") in _ROLES and self.content.contains(m.get("content")) for m in x
         )
 
-    def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, Any]]:
+    def sample(self, mask: Any = None, probability: Any = None) -> list[Message]:
         n = int(self.np_random.integers(1, 4))
         return [
-            {
-                "role": _ROLES[int(self.np_random.integers(1, 4))],
-                "content": _random_text(self.np_random, self.content.max_length),
-            }
+            cast(
+                Message,
+                {
+                    "role": _ROLES[int(self.np_random.integers(1, 4))],
+                    "content": _random_text(self.np_random, self.content.max_length),
+                },
+            )
             for _ in range(n)
         ]
 

@@ -40,6 +40,8 @@ class ToolCall:
     id: str | None = None
 
     def __post_init__(self) -> None:
+        if type(self.name) is str and type(self.arguments) is dict and self.id is None and 0 < len(self.name) <= 128:
+            return  # the common case, checked in one line: one is made per call
         if not isinstance(self.name, str) or not 0 < len(self.name) <= 128:
             raise ValueError(f"ToolCall.name must be a string of 1 to 128 characters, got {self.name!r:.60}")
         if not isinstance(self.arguments, dict):

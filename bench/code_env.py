@@ -46,7 +46,7 @@ from agentenv.envs.code import (
     verify_solution,
 )
 
-TARGET_TASKS_PER_S = 55.0  # DESIGN.md: an unsandboxed fork-per-task harness does 27.6 tasks/s
+TARGET_TASKS_PER_S = 55.0  # the design aim: an unsandboxed fork-per-task harness does 27.6 tasks/s
 TARGET_RATIO = 1.0  # sandboxed at least as fast as a fresh unsandboxed subprocess per task
 TARGET_BENCHMARK_RATIO = 2.0  # check(candidate) tasks: twice the benchmark's own subprocess-per-task harness
 WORKERS = 2

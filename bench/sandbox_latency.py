@@ -34,7 +34,7 @@ from _common import header, table
 from agentenv.sandboxes import Limits, SandboxPool
 from agentenv.sandboxes.docker import DockerSandbox, docker_client
 
-TARGET_RUN_MS = 10.0  # warm sandboxed run, issue target (DESIGN.md: docker exec 80 ms, new container 0.3 s)
+TARGET_RUN_MS = 10.0  # warm sandboxed run, issue target (docker exec 80 ms, a new container 0.3 s)
 TARGET_ACQUIRE_MS = 50.0
 LIMITS = Limits(timeout_s=10)
 

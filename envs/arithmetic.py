@@ -26,7 +26,6 @@ class ArithmeticState(State):
 
 
 class ArithmeticEnv(Env[ArithmeticState]):
-    state_type = ArithmeticState
     max_turns = 8
     instructions = "Compute the expression. The calculator does one operation per call. Submit the final value."
 
@@ -62,9 +61,12 @@ class ArithmeticEnv(Env[ArithmeticState]):
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         # Sub-goal: a new intermediate value of the gold evaluation order.
-        gold = self.task.payload["intermediates"]
-        found = [o.result for o in outcomes if o.ok and o.call.name == "calculate" and o.result in gold]
-        return {"progress": 0.1 * sum(self.state.results.count(r) == 1 for r in found)}
+        gold, results = self.task.payload["intermediates"], self.state.results
+        fresh = 0
+        for o in outcomes:
+            if o.ok and o.call.name == "calculate" and o.result in gold and results.count(o.result) == 1:
+                fresh += 1
+        return {"progress": 0.1 * fresh}
 
     def verify(self, task: Task) -> float:
         return float(self.state.answer == task.payload["answer"])

@@ -33,7 +33,6 @@ class GuessState(State):
 
 
 class GuessNumberEnv(Env[GuessState]):
-    state_type = GuessState
     max_turns = 12
     instructions = "Find the secret integer. After each guess you are told if the secret is higher or lower."
 

@@ -328,3 +328,98 @@ def test_tool_prompt_modes():
     assert bare == CounterEnv.instructions and len(compact) < len(json_prompt)
     with pytest.raises(ValueError, match="tool_prompt"):
         CounterEnv(tool_prompt="yaml")
+
+
+# -- authoring says each thing once ------------------------------------------------------
+
+
+def test_the_state_model_is_read_from_the_type_argument():
+    class Tally(agentenv.State):
+        n: int = 0
+
+    class TallyEnv(agentenv.Env[Tally]):
+        @agentenv.tool
+        def bump(self) -> int:
+            """Add one."""
+            self.state.n += 1
+            return self.state.n
+
+    class Subclass(TallyEnv):
+        pass
+
+    for cls in (TallyEnv, Subclass):
+        env = cls()
+        env.reset(seed=0)
+        assert cls.state_type is Tally and isinstance(env.state, Tally)
+
+
+def test_an_env_without_tasks_gets_one_default_task():
+    class Bare(agentenv.Env):
+        @agentenv.tool(terminal=True)
+        def done(self) -> str:
+            """Finish."""
+            return "ok"
+
+    env = Bare()
+    obs, info = env.reset(seed=0)
+    assert info["task_id"] == "default" and env.tasks.ids == ["default"]
+    assert obs[-1] == {"role": "user", "content": "Begin."}
+
+
+def test_a_typed_payload_is_validated_once_per_task_and_read_as_a_model():
+    from pydantic import BaseModel
+
+    class Target(BaseModel):
+        target: int
+
+    class Reach(CounterEnv):
+        payload_type = Target
+
+        def verify(self, task):
+            return float(self.state.count == self.payload.target)
+
+    env = Reach([Task(id="t", prompt="Reach 2.", payload={"target": 2})])
+    env.reset(seed=0)
+    assert env.payload == Target(target=2)
+    env.step(tool_call_text("add", amount=2))
+    *_, info = env.step(tool_call_text("submit"))
+    assert info["success"] is True
+    with pytest.raises(ValueError, match=r"task 'bad': payload field 'target'"):
+        Reach([Task(id="bad", prompt="", payload={"target": "many"})])
+
+
+def test_every_hook_is_documented_where_authors_look_and_named_by_the_final_method_error():
+    from pathlib import Path
+
+    import agentenv.env as env_module
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for hook in env_module.HOOKS:
+        assert hook in env_module.__doc__, hook
+        assert f"`{hook}" in docs, hook
+        assert callable(getattr(agentenv.Env, hook))
+    with pytest.raises(TypeError, match=", ".join(env_module.HOOKS)):
+
+        class Broken(CounterEnv):
+            def step(self, action):  # final
+                return super().step(action)
+
+
+def test_lean_mode_plays_the_same_episode_without_the_diff_or_the_observation_copies():
+    actions = [
+        tool_call_text("add", amount=1),
+        "no call here",
+        tool_call_text("add", amount=1),
+        tool_call_text("submit"),
+    ]
+    results = []
+    for lean in (False, True):
+        env = CounterEnv(lean=lean)
+        env.reset(seed=0, options={"task": "t0"})
+        steps = [env.step(a) for a in actions]
+        results.append((steps, env.messages, env.transitions))
+    (full_steps, full_messages, full_transitions), (lean_steps, lean_messages, lean_transitions) = results
+    assert full_steps == lean_steps and full_messages == lean_messages
+    assert [t.rewards for t in full_transitions] == [t.rewards for t in lean_transitions]
+    assert any(t.state_diff for t in full_transitions) and not any(t.state_diff for t in lean_transitions)
+    assert all(t.observation == [] for t in lean_transitions)

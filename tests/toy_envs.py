@@ -13,7 +13,6 @@ class CounterState(State):
 class CounterEnv(Env[CounterState]):
     """A toy env exercising every hook: add to a counter, reach the target, submit."""
 
-    state_type = CounterState
     max_turns = 5
     reward_weights = {"progress": 0.5}
 
