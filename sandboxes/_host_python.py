@@ -174,7 +174,8 @@ def covers_for(python: Python, root: str) -> tuple[list[str], str]:
     some stay visible ('' when none do): covering one that holds something a run needs
     (its workspace, the stdlib, /usr/lib...) would hide that too."""
     keep = [root, *python.dirs, *_ESSENTIAL]
-    covers, uncovered = [], []
+    covers: list[str] = []
+    uncovered: list[str] = []
     for path in python.packages:
         if any(_within(path, tmp) for tmp in PRIVATE_TMP_AT):
             continue  # a run sees its private /tmp there, not the host's (a script's directory, say)

@@ -1,14 +1,15 @@
 """Build the sandbox image, with or without a registry.
 
-    agentenv sandbox build                  # offline: debootstrap a Debian base if needed
+    agentenv sandbox build                  # no registry: debootstrap a Debian base if needed
     agentenv sandbox build --base python:3.11-slim   # with a registry
 
-The image is `sandboxes/image/Dockerfile` built on a context of that Dockerfile and
-`sandboxes/runner.py`, so the same Dockerfile serves both ways: with a registry
-the base is pulled; without one (CI, this project's machines) the base is a Debian
-bookworm root filesystem made by ``debootstrap`` from the apt mirror the host
-already uses, imported as `OFFLINE_BASE`. A build is skipped when the image exists
-and its label says it was built from the same Dockerfile and runner.
+The image is `sandboxes/image/Dockerfile` built on a context of that Dockerfile,
+`sandboxes/runner.py` and `sandboxes/_pipes.py` (`_CONTEXT`: every file the image
+gets), so the same Dockerfile serves both ways: with a registry the base is
+pulled; without one (CI, this project's machines) the base is a Debian bookworm
+root filesystem made by ``debootstrap`` from the apt mirror the host already uses
+(so the mirror must answer), imported as `DEBOOTSTRAP_BASE`. A build is skipped
+when the image exists and its label holds the hash of the same context files.
 
 Left out: pushing images, multi-arch builds, Python packages in the image (derive
 your own image ``FROM agentenv-sandbox:latest``; the runner needs nothing else).
@@ -32,9 +33,9 @@ if TYPE_CHECKING:
     import docker
 
 __all__ = [
+    "DEBOOTSTRAP_BASE",
     "IMAGE",
     "INPUTS_LABEL",
-    "OFFLINE_BASE",
     "REGISTRY_BASE",
     "apt_mirror",
     "build_image",
@@ -43,19 +44,25 @@ __all__ = [
 ]
 
 IMAGE = "agentenv-sandbox:latest"
-OFFLINE_BASE = "agentenv-base:bookworm"
+DEBOOTSTRAP_BASE = "agentenv-base:bookworm"
 REGISTRY_BASE = "python:3.11-slim"  # the Dockerfile's default BASE
 INPUTS_LABEL = "agentenv.sandbox.inputs"
 BASE_LABEL = "agentenv.sandbox.base"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _HERE = Path(__file__).resolve().parent
-_CONTEXT = {"Dockerfile": _HERE / "image" / "Dockerfile", "runner.py": _HERE / "runner.py"}
+# The build context: every file the image gets (the Dockerfile's COPY lines name
+# the others), each hashed into the image's label.
+_CONTEXT = {
+    "Dockerfile": _HERE / "image" / "Dockerfile",
+    "runner.py": _HERE / "runner.py",
+    "_pipes.py": _HERE / "_pipes.py",
+}
 
 Log = Callable[[str], None]
 
 
 def image_inputs_hash() -> str:
-    """A hash of what goes into the image besides its base: the Dockerfile and the runner."""
+    """A hash of what goes into the image besides its base: every file of the build context."""
     digest = hashlib.sha256()
     for name, path in sorted(_CONTEXT.items()):
         digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -63,7 +70,7 @@ def image_inputs_hash() -> str:
 
 
 def image_is_current(client: docker.DockerClient, image: str = IMAGE, base: str | None = None) -> bool:
-    """The image exists, was built from this checkout's Dockerfile and runner, and
+    """The image exists, was built from this checkout's context files, and
     (when ``base`` is given) on that base."""
     import docker.errors
 
@@ -87,7 +94,7 @@ def build_image(
 ) -> str:
     """Build ``image`` unless it is current; returns its id.
 
-    ``base`` None picks `OFFLINE_BASE`, debootstrapping it first when it is absent
+    ``base`` None picks `DEBOOTSTRAP_BASE`, debootstrapping it first when it is absent
     and ``debootstrap`` is installed, else `REGISTRY_BASE` (which needs a registry).
     """
     import docker
@@ -130,18 +137,20 @@ def _pick_base(client: docker.DockerClient, *, mirror: str | None, log: Log) -> 
     import docker.errors
 
     try:
-        client.images.get(OFFLINE_BASE)
-        return OFFLINE_BASE
+        client.images.get(DEBOOTSTRAP_BASE)
+        return DEBOOTSTRAP_BASE
     except docker.errors.ImageNotFound:
         pass
     if shutil.which("debootstrap") is None:
-        log(f"no {OFFLINE_BASE} image and no debootstrap: the base {REGISTRY_BASE} must come from a registry")
+        log(f"no {DEBOOTSTRAP_BASE} image and no debootstrap: the base {REGISTRY_BASE} must come from a registry")
         return REGISTRY_BASE
     debootstrap_base(client, mirror=mirror or apt_mirror(), log=log)
-    return OFFLINE_BASE
+    return DEBOOTSTRAP_BASE
 
 
-def debootstrap_base(client: docker.DockerClient, *, mirror: str, name: str = OFFLINE_BASE, log: Log = print) -> None:
+def debootstrap_base(
+    client: docker.DockerClient, *, mirror: str, name: str = DEBOOTSTRAP_BASE, log: Log = print
+) -> None:
     """Make a minimal Debian bookworm with python3 and import it as image ``name``.
 
     Needs root (debootstrap chroots) and the mirror; about a minute and ~100 MB.

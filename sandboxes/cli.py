@@ -5,23 +5,25 @@
 
 ``doctor`` checks, in order, that the engine answers, that the image is present
 and current, and that each limit is in effect inside a real sandbox (no network,
-non-root, no capabilities, read-only root, memory and process limits), printing
-one line per check with the fix for each failure; the exit code is 1 when any
-check fails. Mounted into the ``agentenv`` command by `agentenv.cli`; the docker
-SDK is imported only when a command runs.
+non-root, no capabilities, read-only root, memory, process and CPU limits, the
+sizes of the /workspace and /tmp tmpfs mounts), printing one line per check with
+the fix for each failure; the exit code is 1 when any check fails. Mounted into
+the ``agentenv`` command by `agentenv.cli`; the docker SDK is imported only when a
+command runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
+    from agentenv.sandboxes.base import Limits
     from agentenv.sandboxes.docker import DockerSandbox
 
 __all__ = ["Check", "app", "doctor_checks"]
@@ -29,6 +31,7 @@ __all__ = ["Check", "app", "doctor_checks"]
 app = typer.Typer(name="sandbox", help="Build and check the Docker sandbox.", no_args_is_help=True)
 
 EXIT_FAILED = 1
+MIB = 1024 * 1024
 # CAP_SETGID (6) and CAP_SETUID (7): the runner's, left in the runs' bounding set
 # (dropping them needs CAP_SETPCAP); runs hold neither and no-new-privileges keeps it so.
 RUNNER_CAPS = (1 << 6) | (1 << 7)
@@ -65,6 +68,20 @@ def first(*paths):
 out["memory"] = first("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 out["swap"] = first("/sys/fs/cgroup/memory.swap.max", "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")
 out["pids"] = first("/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max")
+def cpu_quota():  # "QUOTA PERIOD" in microseconds; QUOTA is max (v2) or -1 (v1) without a limit
+    v2 = first("/sys/fs/cgroup/cpu.max")
+    if v2:
+        return v2
+    v1 = ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
+    quota = first(*(d + "/cpu.cfs_quota_us" for d in v1))
+    period = first(*(d + "/cpu.cfs_period_us" for d in v1))
+    return f"{quota} {period}" if quota and period else None
+out["cpu"] = cpu_quota()
+with open("/proc/self/mounts") as f:
+    fstype = {line.split()[1]: line.split()[2] for line in f}  # the last mount on a path wins
+for path in ("/workspace", "/tmp"):
+    st = os.statvfs(path)
+    out[path] = {"type": fstype.get(path), "bytes": st.f_blocks * st.f_frsize}
 print(json.dumps(out))
 """
 
@@ -79,9 +96,12 @@ class Check:
     fix: str = ""
 
 
+BASE_HELP = "Base image (default: Debian debootstrapped from the apt mirror: no registry needed)."
+
+
 @app.command()
 def build(
-    base: Annotated[str | None, typer.Option(help="Base image (default: offline Debian via debootstrap).")] = None,
+    base: Annotated[str | None, typer.Option(help=BASE_HELP)] = None,
     force: Annotated[bool, typer.Option(help="Rebuild even when the image is current.")] = False,
     image: Annotated[str, typer.Option(help="Tag of the image to build.")] = "agentenv-sandbox:latest",
 ) -> None:
@@ -133,14 +153,10 @@ def doctor_checks(image: str = "agentenv-sandbox:latest") -> Iterator[Check]:
         yield Check("image", False, f"{image} is absent", "agentenv sandbox build")
         return
     current = image_is_current(client, image)
-    yield Check(
-        "image",
-        current,
-        f"{image} "
-        + ("is current" if current else f"was built from another Dockerfile or runner (want {image_inputs_hash()})"),
-        "agentenv sandbox build --force",
-    )
-    limits = Limits(memory_mb=256, pids=32)
+    stale = f"was built from other files than this checkout's (want inputs {image_inputs_hash()})"
+    yield Check("image", current, f"{image} {'is current' if current else stale}", "agentenv sandbox build --force")
+    # Each limit set apart from the others' values and from the defaults, so a mix-up shows.
+    limits = Limits(memory_mb=256, pids=32, cpus=0.5, workspace_mb=48, tmp_mb=32)
     try:
         sandbox = DockerSandbox(image, limits, client=client)
     except SandboxInfraError as e:
@@ -162,50 +178,94 @@ def _limit_checks(sandbox: DockerSandbox) -> list[Check]:
         ]
     seen = json.loads(result.stdout)
     host = sandbox.container.attrs["HostConfig"]
-    mem_bytes = sandbox.limits.memory_mb * 1024 * 1024
-    rebuild = "use DockerSandbox's defaults (container_options); do not override them"
-    rows: list[tuple[str, Callable[[], bool], str, str]] = [
-        ("runner", lambda: True, "answered", ""),
-        (
+    return [
+        Check("runner", True, "answered"),
+        *_isolation_checks(seen, host),
+        *_resource_checks(seen, host, sandbox.limits),
+    ]
+
+
+# The fix when an option of the container is not in effect.
+KEEP_DEFAULTS = "use DockerSandbox's defaults (container_options); do not override them"
+
+
+def _isolation_checks(seen: dict[str, Any], host: dict[str, Any]) -> list[Check]:
+    """Network, identity, capabilities and the read-only root, as the probe saw them."""
+    return [
+        Check(
             "network",
-            lambda: host["NetworkMode"] == "none" and not seen["connect"] and seen["interfaces"] == ["lo"],
+            host["NetworkMode"] == "none" and not seen["connect"] and seen["interfaces"] == ["lo"],
             f"mode {host['NetworkMode']}, interfaces {seen['interfaces']}, outbound connect "
             + ("succeeded" if seen["connect"] else "refused"),
-            rebuild,
+            KEEP_DEFAULTS,
         ),
-        (
+        Check(
             "user",
-            lambda: seen["uid"] != 0 and seen["init_uid"] != seen["uid"],
+            seen["uid"] != 0 and seen["init_uid"] != seen["uid"],
             f"runs as uid {seen['uid']}, init and the runner as uid {seen['init_uid']}",
             "the image must not override USER or the command; rebuild it",
         ),
-        (
+        Check(
             "capabilities",
-            lambda: seen["cap_eff"] == 0 and seen["cap_held"] == 0 and not seen["cap_bnd"] & ~RUNNER_CAPS,
+            seen["cap_eff"] == 0 and seen["cap_held"] == 0 and not seen["cap_bnd"] & ~RUNNER_CAPS,
             f"effective {seen['cap_eff']:#x}, held {seen['cap_held']:#x}, bounding {seen['cap_bnd']:#x}",
-            rebuild,
+            KEEP_DEFAULTS,
         ),
-        ("no-new-privileges", lambda: seen["no_new_privs"], f"NoNewPrivs {int(seen['no_new_privs'])}", rebuild),
-        (
+        Check("no-new-privileges", seen["no_new_privs"], f"NoNewPrivs {int(seen['no_new_privs'])}", KEEP_DEFAULTS),
+        Check(
             "read-only root",
-            lambda: not seen["root_writable"] and host["ReadonlyRootfs"],
+            not seen["root_writable"] and host["ReadonlyRootfs"],
             "writing /etc " + ("succeeded" if seen["root_writable"] else "failed"),
-            rebuild,
+            KEEP_DEFAULTS,
         ),
-        (
+    ]
+
+
+def _resource_checks(seen: dict[str, Any], host: dict[str, Any], limits: Limits) -> list[Check]:
+    """Memory, processes, CPU and the two tmpfs mounts, each against ``limits``."""
+    mem_bytes = limits.memory_mb * MIB
+    cores = _cpu_cores(seen["cpu"])
+    checks = [
+        Check(
             "memory",
-            lambda: _int(seen["memory"]) == mem_bytes and _int(seen["swap"]) in (mem_bytes, None),
+            _int(seen["memory"]) == mem_bytes and _int(seen["swap"]) in (mem_bytes, None),
             f"cgroup limit {seen['memory']}, with swap {seen['swap']}",
             "the engine must support memory cgroups (check `docker info` for 'No memory limit support')",
         ),
-        (
+        Check(
             "pids",
-            lambda: _int(seen["pids"]) == sandbox.limits.pids,
+            _int(seen["pids"]) == limits.pids,
             f"cgroup pids.max {seen['pids']}",
             "the engine must support the pids cgroup (check `docker info` for 'No pids limit support')",
         ),
+        Check(
+            "cpu",
+            host.get("NanoCpus") == int(limits.cpus * 1e9) and cores is not None and abs(cores - limits.cpus) < 1e-3,
+            f"NanoCpus {host.get('NanoCpus')}, cgroup quota {seen['cpu']} "
+            f"({'no limit' if cores is None else f'{cores:g} cores'}, want {limits.cpus:g})",
+            "the engine must support the CPU CFS quota (check `docker info` for 'No cpu cfs quota support')",
+        ),
     ]
-    return [Check(name, test(), detail, fix) for name, test, detail, fix in rows]
+    for path, size_mb in (("/workspace", limits.workspace_mb), ("/tmp", limits.tmp_mb)):
+        mount = seen[path]
+        checks.append(
+            Check(
+                path.strip("/"),
+                mount["type"] == "tmpfs" and mount["bytes"] == size_mb * MIB,
+                f"{path} is {mount['type']} of {mount['bytes'] / MIB:g} MiB (want tmpfs of {size_mb} MiB)",
+                KEEP_DEFAULTS,
+            )
+        )
+    return checks
+
+
+def _cpu_cores(quota_period: str | None) -> float | None:
+    """Cores from "QUOTA PERIOD" (microseconds); None without a quota."""
+    try:
+        quota, period = (quota_period or "").split()
+        return int(quota) / int(period) if quota not in ("max", "-1") else None
+    except ValueError:
+        return None
 
 
 def _int(text: str | None) -> int | None:

@@ -35,7 +35,9 @@ is read through pipes up to a byte cap and the rest is discarded as it arrives.
 Without ``--run-uid`` (tests on a host) every process keeps the runner's uid:
 the same protocol, none of the separation. What a forked run shares with the
 zygote (unlike ``python3 -c``): its imported modules and the string-hash seed.
-Standard library only: the image may have nothing else.
+Standard library only: the image may have nothing else. The pipe reading shared
+with the host (`read_exact`, `Capture`, `feed`) lives in `agentenv.sandboxes._pipes`,
+which the image gets beside this file (see `sandboxes/image/Dockerfile`).
 """
 
 from __future__ import annotations
@@ -61,11 +63,15 @@ import tarfile
 import time
 import types
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING or __package__:  # imported as agentenv.sandboxes.runner (the host reads PROTOCOL and FRAME)
+    from agentenv.sandboxes._pipes import Capture, feed, read_exact
+else:  # run as a script: in the image, /opt/agentenv/_pipes.py sits beside this file
+    from _pipes import Capture, feed, read_exact
 
 PROTOCOL = 2  # bump on any change to the frames, ops or process model; the host refuses a mismatch
 FRAME = struct.Struct(">II")
-READ_CHUNK = 65536
 DRAIN_GRACE_S = 0.05  # how long to wait for output held open by a process that escaped the group
 CHILD_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -161,18 +167,6 @@ def acting_as_run(cfg: Config) -> Iterator[None]:
 
 
 # -- framing ----------------------------------------------------------------------
-
-
-def read_exact(fd: int, n: int) -> bytes | None:
-    """``n`` bytes from ``fd``, or None at end of input."""
-    chunks, got = [], 0
-    while got < n:
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
 
 
 def read_frame(fd: int) -> tuple[dict[str, Any], bytes] | None:
@@ -369,7 +363,8 @@ def _exec_python(code: str | types.CodeType) -> int:
         errors="backslashreplace",
         line_buffering=True,
     )
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    # typeshed marks these Final; a run that restores them must get its own streams back.
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
     sys.argv = ["-c"]
     sys.path[0] = ""
     main = types.ModuleType("__main__")
@@ -453,35 +448,6 @@ def _child(cfg: Config, req_fd: int, stdin_fd: int, out_fd: int, err_fd: int) ->
                 status = 126 if e.errno == errno.EACCES else 127
     finally:
         os._exit(status)
-
-
-class Capture:
-    """One output pipe read up to ``cap`` bytes; the rest is read and dropped."""
-
-    def __init__(self, fd: int, cap: int) -> None:
-        self.fd, self.cap = fd, cap
-        self.data = bytearray()
-        self.truncated = False
-        self.open = True
-
-    def read(self) -> None:
-        try:
-            chunk = os.read(self.fd, READ_CHUNK)
-        except BlockingIOError:
-            return
-        if not chunk:
-            self.close()
-            return
-        room = self.cap - len(self.data)
-        if len(chunk) > room:
-            self.truncated = True
-        if room > 0:
-            self.data += chunk[:room]
-
-    def close(self) -> None:
-        if self.open:
-            os.close(self.fd)
-            self.open = False
 
 
 def _kill_group(pid: int, cfg: Config) -> None:
@@ -620,17 +586,17 @@ def _supervise(
                 _kill_group(pid, cfg)
                 timed_out = True
                 deadline = float("inf")
-            if drain_until is not None and (not any(c.open for c in captures) or now >= drain_until):
+            if drain_until is not None and (all(c.eof for c in captures) or now >= drain_until):
                 break
             limit = drain_until if drain_until is not None else deadline
             wait_s = max(0.0, min(limit - now, 3600.0))
             for fd, _ in poller.poll(wait_s * 1000):
                 if fd in by_fd:
                     by_fd[fd].read()
-                    if not by_fd[fd].open:
+                    if by_fd[fd].eof:
                         poller.unregister(fd)
                 elif fd == in_w:
-                    pending = _feed(in_w, pending)
+                    pending = feed(in_w, pending)
                     if not pending:
                         poller.unregister(in_w)
                         os.close(in_w)
@@ -646,19 +612,10 @@ def _supervise(
                     drain_until = time.monotonic() + DRAIN_GRACE_S
     finally:
         for c in captures:
-            c.close()
+            os.close(c.fd)
         if in_w >= 0:
             os.close(in_w)
     return status if status is not None else signal.SIGKILL, timed_out, captures
-
-
-def _feed(fd: int, pending: memoryview) -> memoryview:
-    try:
-        return pending[os.write(fd, pending[: 1 << 16]) :]
-    except BlockingIOError:
-        return pending
-    except BrokenPipeError:  # the run closed its stdin: what is left is not wanted
-        return pending[len(pending) :]
 
 
 # -- files (always acting as the run uid) ---------------------------------------------

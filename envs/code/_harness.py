@@ -21,17 +21,22 @@ returns; the *host* compares it with the expected value, which never enters the
 sandbox. Code tests (a benchmark's ``check(candidate)``) run here, with
 ``candidate`` a proxy whose calls go to the worker and whose results are decoded
 into plain values, so the solution never runs in this process.
-Pasted after `_codec.py` and `_worker.py`; stdlib only.
+Pasted after `agentenv.sandboxes._pipes`, `_codec.py` and `_worker.py`; stdlib only.
 """
 
+import json
 import os
-import select
 import signal
 import sys
 import time
 
+TYPE_CHECKING = False  # as in _worker.py: the names below come from the parts pasted before this one
+if TYPE_CHECKING:
+    from agentenv.envs.code._codec import decode, encode
+    from agentenv.envs.code._worker import MAX_FRAME_BYTES, worker_main
+    from agentenv.sandboxes._pipes import read_exact
+
 MARK = "@@agentenv-verdict"
-MAX_FRAME_BYTES = 8 << 20
 
 
 class CallFailed(Exception):
@@ -42,7 +47,7 @@ class Worker:
     def __init__(self):
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
-        self.pid = os.fork()
+        self.pid: int | None = os.fork()  # None once reaped
         if self.pid == 0:
             _become_worker(req_r, resp_w)
         os.close(req_r)
@@ -72,25 +77,24 @@ class Worker:
         raise CallFailed(self.dead)
 
     def _read(self, n, deadline):
-        chunks, got = [], 0
-        while got < n:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self.resp], [], [], remaining)[0]:
-                raise CallFailed("timed out")
-            chunk = os.read(self.resp, n - got)
-            if not chunk:
-                raise CallFailed(self._exit_note())
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
+        try:
+            data = read_exact(self.resp, n, deadline)
+        except TimeoutError:
+            raise CallFailed("timed out") from None
+        if data is None:
+            raise CallFailed(self._exit_note())
+        return data
 
     def _exit_note(self):
+        """Why the worker stopped answering, once it is reaped (killed first if need be)."""
+        pid, self.pid = self.pid, None
+        if pid is None:
+            return "the solution's process has ended"
         try:
-            os.kill(self.pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = None
+        _, status = os.waitpid(pid, 0)
         if os.WIFEXITED(status):
             return f"the solution's process exited with code {os.WEXITSTATUS(status)} before answering"
         return f"the solution's process was killed by signal {os.WTERMSIG(status)}"
@@ -155,7 +159,7 @@ def run_call(worker, test, timeout_s):
 
 
 def run_code(worker, test, setup, entry_point, timeout_s):
-    namespace = {"__name__": "__test__"}
+    namespace: dict[str, object] = {"__name__": "__test__"}
     proxy = Proxy(worker, time.monotonic() + timeout_s)
     try:
         if setup:

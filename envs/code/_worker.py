@@ -10,26 +10,23 @@ length, then the UTF-8 JSON).
 Whatever the solution does here (exit, print, patch builtins, return objects
 with a lying ``__eq__``) it can only change the *data* this process sends back,
 which the harness or the host then compares with what it alone knows.
-Pasted between `_codec.py` and `_harness.py` (which calls `worker_main` in the
-forked child, so the worker costs no compile); stdlib only, no ``from __future__`` imports.
+Pasted after `agentenv.sandboxes._pipes` and `_codec.py`, before `_harness.py`
+(which calls `worker_main` in the forked child, so the worker costs no compile);
+stdlib only, no ``from __future__`` imports. The names it takes from the parts
+pasted before it are imported under ``TYPE_CHECKING`` for the type checker only.
 """
 
+import json
 import os
 import sys
 import types
 
+TYPE_CHECKING = False  # typing's flag, without importing typing: a fresh interpreter pays for each import
+if TYPE_CHECKING:
+    from agentenv.envs.code._codec import decode, encode
+    from agentenv.sandboxes._pipes import read_exact
+
 MAX_FRAME_BYTES = 8 << 20
-
-
-def read_exact(fd, n):
-    chunks, got = [], 0
-    while got < n:
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
 
 
 def receive(fd):

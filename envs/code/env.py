@@ -209,7 +209,7 @@ class CodeEnv(Env[CodeState]):
     @tool
     def run_tests(self) -> str:
         """Run the visible tests against the function in solution.py."""
-        payload = self._payload()
+        payload = self._code_task()
         if not payload.visible_tests:
             return "this task has no visible tests; check your code with run_python"
         source = self._solution()
@@ -259,7 +259,7 @@ class CodeEnv(Env[CodeState]):
         self.sandboxes.start()  # the verifier pool warms up while the agent works
         self._lease = self.sandboxes.workspace()
 
-    def _payload(self) -> CodeTask:
+    def _code_task(self) -> CodeTask:
         return code_task(self.task)
 
     def _parses(self, code: str) -> bool:

@@ -247,7 +247,7 @@ def dedupe(rng: np.random.Generator, d: int) -> Variant:
     return out[::-1] if {keep_last} else out
 """
     alphabet = "ab" if d < 2 else "abAB"
-    inputs = [
+    inputs: list[list[Any]] = [
         [["a", "b", "a"]],
         [[]],
         *[
@@ -269,7 +269,11 @@ def kth_largest(rng: np.random.Generator, d: int) -> Variant:
     values = sorted({"set(xs)" if distinct else "xs"}, reverse=True)
     return values[{k - 1}] if len(values) >= {k} else None
 """
-    inputs = [[[3, 1, 2]], [[]], *[[_ints(rng, int(rng.integers(0, 8 + 2 * d)), -5 * d, 9)] for _ in range(7 + d)]]
+    inputs: list[list[Any]] = [
+        [[3, 1, 2]],
+        [[]],
+        *[[_ints(rng, int(rng.integers(0, 8 + 2 * d)), -5 * d, 9)] for _ in range(7 + d)],
+    ]
     return Variant("kth_largest", "def kth_largest(xs: list[int]) -> int | None", rules, solution, inputs)
 
 
@@ -719,7 +723,7 @@ def islands(rng: np.random.Generator, d: int) -> Variant:
         h, w = int(rng.integers(1, 4 + d)), int(rng.integers(1, 5 + d))
         return [["".join("#" if rng.random() < 0.45 else "." for _ in range(w)) for _ in range(h)]]
 
-    inputs = [[["#.#", "##."]], [[]], *[case() for _ in range(7 + d)]]
+    inputs: list[list[Any]] = [[["#.#", "##."]], [[]], *[case() for _ in range(7 + d)]]
     return Variant("islands", "def islands(grid: list[str]) -> int", rules, solution, inputs)
 
 

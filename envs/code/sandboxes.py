@@ -18,7 +18,7 @@ import threading
 from typing import Literal
 
 from agentenv.sandboxes import Limits, SandboxError, SandboxPool
-from agentenv.sandboxes.factory import docker_available
+from agentenv.sandboxes.factory import auto_backend
 from agentenv.sandboxes.pool import PooledSandbox
 
 __all__ = ["Backend", "CodeSandboxes"]
@@ -56,9 +56,7 @@ class CodeSandboxes:
     def kind(self) -> Literal["docker", "process"]:
         """The backend in use ("auto" resolved on first call)."""
         if self.backend == "auto":
-            reason = docker_available()
-            self.backend = "docker" if reason is None else "process"
-            logger.info("code env sandboxes: %s%s", self.backend, "" if reason is None else f" ({reason})")
+            self.backend = auto_backend()  # logged with its reason, which the CLI prints
         return self.backend
 
     def workspace(self, timeout_s: float | None = 120.0) -> PooledSandbox:

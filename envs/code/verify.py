@@ -5,8 +5,10 @@
 
 One ``run_python`` per call of `run_tests`, whatever the number of tests: the
 program is `_harness.py` (trusted, holds the tests) which forks `_worker.py`
-(untrusted, runs the solution) as a separate process. What makes the verdict
-unforgeable by the solution:
+(untrusted, runs the solution) as a separate process. With the pipe helpers
+(`agentenv.sandboxes._pipes`) and `_codec.py` pasted before them, they make one
+stdlib-only program (`PARTS`, in order): a run can import nothing of agentenv.
+What makes the verdict unforgeable by the solution:
 
 - the tests, a fresh random nonce and the solution go in on stdin, read by the
   harness only after the worker is forked, from a memory that never held them
@@ -38,7 +40,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentenv.envs.code._codec import decode, same
-from agentenv.sandboxes import ExecResult, Sandbox
+from agentenv.sandboxes import ExecResult, Sandbox, _pipes
 
 __all__ = ["CallTest", "CodeTest", "TestCase", "TestOutcome", "TestReport", "run_tests"]
 
@@ -103,12 +105,18 @@ class TestReport:
         return bool(self.outcomes) and all(o.passed for o in self.outcomes)
 
 
-def _source(name: str) -> str:
-    return (Path(__file__).with_name(name)).read_text(encoding="utf-8")
+# The harness program, in order: each part may use the names of the parts before it
+# (and imports them only under TYPE_CHECKING, for the type checker).
+PARTS = (
+    Path(_pipes.__file__),
+    Path(__file__).with_name("_codec.py"),
+    Path(__file__).with_name("_worker.py"),
+    Path(__file__).with_name("_harness.py"),
+)
 
 
 def _program() -> str:
-    return "\n".join(_source(name) for name in ("_codec.py", "_worker.py", "_harness.py"))
+    return "\n".join(path.read_text(encoding="utf-8") for path in PARTS)
 
 
 PROGRAM = _program()

@@ -155,7 +155,7 @@ def _signed(secret: bytes, nonce: str, answer: Answer) -> Response:
     except (TypeError, ValueError) as e:  # a route returned something JSON cannot carry
         status, payload = _error(500, "server_error", f"the result is not JSON: {type(e).__name__}: {e}")
         response = JSONResponse(payload, status_code=status)
-    response.headers[auth.PROOF_HEADER] = auth.response_mac(secret, nonce, status, response.body)
+    response.headers[auth.PROOF_HEADER] = auth.response_mac(secret, nonce, status, bytes(response.body))
     return response
 
 

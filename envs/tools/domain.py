@@ -164,13 +164,11 @@ class Domain:
     @functools.cached_property
     def respond_model(self) -> type[BaseModel]:
         """The arguments of ``respond``: the message, then the answer fields."""
-        fields: dict[str, Any] = {name: (f.annotation, f) for name, f in self.answer.model_fields.items()}
-        return create_model(
-            f"{self.answer.__name__}Respond",
-            __config__=ConfigDict(extra="forbid"),
-            **{MESSAGE_FIELD: (Message, ...)},
-            **fields,
-        )
+        fields: dict[str, Any] = {
+            MESSAGE_FIELD: (Message, ...),
+            **{name: (f.annotation, f) for name, f in self.answer.model_fields.items()},
+        }
+        return create_model(f"{self.answer.__name__}Respond", __config__=ConfigDict(extra="forbid"), **fields)
 
     @functools.cached_property
     def tasks(self) -> TaskSet:

@@ -88,9 +88,9 @@ class ToolsEnv(Env[ToolsState]):
             "the rule and the fact behind it) in its own field, exactly as the tools showed it, and leave out "
             "every field the request does not call for."
         )
-        self.tools = {
+        self.tools = {  # type: ignore[misc]  # per instance: the tools are the domain's routes
             **route_specs(self.domain),
-            **type(self).tools,  # type: ignore[misc]
+            **type(self).tools,
             FINISH_TOOL: respond_spec(self.domain),
         }
         for route in self.domain.routes.values():

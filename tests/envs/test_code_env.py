@@ -10,6 +10,8 @@ from agentenv.envs.code import CodeEnv, CodeSandboxes, default_tasks
 from tests.envs._code import ADD_TASK, require, sandboxes, submit
 from tests.envs._oracle import oracle_plan
 
+pytestmark = pytest.mark.slow  # sandboxes on every backend
+
 
 @pytest.fixture(scope="module", params=["docker", "process"])
 def env(request):
@@ -21,13 +23,16 @@ def env(request):
 
 
 def test_passes_check_env_with_the_oracles_actions(env):
-    check_env(CodeEnv(sandboxes=env.sandboxes), seed=3, actions=oracle_plan("code-v0", 3))
+    with CodeEnv(sandboxes=env.sandboxes) as checked:  # closed after: its workspace goes back to the pool
+        check_env(checked, seed=3, actions=oracle_plan("code-v0", 3))
 
 
 def test_passes_check_env_with_default_actions(env):
-    check_env(CodeEnv(sandboxes=env.sandboxes))
+    with CodeEnv(sandboxes=env.sandboxes) as checked:
+        check_env(checked)
 
 
+@pytest.mark.docker
 def test_oracle_reaches_reward_1_on_every_shipped_task():
     require("docker")
     tasks = default_tasks()

@@ -65,6 +65,7 @@ def test_the_shipped_set_covers_every_family_and_difficulty():
         assert not visible & {json.dumps(t.args) for t in payload.hidden_tests}  # hidden means unseen
 
 
+@pytest.mark.docker  # the pools fixture needs the engine
 def test_every_shipped_reference_passes_and_a_trivially_wrong_solution_fails(pools):
     tasks = default_tasks()
 
@@ -95,6 +96,7 @@ def test_generation_is_deterministic_and_a_new_rng_gives_a_new_variant():
         make_task("caesar", np.random.default_rng(1), 7)
 
 
+@pytest.mark.docker  # the pools fixture needs the engine
 def test_benchmark_jsonl_loads_and_its_reference_passes(tmp_path, pools):
     path = tmp_path / "bench.jsonl"
     path.write_text(json.dumps({**HUMANEVAL_STYLE, "extra_field": 1}) + "\n")
@@ -119,6 +121,7 @@ def test_a_datasets_split_or_any_iterable_of_records_loads():
     assert from_dataset(split)[0] == benchmark_task(HUMANEVAL_STYLE)
 
 
+@pytest.mark.docker  # the pools fixture needs the engine
 def test_mutate_makes_a_solvable_task_of_the_same_family_and_difficulty(pools):
     from agentenv.envs.code import CodeEnv
 

@@ -9,7 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from agentenv.cli import app
-from agentenv.sandboxes.build import DEFAULT_MIRROR, apt_mirror, image_inputs_hash
+from agentenv.sandboxes import Limits
+from agentenv.sandboxes.build import _CONTEXT, DEFAULT_MIRROR, apt_mirror, image_inputs_hash
+from agentenv.sandboxes.cli import _resource_checks
 from tests.sandboxes.conftest import _require
 
 
@@ -40,6 +42,46 @@ def test_image_inputs_hash_is_stable() -> None:
     assert image_inputs_hash() == image_inputs_hash() and len(image_inputs_hash()) == 16
 
 
+def test_every_file_the_image_gets_is_in_the_hashed_context() -> None:
+    # A file COPY'd by the Dockerfile but left out of the hash would leave a stale image "current".
+    copied = set()
+    for line in _CONTEXT["Dockerfile"].read_text().splitlines():
+        if line.startswith("COPY "):
+            copied.update(line.split()[1:-1])
+    assert copied and copied <= set(_CONTEXT), copied - set(_CONTEXT)
+    assert "runner.py" in copied and "_pipes.py" in copied  # the runner imports _pipes
+
+
+def test_image_inputs_hash_covers_every_context_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    before = image_inputs_hash()
+    for name, path in _CONTEXT.items():
+        changed = tmp_path / name
+        changed.write_bytes(path.read_bytes() + b"\n")
+        monkeypatch.setitem(_CONTEXT, name, changed)
+        assert image_inputs_hash() != before, name
+        monkeypatch.setitem(_CONTEXT, name, path)
+
+
+def test_doctor_fails_a_missing_cpu_quota_and_a_tmpfs_of_the_wrong_size() -> None:
+    limits = Limits(memory_mb=256, pids=32, cpus=0.5, workspace_mb=48, tmp_mb=32)
+    mib = 1024 * 1024
+    seen = {
+        "memory": str(256 * mib),
+        "swap": str(256 * mib),
+        "pids": "32",
+        "cpu": "-1 100000",  # cgroup v1 without a quota
+        "/workspace": {"type": "tmpfs", "bytes": 48 * mib},
+        "/tmp": {"type": "overlay", "bytes": 32 * mib},  # the root filesystem, not a tmpfs
+    }
+    checks = {c.name: c for c in _resource_checks(seen, {"NanoCpus": 0}, limits)}
+    assert (checks["memory"].ok, checks["pids"].ok, checks["workspace"].ok) == (True, True, True)
+    assert not checks["cpu"].ok and "no limit" in checks["cpu"].detail
+    assert not checks["tmp"].ok and "overlay" in checks["tmp"].detail
+    seen |= {"cpu": "50000 100000", "/tmp": {"type": "tmpfs", "bytes": 64 * mib}}
+    checks = {c.name: c for c in _resource_checks(seen, {"NanoCpus": 500_000_000}, limits)}
+    assert checks["cpu"].ok and not checks["tmp"].ok  # 64 MiB, not the 32 asked for
+
+
 def test_doctor_reports_an_unreachable_engine_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
     result = CliRunner().invoke(app, ["sandbox", "doctor"])
@@ -47,6 +89,7 @@ def test_doctor_reports_an_unreachable_engine_with_the_fix(monkeypatch: pytest.M
     assert "FAIL engine" in result.output and "fix:" in result.output and "dockerd" in result.output
 
 
+@pytest.mark.docker
 def test_doctor_passes_every_check_on_a_working_setup() -> None:
     _require("docker")
     result = CliRunner().invoke(app, ["sandbox", "doctor"])
@@ -61,11 +104,15 @@ def test_doctor_passes_every_check_on_a_working_setup() -> None:
         "read-only root",
         "memory",
         "pids",
+        "cpu",
+        "workspace",
+        "tmp",
     ):
         assert f"ok   {check}:" in result.output
     assert "FAIL" not in result.output
 
 
+@pytest.mark.docker
 def test_build_is_skipped_when_the_image_is_current() -> None:
     _require("docker")
     first = CliRunner().invoke(app, ["sandbox", "build"])  # builds only if this checkout changed the image

@@ -195,6 +195,7 @@ def test_bad_arguments() -> None:
 # -- on Docker ----------------------------------------------------------------------
 
 
+@pytest.mark.docker
 def test_pool_replaces_a_dead_docker_sandbox() -> None:
     _require("docker")
     with SandboxPool("docker", size=1, limits=Limits(timeout_s=5)) as p:
@@ -208,6 +209,7 @@ def test_pool_replaces_a_dead_docker_sandbox() -> None:
             assert lease.run_python("print(1)").stdout == "1\n"
 
 
+@pytest.mark.docker
 def test_pool_start_reaps_containers_of_dead_owners_only() -> None:
     _require("docker")
     import docker

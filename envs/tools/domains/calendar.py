@@ -263,7 +263,7 @@ def _bookings() -> list[tuple[str, str, str, int, int, str, int]]:
     """(room, organiser, day, start, end, title, attendees), non-overlapping; ids are 1.. in this order."""
     rng = random.Random(12)
     taken: set[tuple[str, str, int]] = set()
-    out = []
+    out: list[tuple[str, str, str, int, int, str, int]] = []
     while len(out) < 30:
         room, capacity = rng.choice([(r, c) for r, _, c in ROOMS])
         day, start, length = rng.choice(DAYS), rng.randint(8, 16), rng.randint(1, 2)
