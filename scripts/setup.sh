@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 # -- what to install: each a one-line change ------------------------------------
 EXTRAS="dev,train,lora,sandbox,services,datasets"
 # docker.io: the engine behind the Docker sandbox (scripts/dockerd.sh starts it);
-# debootstrap: builds the sandbox base image offline (scripts/build_sandbox_image.sh).
+# debootstrap: builds the sandbox base image without a registry (scripts/build_sandbox_image.sh).
 APT_PACKAGES=(docker.io debootstrap)
 # torch is pinned to exactly 2.13.0 and installed first: that CPU wheel is on local
 # disk, while an unpinned torch may pull a multi-GB CUDA build.

@@ -57,6 +57,7 @@ def test_list_shows_builtin_envs_with_oracles() -> None:
         assert "yes" in row  # both ship a scripted oracle
 
 
+@pytest.mark.slow  # runs the installed script in a new process
 def test_installed_script_lists_envs(tmp_path: Path) -> None:
     proc = run_script("list", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -86,6 +87,7 @@ def test_eval_scripted_solves_everything_and_writes_trajectories(env_id: str, tm
     assert f"wrote 24 trajectories to {out}" in result.output
 
 
+@pytest.mark.slow  # runs the installed script in a new process
 def test_eval_through_installed_script(tmp_path: Path) -> None:
     out = tmp_path / "guess.jsonl"
     proc = run_script("eval", "guess-number-v0", "--policy", "scripted", "-n", "5", "--out", str(out), cwd=tmp_path)
@@ -262,6 +264,7 @@ def test_play_ends_cleanly_on_end_of_input() -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+@pytest.mark.slow  # runs the installed script in a new process
 def test_play_end_of_input_through_installed_script(tmp_path: Path) -> None:
     proc = run_script("play", "guess-number-v0", "--seed", "3", stdin='{"name": "guess", "arguments": {"number": 0}}\n')
     assert proc.returncode == 0, proc.stderr
@@ -275,6 +278,7 @@ def test_play_unknown_task_gives_did_you_mean() -> None:
     assert "no task with id 'guess-0-0x'" in result.stderr and "Did you mean" in result.stderr
 
 
+@pytest.mark.slow  # runs the installed script in a new process
 def test_eval_openai_policy_end_to_end_through_installed_script(tmp_path: Path) -> None:
     from tests.openai_server import OpenAIServer, Request, chat_reply, tool_call
 

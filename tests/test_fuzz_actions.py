@@ -149,6 +149,7 @@ def test_generated_actions_never_escape_step_nor_pass_for_infra(env: Env, env_id
     assert {kind: kinds[kind] for kind in KINDS if kinds[kind] < MIN_PER_KIND} == {}
 
 
+@pytest.mark.slow  # starts the env's sandboxes or services
 def test_a_rollout_of_generated_actions_writes_every_trajectory(env: Env, env_id: str, tmp_path: Path) -> None:
     episodes = 3
     runs = iter(range(1000))

@@ -179,6 +179,7 @@ def test_every_package_in_the_tree_is_shipped() -> None:
     assert found == set(tool["packages"])
 
 
+@pytest.mark.slow  # a whole mypy run
 def test_type_checkers_resolve_every_package_from_anywhere(tmp_path: Path) -> None:
     # The editable install is a plain path entry (src/), not an import hook: mypy and
     # editors find agentenv and its linked subpackages the way Python does.

@@ -21,7 +21,19 @@ def test_readme_has_examples() -> None:
     assert len(PYTHON_BLOCKS) >= 2
 
 
-@pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)))
+def _marks(code: str) -> list[pytest.MarkDecorator]:
+    """Honest markers: training takes minutes on a CPU, and sandboxes want the engine."""
+    marks = []
+    if "GRPOTrainer" in code:
+        marks.append(pytest.mark.slow)
+    if "code-v0" in code or "make_sandbox" in code:
+        marks.append(pytest.mark.docker)
+    return marks
+
+
+@pytest.mark.parametrize(
+    "index", [pytest.param(i, marks=_marks(code), id=f"example-{i + 1}") for i, code in enumerate(PYTHON_BLOCKS)]
+)
 def test_readme_example_runs_and_prints_what_it_says(index: int, tmp_path: Path) -> None:
     code = PYTHON_BLOCKS[index]
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=600)

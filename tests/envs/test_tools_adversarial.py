@@ -39,6 +39,8 @@ from agentenv.envs.tools import (
 from agentenv.envs.tools.app import MAX_BODY_BYTES
 from agentenv.envs.tools.domains import retail
 
+pytestmark = pytest.mark.slow  # each test starts a domain service
+
 ALL_RETAIL = {"customers": ("id", "zip"), "orders": ("id", "status", "address"), "session": ("customer_id",)}
 GET_ORDER = b'{"order_id": "O1001"}'
 

@@ -19,6 +19,8 @@ from agentenv import ToolCall
 from agentenv.envs.tools import ToolsEnv
 from agentenv.envs.tools.domains import calendar, retail
 
+pytestmark = pytest.mark.slow  # every task of both domains, through their services
+
 DOMAINS = [("retail-v0", retail.DOMAIN), ("calendar-v0", calendar.DOMAIN)]
 
 

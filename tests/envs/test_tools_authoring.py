@@ -12,6 +12,8 @@ import agentenv
 from agentenv import tool_call_text
 from agentenv.envs.tools import ToolsEnv, oracle
 
+pytestmark = pytest.mark.slow  # a domain service
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tools_env.md"
 
 

@@ -23,6 +23,8 @@ from agentenv.envs.tools import ToolsEnv, db_hash, oracle
 from agentenv.envs.tools.domains import calendar, retail
 from tests.envs._oracle import oracle_plan
 
+pytestmark = pytest.mark.slow  # domain services
+
 RETAIL = "agentenv.envs.tools.domains.retail:DOMAIN"
 ALL_TABLES = {
     "customers": ("id", "name", "email", "zip"),

@@ -23,6 +23,8 @@ import pytest
 from agentenv.sandboxes import ExecResult, Sandbox, SandboxError
 from tests.sandboxes.conftest import LIMITS, NewSandbox
 
+pytestmark = pytest.mark.slow  # sandboxes on every backend
+
 # Prints, as JSON, the argv of every process the code can see (zombies as "<zombie>").
 LIST_PROCESSES = r"""
 import json, os
@@ -44,6 +46,7 @@ print(json.dumps(seen))
 # Double-fork into a new session with stdio closed: a daemon the run does not wait for.
 DAEMONIZE = r"""
 import os, sys
+
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
@@ -412,6 +415,7 @@ def test_two_sandboxes_cannot_see_each_other(new_sandbox: NewSandbox) -> None:
         _wait_for_host_process(tag)
         code = f"""
 import json, os
+
 report = {{}}
 try:
     report["listing"] = os.listdir({a_workspace!r})

@@ -14,6 +14,8 @@ import pytest
 from agentenv.sandboxes import Limits, ProcessSandbox, Sandbox, SandboxError, SandboxInfraError, factory, make_sandbox
 from tests.sandboxes.conftest import LIMITS
 
+pytestmark = pytest.mark.slow  # process sandboxes
+
 
 @pytest.fixture
 def sb() -> Iterator[ProcessSandbox]:

@@ -23,6 +23,8 @@ import agentenv
 from agentenv.sandboxes import ExecResult, ProcessSandbox
 from tests.sandboxes.conftest import LIMITS
 
+pytestmark = pytest.mark.slow  # process sandboxes
+
 # Every device node and link a run's /dev holds (less the nodes the host lacks).
 DEV_NODES = {"null", "zero", "full", "random", "urandom", "tty"}
 DEV_LINKS = {
@@ -277,6 +279,7 @@ def test_ordinary_python_still_works(sb: ProcessSandbox) -> None:
     has_sqlite = importlib.util.find_spec("_sqlite3") is not None  # same stdlib as the runs' interpreter
     code = r"""
 import ctypes, json, multiprocessing, os, subprocess, sys, tempfile, threading
+
 report = {"venv": sys.prefix != sys.base_prefix, "user_site": sys.flags.no_user_site == 0}
 report["site_packages_on_path"] = [p for p in sys.path if "-packages" in p and os.path.isdir(p) and os.listdir(p)]
 try:

@@ -14,6 +14,8 @@ from agentenv.trainers import GRPOConfig, GRPOTrainer
 from agentenv.trajectory import Trajectory
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
+pytestmark = pytest.mark.slow  # training runs
+
 
 @pytest.fixture(scope="module")
 def tokenizer():
