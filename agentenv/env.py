@@ -500,13 +500,16 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         try:
             if admitted.error is not None:
                 raise ParseError(admitted.error)
-            act.calls = self._parse(admitted.action)
-            for i, call in enumerate(act.calls):
+            act.calls = calls = self._parse(admitted.action)
+            outcomes, obs, tools = act.outcomes, act.obs, self.tools
+            for i, call in enumerate(calls):
                 outcome = self._call(call, call.id or f"call_{turn}_{i}")
-                act.outcomes.append(outcome)
-                act.obs.append(self._render(outcome))
-                act.terminal |= outcome.ok and self.tools[call.name].terminal
-                if not outcome.ok and act.error is None:
+                outcomes.append(outcome)
+                obs.append(self._render(outcome))
+                if outcome.ok:
+                    if tools[call.name].terminal:
+                        act.terminal = True
+                elif act.error is None:
                     act.error, act.error_kind = outcome.error, outcome.error_kind
         except ParseError as e:
             act.error, act.error_kind = str(e), "format"
@@ -608,9 +611,10 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             raise EnvStateError("the episode has ended (terminated or truncated); call reset() to start another")
 
     def _parse(self, action: Action) -> list[ToolCall]:
-        if isinstance(action, str) and len(action) > self.max_action_chars:
-            raise ParseError(f"the action is {len(action)} characters long; the limit is {self.max_action_chars}")
-        if isinstance(action, dict):
+        if type(action) is str:
+            if len(action) > self.max_action_chars:
+                raise ParseError(f"the action is {len(action)} characters long; the limit is {self.max_action_chars}")
+        elif isinstance(action, dict):
             size = len(json.dumps(action, default=str))
             if size > self.max_action_chars:
                 raise ParseError(f"the action is {size} characters long; the limit is {self.max_action_chars}")
