@@ -197,7 +197,8 @@ def container_options(limits: Limits, image: str = IMAGE, labels: Mapping[str, s
         "security_opt": ["no-new-privileges"],
         "read_only": True,
         "tmpfs": {
-            "/workspace": f"rw,nosuid,nodev,size={limits.workspace_mb}m,uid={RUN_UID},gid={RUN_UID},mode=0755",
+            # exec: Docker mounts tmpfs noexec unless told; agents build and run programs here.
+            "/workspace": f"rw,exec,nosuid,nodev,size={limits.workspace_mb}m,uid={RUN_UID},gid={RUN_UID},mode=0755",
             "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,uid={RUN_UID},gid={RUN_UID},mode=1777",
         },
         "mem_limit": memory,

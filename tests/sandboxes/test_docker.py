@@ -339,3 +339,10 @@ def test_runs_cannot_read_the_runners_memory(sb: Sandbox) -> None:
     )
     result = sb.run_python(probe)
     assert result.stdout.split("\n")[:2] == ["mem refused", "environ refused"], result
+
+
+def test_a_program_written_to_the_workspace_can_be_run(sb: Sandbox) -> None:
+    # Docker mounts a tmpfs noexec unless told otherwise; agents build and run programs here.
+    sb.write_files({"hello.sh": "#!/bin/sh\necho hi\n"})
+    result = sb.run("chmod +x hello.sh && ./hello.sh")
+    assert (result.exit_code, result.stdout) == (0, "hi\n"), result
