@@ -47,6 +47,7 @@ import base64  # noqa: F401
 import contextlib
 import errno
 import functools
+import gc
 import hashlib
 import io
 import json
@@ -307,6 +308,10 @@ def zygote_main(cfg: Config) -> int:
     sock = socket.socket(fileno=cfg.zygote_fd)
     # The first compile() of a process sets up the parser (~4 ms): pay it here, once.
     exec(compile("print", "<warm-up>", "exec", dont_inherit=True), {})  # noqa: S102 - our own constant
+    # Everything alive now is shared with every run: freeze it out of the collector's
+    # reach, so a collection in a run does not touch (and so copy) every page of it.
+    gc.collect()
+    gc.freeze()
     while True:
         try:
             _, fds, _, _ = socket.recv_fds(sock, 16, 4)
@@ -743,8 +748,10 @@ def restore(blob: bytes, cfg: Config) -> dict[str, Any]:
     return {"ok": True}
 
 
-def wipe(root: str) -> None:
-    """Remove everything under ``root`` (not root itself), even unwritable directories."""
+def wipe(root: str, *, own_root: bool = True) -> None:
+    """Remove everything under ``root`` (not root itself), even unwritable directories.
+    ``own_root``: the root is the run uid's (its mode is set back); else it is the
+    system's (/dev/shm), and only what the runs made in it goes."""
 
     def retry(func: Any, path: str, _exc: Any) -> None:
         os.chmod(os.path.dirname(path), 0o700)
@@ -754,7 +761,8 @@ def wipe(root: str) -> None:
         else:
             func(path)
 
-    os.chmod(root, 0o755 if root != "/tmp" else 0o1777)
+    if own_root:
+        os.chmod(root, 0o755 if root != "/tmp" else 0o1777)
     for entry in os.scandir(root):
         try:
             if entry.is_dir(follow_symlinks=False):
@@ -802,11 +810,20 @@ def kill_others(cfg: Config, deadline_s: float = 2.0) -> None:
         time.sleep(0.002)
 
 
+# Writable by every process and as long-lived as the container (Docker mounts them):
+# what a run leaves there would reach the next episode unless reset clears it too.
+SHARED_DIRS = ("/dev/shm", "/dev/mqueue")
+
+
 def reset(cfg: Config) -> dict[str, Any]:
     if cfg.kill_all:
         kill_others(cfg)
     for root in (cfg.workspace, cfg.tmp):
         wipe(root)
+    if cfg.kill_all:  # in a container: the shared directories are this sandbox's alone
+        for root in SHARED_DIRS:
+            if os.path.isdir(root):
+                wipe(root, own_root=False)
     return {"ok": True}
 
 

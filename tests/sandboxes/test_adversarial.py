@@ -442,3 +442,30 @@ def _wait_for_host_process(text: str, within_s: float = 10.0) -> None:
     end = time.monotonic() + within_s
     while not host_pids_with(text) and time.monotonic() < end:
         time.sleep(0.05)
+
+
+SHARED_MEMORY = """
+import json, os
+left = []
+for path in ("/dev/shm/agentenv-note", "/dev/mqueue/agentenv-queue"):
+    try:
+        with open(path, "w") as f:
+            f.write("the last episode's state")
+        left.append(path)
+    except OSError:
+        pass
+print(json.dumps(left))
+"""
+
+
+def test_shared_memory_and_message_queues_do_not_survive_reset(sandbox: Sandbox) -> None:
+    # /dev/shm and /dev/mqueue are writable by every process and live as long as the
+    # sandbox: the next episode must not find what the last one left there.
+    made = sandbox.run_python(SHARED_MEMORY)
+    assert made.ok, made.stderr
+    sandbox.reset()
+    after = sandbox.run_python(
+        "import json, os; print(json.dumps([p for p in ('/dev/shm/agentenv-note', '/dev/mqueue/agentenv-queue')"
+        " if os.path.exists(p)]))"
+    )
+    assert last_json(after) == []
