@@ -324,6 +324,7 @@ class DockerSandbox:
         self._lock = threading.Lock()
         self._closed = False
         self._broken: str | None = None
+        self._dirty = False  # anything a reset would have to undo since the last one
         self._container = self._create(labels)
         # Remove the container even if close() is never called (also at interpreter exit).
         self._finalizer = weakref.finalize(self, _remove_quietly, self._container)
@@ -476,9 +477,11 @@ class DockerSandbox:
             "stdin": stdin,
             "output_bytes": self.limits.output_bytes,
         }
+        self._dirty = True  # until the runner says otherwise
         answer, _ = self._call(header, wait_s=timeout + ANSWER_SLACK_S)
         if not answer.get("ok"):
             raise SandboxInfraError(f"the runner failed to run the code: {answer.get('message')}")
+        self._dirty = answer.get("clean") is not True
         return ExecResult(**{k: answer[k] for k in ExecResult.model_fields})
 
     def run_python(self, code: str, *, timeout_s: float | None = None, stdin: str | None = None) -> ExecResult:
@@ -512,6 +515,7 @@ class DockerSandbox:
                 raise SandboxError(f"expected str or bytes for {path!r}, got {type(content).__name__}")
             entries.append([rel, len(content)])
             blobs.append(bytes(content))
+        self._dirty = True
         self._checked(self._call({"op": "write_files", "files": entries}, b"".join(blobs), wait_s=FILE_OP_TIMEOUT_S)[0])
 
     def read_file(self, path: str) -> bytes:
@@ -535,15 +539,21 @@ class DockerSandbox:
         """Replace /workspace with a `snapshot`."""
         if not isinstance(archive, bytes | bytearray):
             raise SandboxError(f"expected a tar archive as bytes, got {type(archive).__name__}")
+        self._dirty = True
         self._checked(self._call({"op": "restore"}, bytes(archive), wait_s=FILE_OP_TIMEOUT_S)[0])
 
     def reset(self) -> None:
-        """Kill every process from earlier runs and wipe /workspace and /tmp."""
+        """Kill every process from earlier runs and wipe /workspace, /tmp, /dev/shm and
+        /dev/mqueue. Nothing to do (and no round trip) when the last call was a run after
+        which the runner found the sandbox clean, as a verification run leaves it."""
+        if not self._dirty and self._broken is None and not self._closed:
+            return
         answer, _ = self._call({"op": "reset"}, wait_s=FILE_OP_TIMEOUT_S)
         if not answer.get("ok"):
             with self._lock:
                 self._broken = f"reset failed: {answer.get('message')}"
             raise SandboxInfraError(self._broken)
+        self._dirty = False
 
 
 def _remove_quietly(container: Container) -> None:

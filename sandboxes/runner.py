@@ -810,6 +810,23 @@ def kill_others(cfg: Config, deadline_s: float = 2.0) -> None:
         time.sleep(0.002)
 
 
+def is_clean(cfg: Config) -> bool:
+    """Whether the sandbox is as a reset leaves it: no process of the run uid, and the
+    workspace, /tmp and the shared directories empty with their modes as set. Then the
+    host may skip the reset before the next episode (a verification run leaves nothing)."""
+    if not cfg.kill_all:
+        return False
+    try:
+        if _run_processes(cfg):
+            return False
+        for root, mode in ((cfg.workspace, 0o755), (cfg.tmp, 0o1777)):
+            if stat.S_IMODE(os.stat(root).st_mode) != mode or any(os.scandir(root)):
+                return False
+        return not any(os.path.isdir(root) and any(os.scandir(root)) for root in SHARED_DIRS)
+    except OSError:  # a run made a directory unreadable: only a reset knows what to do
+        return False
+
+
 # Writable by every process and as long-lived as the container (Docker mounts them):
 # what a run leaves there would reach the next episode unless reset clears it too.
 SHARED_DIRS = ("/dev/shm", "/dev/mqueue")
@@ -833,7 +850,7 @@ def reset(cfg: Config) -> dict[str, Any]:
 def handle(req: dict[str, Any], blob: bytes, cfg: Config, zygote: Zygote) -> tuple[dict[str, Any], bytes]:
     op = req.get("op")
     if op == "run":
-        return {"ok": True, **run(req, cfg, zygote)}, b""
+        return {"ok": True, **run(req, cfg, zygote), "clean": is_clean(cfg)}, b""
     if op == "ping":
         return {
             "ok": True,

@@ -346,3 +346,29 @@ def test_a_program_written_to_the_workspace_can_be_run(sb: Sandbox) -> None:
     sb.write_files({"hello.sh": "#!/bin/sh\necho hi\n"})
     result = sb.run("chmod +x hello.sh && ./hello.sh")
     assert (result.exit_code, result.stdout) == (0, "hi\n"), result
+
+
+def test_reset_after_a_run_that_left_nothing_is_free_and_after_one_that_left_anything_is_real(own: Sandbox) -> None:
+    calls: list[str] = []
+    real_call = own._call  # type: ignore[attr-defined]
+
+    def counting(header, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(header["op"])
+        return real_call(header, *args, **kwargs)
+
+    own._call = counting  # type: ignore[attr-defined]
+    own.run_python("print(1)")
+    own.reset()
+    assert calls == ["run"]  # clean after the run: nothing to undo, no round trip
+    for leave in ("open('f', 'w').write('x')", "open('/dev/shm/x', 'w').write('x')",
+                  "import os; os.chmod('.', 0o700)",
+                  "import os, subprocess; subprocess.Popen(['sleep', '30'], start_new_session=True)"):
+        calls.clear()
+        own.run_python(leave)
+        own.reset()
+        assert calls == ["run", "reset"], leave
+        assert own.run_python("import os; print(os.listdir('.'), os.listdir('/dev/shm'))").stdout == "[] []\n"
+    calls.clear()
+    own.write_files({"a.txt": "x"})
+    own.reset()
+    assert calls == ["write_files", "reset"]
