@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import threading
 import time
@@ -288,6 +289,17 @@ class _Channel:
         if not chunk:
             raise EOFError
         self._raw += chunk
+
+    def quiet(self) -> bool:
+        """Whether nothing is waiting on the socket, without blocking: the runner speaks
+        only when asked, so data here means a broken stream, and end of file a dead container."""
+        if self._raw or self._stdout:
+            return False
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
 
     def close(self) -> None:
         for closeable in (self._sock, self._attached):
@@ -547,7 +559,11 @@ class DockerSandbox:
         /dev/mqueue. Nothing to do (and no round trip) when the last call was a run after
         which the runner found the sandbox clean, as a verification run leaves it."""
         if not self._dirty and self._broken is None and not self._closed:
-            return
+            if self._channel.quiet():
+                return
+            with self._lock:  # the container died (or the stream broke) since the last run
+                self._broken = f"the container stopped answering between calls: {self._death_note(EOFError())}"
+            raise SandboxInfraError(self._broken)
         answer, _ = self._call({"op": "reset"}, wait_s=FILE_OP_TIMEOUT_S)
         if not answer.get("ok"):
             with self._lock:

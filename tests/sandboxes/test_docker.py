@@ -360,9 +360,12 @@ def test_reset_after_a_run_that_left_nothing_is_free_and_after_one_that_left_any
     own.run_python("print(1)")
     own.reset()
     assert calls == ["run"]  # clean after the run: nothing to undo, no round trip
-    for leave in ("open('f', 'w').write('x')", "open('/dev/shm/x', 'w').write('x')",
-                  "import os; os.chmod('.', 0o700)",
-                  "import os, subprocess; subprocess.Popen(['sleep', '30'], start_new_session=True)"):
+    for leave in (
+        "open('f', 'w').write('x')",
+        "open('/dev/shm/x', 'w').write('x')",
+        "import os; os.chmod('.', 0o700)",
+        "import os, subprocess; subprocess.Popen(['sleep', '30'], start_new_session=True)",
+    ):
         calls.clear()
         own.run_python(leave)
         own.reset()
@@ -372,3 +375,19 @@ def test_reset_after_a_run_that_left_nothing_is_free_and_after_one_that_left_any
     own.write_files({"a.txt": "x"})
     own.reset()
     assert calls == ["write_files", "reset"]
+
+
+def test_a_container_that_died_after_a_clean_run_is_caught_at_reset(own: Sandbox) -> None:
+    # The free reset must not hand the next episode a dead sandbox: end of file on the
+    # channel says the container is gone, and the pool replaces it.
+    import time
+
+    own.run_python("print(1)")
+    own.container.kill()
+    deadline = time.monotonic() + 10
+    while own.container.reload() or own.container.status == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.2)  # the engine closes the attached stream just after the container stops
+    with pytest.raises(SandboxInfraError, match=r"stopped answering|died"):
+        own.reset()
