@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agentenv import _safejson
 from agentenv.types import Action, Message, ToolCall
 
-__all__ = ["Admitted", "admit", "clean_messages"]
+__all__ = ["Admitted", "admit", "clean_messages", "safe_repr"]
 
 MAX_MESSAGE_DEPTH = 40
 """Deeper assistant-message dicts are refused (tool-call arguments nest up to 32 inside)."""
@@ -81,7 +81,7 @@ def admit(action: Any, turn: int) -> Admitted:
         return _admit_call(action, turn)
     if isinstance(action, dict):
         return _admit_message(action, turn)
-    shown = _safe_repr(action)
+    shown = safe_repr(action)
     return Admitted(
         shown,
         {"role": "assistant", "content": shown},
@@ -105,7 +105,7 @@ def _admit_call(call: ToolCall, turn: int) -> Admitted:
             found = ("arguments", "they cannot be written as JSON")
     if found is not None:
         where, what = found
-        shown = _safejson.clean_text(name) if type(name) is str else _safe_repr(name)
+        shown = _safejson.clean_text(name) if type(name) is str else safe_repr(name)
         return Admitted(
             shown, {"role": "assistant", "content": ""}, f"tool call {shown!r}: {where + ': ' if where else ''}{what}"
         )
@@ -171,11 +171,11 @@ def clean_messages(messages: list[Message]) -> list[Message]:
             if not content.isascii() and not _safejson.is_unicode(content):
                 message["content"] = _safejson.clean_text(content)
         elif content is not None and _safejson.problem(content, max_depth=MAX_MESSAGE_DEPTH) is not None:
-            message["content"] = _safe_repr(content)  # e.g. content parts holding what JSON cannot
+            message["content"] = safe_repr(content)  # e.g. content parts holding what JSON cannot
     return messages
 
 
-def _safe_repr(value: Any) -> str:
+def safe_repr(value: Any) -> str:
     try:
         text = repr(value)
     except Exception as e:  # noqa: BLE001 - a hostile __repr__, or an int past the digit limit

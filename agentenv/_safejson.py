@@ -67,16 +67,7 @@ def _decode(text: str | bytes) -> Any:
     """What ``json.loads(text)`` returns, for less (actions are parsed on every step)."""
     if type(text) is not str:
         return json.loads(text)
-    start = 0
-    if text[:1] in _JSON_SPACE:
-        start = len(text) - len(text.lstrip(_JSON_SPACE))
-    try:
-        value, end = _scan(text, start)
-    except StopIteration as e:
-        raise json.JSONDecodeError("Expecting value", text, e.value) from None
-    if end != len(text) and text[end:].strip(_JSON_SPACE):
-        raise json.JSONDecodeError("Extra data", text, end)
-    return value
+    return scan(text.strip(_JSON_SPACE))  # JSON's own whitespace only, as json.loads allows
 
 
 _JSON_SPACE = " \t\n\r"

@@ -80,7 +80,6 @@ HOOKS = (
 )
 """What a subclass overrides (besides its tools). Everything in `_FINAL` it may not."""
 logger = logging.getLogger("agentenv.env")
-_NO_REWARDS: dict[str, float] = {}  # shared, never written: the task rewards of a step that did not end
 ErrorKind = Literal["format", "tool", "infra"]
 _JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # one encoder: json.dumps(**kw) builds one per call
 ToolPrompt = Literal["json", "compact", "none"]
@@ -438,15 +437,16 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             rewards.update(self._step_rewards(act.outcomes))
         self._turn = turn + 1
         self._format_streak = streak = self._format_streak + 1 if error_kind == "format" else 0
-        if act.terminal or act.infra or streak >= self.max_format_errors or turn + 1 >= self.max_turns:
-            terminated, truncated, failure, task_rewards = self._end_of_step(act)
+        # is_done() runs once a step, and only when no terminal tool, infra failure or
+        # streak of invalid actions already ended it.
+        hard_end = act.terminal or act.infra or streak >= self.max_format_errors
+        done = False if hard_end else self.is_done()
+        if hard_end or done or turn + 1 >= self.max_turns:
+            terminated, truncated, failure, task_rewards = self._end_of_step(act, done=done)
             self._ended = terminated or truncated
-        elif self.is_done():
-            terminated, truncated, failure, task_rewards = self._end_of_step(act)
-            self._ended = True
         else:  # the common case: the episode goes on
             terminated = truncated = False
-            failure, task_rewards = None, _NO_REWARDS
+            failure, task_rewards = None, {}
 
         if self.lean:
             diff: list[dict[str, Any]] = []
@@ -519,15 +519,14 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             act.obs.append({"role": "user", "content": f"Error: the environment failed: {e}"})
         return act
 
-    def _end_of_step(self, act: _Acted) -> tuple[bool, bool, Failure | None, dict[str, float]]:
-        """Termination, truncation, the failure kind and, at the end, the task rewards."""
+    def _end_of_step(self, act: _Acted, *, done: bool) -> tuple[bool, bool, Failure | None, dict[str, float]]:
+        """Termination, truncation, the failure kind and the task rewards of a step that ends
+        the episode. ``done``: what `is_done` said (step asks it once, and not after a hard end)."""
         if act.infra:
             return False, True, Failure.INFRA, {}
         format_end = self._format_streak >= self.max_format_errors
-        terminated = act.terminal or format_end or self.is_done()
+        terminated = act.terminal or format_end or done
         truncated = not terminated and self._turn >= self.max_turns
-        if not (terminated or truncated):
-            return False, False, None, _NO_REWARDS
         try:
             value = self.verify(self.task)
         except InfraError as e:

@@ -142,15 +142,15 @@ class HermesParser:
 
     def parse(self, action: Action) -> list[ToolCall]:
         text = action if type(action) is str else _text_of(action)
+        calls = _one_hermes_call(text)  # the common case, read with the fewest steps
+        if calls is not None:
+            return calls
         start = text.find("<tool_call>")
         if start < 0:
             if "</tool_call>" in text:
                 raise ParseError("found </tool_call> without a matching <tool_call>")
             return []
         start += len("<tool_call>")
-        end = text.find("</tool_call>", start)
-        if end >= 0 and text.find("<tool_call>", end) < 0:  # the common case: one call
-            return [_call_from_obj(_loads(text[start:end], 1), 1)]
         bodies = []
         while start >= 0:
             end = text.find("</tool_call>", start)
@@ -221,12 +221,8 @@ class AutoParser:
         self._openai = OpenAIParser()
 
     def parse(self, action: Action) -> list[ToolCall]:
-        if type(action) is str:  # the common case first: one well-formed <tool_call> block
-            calls = _one_hermes_call(action)
-            if calls is not None:
-                return calls
-            if "<tool_call>" in action:
-                return self._hermes.parse(action)
+        if type(action) is str and "<tool_call>" in action:  # the common case first
+            return self._hermes.parse(action)
         if isinstance(action, ToolCall):
             return [checked_call(action)]
         if isinstance(action, dict):

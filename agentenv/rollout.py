@@ -33,7 +33,7 @@ from enum import Enum
 from pathlib import Path
 from typing import IO, Any
 
-from agentenv import _safejson
+from agentenv import _admit, _safejson
 from agentenv.env import Env, Snapshot
 from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
 from agentenv.task import Task, did_you_mean
@@ -327,11 +327,7 @@ def _plain(value: Any, depth: int) -> Any:
         return [_plain(v, depth + 1) for v in value]
     if isinstance(value, Enum):
         return _plain(value.value, depth + 1)
-    try:
-        text = repr(value)
-    except Exception:  # noqa: BLE001 - a hostile __repr__
-        text = f"<{type(value).__name__}>"
-    return _safejson.clean_text(text[:1000])
+    return _admit.safe_repr(value)
 
 
 def _describe(e: BaseException) -> str:

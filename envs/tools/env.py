@@ -194,7 +194,7 @@ class ToolsEnv(Env[ToolsState]):
         reply = service.call(episode, route.name, body, self.timeout_s)
         self.state.calls += 1
         if reply.status == 200:
-            self._observe(reply.result)
+            self._observe(reply.result, fields)
             if route.write:
                 self.state.writes.append(route.name)
             return reply.result
@@ -208,18 +208,13 @@ class ToolsEnv(Env[ToolsState]):
             raise ToolError(f"the service failed on {route.name!r}: {reply.message}")
         raise ToolError(f"{reply.kind}: {reply.message}")
 
-    def _observe(self, result: Any) -> None:
-        """Remember every scalar of a tool result (the service's answer: plain JSON, validated)."""
+    def _observe(self, result: Any, arguments: Mapping[str, Any]) -> None:
+        """Remember every scalar of a tool result (the service's answer: plain JSON, validated)
+        that the call did not bring itself: a value a route merely echoes (a room id asked
+        about) is the agent's guess, not a fact it was shown."""
+        given = {json.dumps(v) for v in _scalars(dict(arguments))}
         seen = set(self.state.seen)
-        stack = [result]
-        while stack:
-            value = stack.pop()
-            if isinstance(value, dict):
-                stack.extend(value.values())
-            elif isinstance(value, list):
-                stack.extend(value)
-            elif value is not None:
-                seen.add(json.dumps(value))
+        seen.update(text for text in map(json.dumps, _scalars(result)) if text not in given)
         if len(seen) != len(self.state.seen):
             self.state.seen = sorted(seen)
 
@@ -247,6 +242,20 @@ class ToolsEnv(Env[ToolsState]):
             finally:
                 service.drop_episode(gold)
         return service.gold_hashes[key]
+
+
+def _scalars(value: Any) -> list[Any]:
+    """Every scalar (not None) of a JSON value, at any depth."""
+    out, stack = [], [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif item is not None:
+            out.append(item)
+    return out
 
 
 def route_specs(domain: Domain) -> dict[str, ToolSpec]:

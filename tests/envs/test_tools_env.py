@@ -356,3 +356,13 @@ def test_structured_tool_calls_work_like_text(env):
     assert info["error"] is None and json.loads(obs[0]["content"])["order_id"] == "O1001"
     assert env.service.health()["domain"] == "retail"
     assert httpx.get(f"{env.service.base_url}/health").status_code == 401  # unsigned
+
+
+def test_a_value_a_route_echoes_back_is_not_a_fact_the_agent_was_shown(env):
+    # A read that returns its own argument would let a policy "see" any guess it sends:
+    # only what the service adds counts as read.
+    env.reset(options={"task": "retail-status-O1002"})
+    env.step(tool_call_text("get_order", order_id="O1002"))
+    seen = set(env.state.seen)
+    assert '"O1002"' not in seen  # the order id the agent sent, echoed
+    assert '"shipped"' in seen or '"pending"' in seen or '"delivered"' in seen  # the status it was shown
