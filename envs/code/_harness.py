@@ -1,27 +1,31 @@
 """The trusted half of a test run, inside the sandbox: holds the tests, emits the verdicts.
 
 Run as the program of one ``run_python`` call, with the tests on stdin (never on
-disk). Order matters for integrity:
+disk): a first line with the number of tasks, then the JSON spec. Order matters
+for integrity:
 
 1. make this process non-dumpable, so no process of the same uid (the worker,
    or anything an earlier run left behind) can read its memory, open its
    descriptors through /proc or ptrace it; before the worker exists, so there is
    no moment to attach in;
-2. fork the worker (`_worker.py`) with no file descriptor but its two pipes; it
+2. read the first line (a count, nothing secret), then fork the worker
+   (`_worker.py`) with no file descriptor but its two pipes, or, for a batch of
+   tasks, the forker that will fork one worker per task (`_batch.py`); either
    inherits this process's memory as it is now, which holds no test, expected
    value or nonce (the sandbox forks each run from a process that never held a
    request: see `agentenv.sandboxes.runner`; the process backend starts each run
    as a fresh interpreter);
-3. only then read stdin: the nonce, the solution and the tests;
-4. send the solution to the worker, run each test, write one line per test:
-   ``MARK NONCE {json}``, then a ``done`` line, and exit 0.
+3. only then read the rest of stdin: the nonce, and each task's solution and tests;
+4. for each task: send the solution to its worker, run each test, write one line
+   per test: ``MARK NONCE {json}``, then an ``end`` line; then a ``done`` line,
+   and exit 0.
 
 Call tests send the arguments to the worker and report the encoded value it
 returns; the *host* compares it with the expected value, which never enters the
 sandbox. Code tests (a benchmark's ``check(candidate)``) run here, with
 ``candidate`` a proxy whose calls go to the worker and whose results are decoded
 into plain values, so the solution never runs in this process.
-Pasted after `agentenv.sandboxes._pipes`, `_codec.py` and `_worker.py`; stdlib only.
+Pasted after `agentenv.sandboxes._pipes`, `_codec.py`, `_worker.py` and `_batch.py`; stdlib only.
 """
 
 import json
@@ -32,8 +36,18 @@ import time
 
 TYPE_CHECKING = False  # as in _worker.py: the names below come from the parts pasted before this one
 if TYPE_CHECKING:
+    from agentenv.envs.code._batch import (
+        BatchAborted,
+        Forker,
+        attributes,
+        block_signals,
+        clear_scratch,
+        kill_strays,
+        restore,
+        scratch_modes,
+    )
     from agentenv.envs.code._codec import decode, encode
-    from agentenv.envs.code._worker import MAX_FRAME_BYTES, worker_main
+    from agentenv.envs.code._worker import MAX_FRAME_BYTES, become_worker
     from agentenv.sandboxes._pipes import read_exact
 
 MARK = "@@agentenv-verdict"
@@ -44,16 +58,25 @@ class CallFailed(Exception):
 
 
 class Worker:
-    def __init__(self):
+    """The harness's end of one worker: ``reap(pid)`` waits for it once killed and
+    gives its wait status (None when unknown)."""
+
+    def __init__(self, pid, req, resp, reap):
+        self.pid: int | None = pid  # None once reaped
+        self.req, self.resp, self.reap = req, resp, reap
+        self.dead = None  # why no more calls can be made
+
+    @classmethod
+    def fork(cls):
+        """A worker forked from this process, now."""
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
-        self.pid: int | None = os.fork()  # None once reaped
-        if self.pid == 0:
-            _become_worker(req_r, resp_w)
+        pid = os.fork()
+        if pid == 0:
+            become_worker(req_r, resp_w)
         os.close(req_r)
         os.close(resp_w)
-        self.req, self.resp = req_w, resp_r
-        self.dead = None  # why no more calls can be made
+        return cls(pid, req_w, resp_r, lambda pid: os.waitpid(pid, 0)[1])
 
     def request(self, message, deadline):
         if self.dead is not None:
@@ -94,7 +117,9 @@ class Worker:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        _, status = os.waitpid(pid, 0)
+        status = self.reap(pid)
+        if status is None:
+            return "the solution's process has ended"
         if os.WIFEXITED(status):
             return f"the solution's process exited with code {os.WEXITSTATUS(status)} before answering"
         return f"the solution's process was killed by signal {os.WTERMSIG(status)}"
@@ -104,25 +129,19 @@ class Worker:
         if self.pid is not None:
             try:
                 os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except (ProcessLookupError, ChildProcessError):
+            except ProcessLookupError:
+                pass
+            try:
+                self.reap(self.pid)
+            except ChildProcessError:
                 pass
             self.pid = None
-
-
-def _become_worker(req_r, resp_w):
-    """In the forked child: keep only the two pipes, then serve as the worker (`_worker.py`)."""
-    try:
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(devnull, fd)
-        keep = sorted({req_r, resp_w})
-        os.closerange(3, keep[0])
-        os.closerange(keep[0] + 1, keep[1])
-        os.closerange(keep[1] + 1, 1 << 16)
-        worker_main(req_r, resp_w)
-    finally:
-        os._exit(127)
+        for fd in (self.req, self.resp):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.req = self.resp = -1
 
 
 def _no_dump():
@@ -175,9 +194,52 @@ def run_code(worker, test, setup, entry_point, timeout_s):
     return {"passed": True}
 
 
+def read_count():
+    """The first line of stdin, read byte by byte so that nothing after it is buffered yet."""
+    line = b""
+    while not line.endswith(b"\n") and len(line) < 16:
+        byte = os.read(0, 1)
+        if not byte:
+            break
+        line += byte
+    return int(line)
+
+
+def run_task(t, task, worker, emit):
+    """One task's records: ``load``, one per test, then ``end``."""
+    try:
+        answer = worker.request(
+            {"solution": task["solution"], "entry_point": task["entry_point"]},
+            time.monotonic() + task["load_timeout_s"],
+        )
+        loaded = {"ok": bool(answer.get("ok")), "error": answer.get("error")}
+    except CallFailed as e:
+        loaded = {"ok": False, "error": str(e)}
+    emit({"task": t, "event": "load", **loaded})
+    for i, test in enumerate(task["tests"]):
+        if not loaded["ok"]:
+            break
+        try:
+            if test["kind"] == "call":
+                record = run_call(worker, test, task["test_timeout_s"])
+            else:
+                record = run_code(worker, test, task.get("setup", ""), task["entry_point"], task["test_timeout_s"])
+        except CallFailed as e:
+            record = {"error": str(e)}
+        emit({"task": t, "test": i, **record})
+    worker._end("finished")
+    emit({"task": t, "event": "end"})
+
+
 def main():
     _no_dump()
-    worker = Worker()
+    count = read_count()
+    if count == 1:
+        worker, forker = Worker.fork(), None
+    else:  # a batch: see _batch.py
+        block_signals()
+        baseline = attributes()
+        forker = Forker(baseline)
     spec = json.loads(sys.stdin.read())
     out = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -189,27 +251,22 @@ def main():
         while view:
             view = view[os.write(out, view) :]
 
-    try:
-        answer = worker.request(
-            {"solution": spec["solution"], "entry_point": spec["entry_point"]},
-            time.monotonic() + spec["load_timeout_s"],
-        )
-        loaded = {"ok": bool(answer.get("ok")), "error": answer.get("error")}
-    except CallFailed as e:
-        loaded = {"ok": False, "error": str(e)}
-    emit({"event": "load", **loaded})
-    for i, test in enumerate(spec["tests"]):
-        if not loaded["ok"]:
-            break
-        try:
-            if test["kind"] == "call":
-                record = run_call(worker, test, spec["test_timeout_s"])
-            else:
-                record = run_code(worker, test, spec.get("setup", ""), spec["entry_point"], spec["test_timeout_s"])
-        except CallFailed as e:
-            record = {"error": str(e)}
-        emit({"test": i, **record})
-    worker._end("finished")
+    if forker is None:
+        run_task(0, spec["tasks"][0], worker, emit)
+    else:
+        scratch = scratch_modes(spec["scratch"])
+        keep = {os.getpid(), forker.pid}
+        for t, task in enumerate(spec["tasks"]):
+            try:
+                if t:
+                    kill_strays(keep)
+                    clear_scratch(scratch)
+                restore(baseline)
+                pid, req, resp = forker.worker()
+            except BatchAborted as e:
+                emit({"event": "abort", "reason": str(e)})
+                break
+            run_task(t, task, Worker(pid, req, resp, lambda _pid: forker.status()), emit)
     emit({"event": "done"})
 
 

@@ -10,8 +10,8 @@ length, then the UTF-8 JSON).
 Whatever the solution does here (exit, print, patch builtins, return objects
 with a lying ``__eq__``) it can only change the *data* this process sends back,
 which the harness or the host then compares with what it alone knows.
-Pasted after `agentenv.sandboxes._pipes` and `_codec.py`, before `_harness.py`
-(which calls `worker_main` in the forked child, so the worker costs no compile);
+Pasted after `agentenv.sandboxes._pipes` and `_codec.py`, before `_batch.py` and
+`_harness.py` (which fork a child that runs `become_worker`, so the worker costs no compile);
 stdlib only, no ``from __future__`` imports. The names it takes from the parts
 pasted before it are imported under ``TYPE_CHECKING`` for the type checker only.
 """
@@ -97,3 +97,18 @@ def worker_main(rfd, wfd):
         except BaseException as e:  # noqa: BLE001 - the candidate's failure is data
             answer = {"ok": False, "error": describe(e)}
         send(wfd, answer)
+
+
+def become_worker(req_r, resp_w):
+    """In a freshly forked child: keep only the two pipes, then serve as the worker; never returns."""
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        keep = sorted({req_r, resp_w})
+        os.closerange(3, keep[0])
+        os.closerange(keep[0] + 1, keep[1])
+        os.closerange(keep[1] + 1, 1 << 16)
+        worker_main(req_r, resp_w)
+    finally:
+        os._exit(127)

@@ -32,7 +32,7 @@ from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, Too
 from agentenv.envs.code.families import FAMILIES
 from agentenv.envs.code.sandboxes import Backend, CodeSandboxes
 from agentenv.envs.code.tasks import CodeTask, code_task, default_tasks, make_task
-from agentenv.envs.code.verify import TestReport, run_tests
+from agentenv.envs.code.verify import TestJob, TestReport, run_tests
 from agentenv.sandboxes import ExecResult, SandboxError
 from agentenv.sandboxes.pool import PooledSandbox
 
@@ -297,15 +297,8 @@ class CodeEnv(Env[CodeState]):
 def verify_solution(sandboxes: CodeSandboxes, task: Task, solution: str) -> TestReport:
     """Run ``task``'s hidden tests against ``solution`` in a fresh verifier sandbox."""
     payload = code_task(task)
-    with sandboxes.verifier() as sandbox:
-        return run_tests(
-            sandbox,
-            solution=solution,
-            entry_point=payload.entry_point,
-            tests=list(payload.hidden_tests),
-            setup=payload.setup,
-            test_timeout_s=payload.test_timeout_s,
-        )
+    job = TestJob(solution, payload.entry_point, tuple(payload.hidden_tests), payload.setup, payload.test_timeout_s)
+    return sandboxes.verify(job)
 
 
 # -- rendering ----------------------------------------------------------------------------

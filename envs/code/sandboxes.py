@@ -8,15 +8,25 @@ containers; an env that made its own closes it in ``close()``.
 
 Backend "auto" is `make_sandbox("auto")`'s rule: Docker when an engine answers,
 else the local process backend (weaker isolation; see its module docstring).
+
+`verify` judges a solution on its hidden tests. On Docker, verifications that
+wait at the same time (many episodes ending together in a rollout) share a run:
+the caller that finds a verifier free takes up to ``verify_batch`` waiting jobs
+and judges them in one run (`agentenv.envs.code.verify.run_batch`; a job the
+batch did not finish is judged again alone), so no job waits for a batch to fill.
 Left out: sizing pools to the load, per-task limits.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
+from collections import deque
+from collections.abc import Callable
 from typing import Literal
 
+from agentenv.envs.code.verify import TestJob, TestReport, run_batch, run_job
 from agentenv.sandboxes import Limits, SandboxError, SandboxPool
 from agentenv.sandboxes.factory import auto_backend
 from agentenv.sandboxes.pool import PooledSandbox
@@ -29,6 +39,10 @@ Backend = Literal["auto", "docker", "process"]
 WORKSPACE_LIMITS = Limits(timeout_s=10.0)
 # Verdict lines of many tests must fit; the solution's own output never reaches stdout.
 VERIFIER_LIMITS = Limits(timeout_s=60.0, output_bytes=1 << 20)
+VERIFY_BATCH = 8
+# What a run in a Docker sandbox can write (the runner's reset empties the same):
+# a batch empties them between its tasks.
+DOCKER_SCRATCH = ["/workspace", "/tmp", "/dev/shm", "/dev/mqueue"]
 
 
 class CodeSandboxes:
@@ -42,6 +56,7 @@ class CodeSandboxes:
         verifiers: int = 2,
         limits: Limits = WORKSPACE_LIMITS,
         verifier_limits: Limits = VERIFIER_LIMITS,
+        verify_batch: int = VERIFY_BATCH,
     ) -> None:
         if backend not in ("auto", "docker", "process"):
             raise SandboxError(f"expected backend 'auto', 'docker' or 'process', got {backend!r}")
@@ -51,6 +66,10 @@ class CodeSandboxes:
         self._pools: dict[str, SandboxPool] = {}
         self._lock = threading.Lock()
         self._closed = False
+        if not isinstance(verify_batch, int) or verify_batch < 1:
+            raise SandboxError(f"expected verify_batch >= 1, got {verify_batch!r}")
+        self._batcher = _Batcher(self._judge, slots=verifiers, size=verify_batch)
+        self.verifier_runs = 0  # runs in verifier sandboxes by `verify` so far (a batch counts once)
 
     @property
     def kind(self) -> Literal["docker", "process"]:
@@ -66,6 +85,28 @@ class CodeSandboxes:
     def verifier(self, timeout_s: float | None = 120.0) -> PooledSandbox:
         """A clean sandbox no agent has used, for one verification."""
         return self._pool("verifier").acquire(timeout_s)
+
+    def verify(self, job: TestJob) -> TestReport:
+        """``job`` judged in a fresh verifier sandbox; on Docker, in one run with the
+        other jobs waiting at the same time (see the module docstring)."""
+        if self.kind != "docker":
+            return self._judge([job])[0]
+        return self._batcher.submit(job)
+
+    def _judge(self, jobs: list[TestJob]) -> list[TestReport]:
+        reports: list[TestReport | None] = [None]
+        if len(jobs) > 1:
+            with self.verifier() as sandbox:
+                self.verifier_runs += 1
+                reports = run_batch(sandbox, jobs, scratch=DOCKER_SCRATCH)
+        done = []
+        for job, report in zip(jobs, reports, strict=True):
+            if report is None:  # not finished in the batch (or no batch): alone, in a fresh sandbox
+                with self.verifier() as sandbox:
+                    self.verifier_runs += 1
+                    report = run_job(sandbox, job)
+            done.append(report)
+        return done
 
     def start(self) -> None:
         """Start both pools in the background (sandboxes warm up while the caller goes on)."""
@@ -99,3 +140,62 @@ class CodeSandboxes:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _Pending:
+    def __init__(self, job: TestJob) -> None:
+        self.job = job
+        self.done = False
+        self.report: TestReport | None = None
+        self.error: BaseException | None = None
+
+
+class _Batcher:
+    """Jobs that wait at the same time, judged together: no thread of its own.
+
+    A caller queues its job, then, while the job is not done and a slot (a
+    verifier) is free, takes its share of the queued jobs (its own or earlier
+    ones; at most ``size``, the queue spread over the free slots) and judges them;
+    otherwise it waits for another caller to finish some."""
+
+    def __init__(self, judge: Callable[[list[TestJob]], list[TestReport]], *, slots: int, size: int) -> None:
+        self._judge, self._size = judge, size
+        self._free = max(1, slots)
+        self._queue: deque[_Pending] = deque()
+        self._cond = threading.Condition()
+
+    def submit(self, job: TestJob) -> TestReport:
+        mine = _Pending(job)
+        with self._cond:
+            self._queue.append(mine)
+        while True:
+            with self._cond:
+                while not mine.done and not (self._free and self._queue):
+                    self._cond.wait()
+                if mine.done:
+                    break
+                self._free -= 1
+                share = -(-len(self._queue) // (self._free + 1))  # the waiting jobs, spread over the free verifiers
+                batch = [self._queue.popleft() for _ in range(min(self._size, share))]
+            try:
+                self._run(batch)
+            finally:
+                with self._cond:
+                    self._free += 1
+                    self._cond.notify_all()
+        if mine.error is not None:  # a copy: each waiting thread raises its own
+            raise copy.copy(mine.error) from mine.error
+        assert mine.report is not None
+        return mine.report
+
+    def _run(self, batch: list[_Pending]) -> None:
+        try:
+            reports = self._judge([p.job for p in batch])
+        except BaseException as e:
+            for p in batch:
+                p.error, p.done = e, True
+            if not isinstance(e, Exception):
+                raise
+            return
+        for p, report in zip(batch, reports, strict=True):
+            p.report, p.done = report, True

@@ -6,7 +6,7 @@
 One ``run_python`` per call of `run_tests`, whatever the number of tests: the
 program is `_harness.py` (trusted, holds the tests) which forks `_worker.py`
 (untrusted, runs the solution) as a separate process. With the pipe helpers
-(`agentenv.sandboxes._pipes`) and `_codec.py` pasted before them, they make one
+(`agentenv.sandboxes._pipes`), `_codec.py` and `_batch.py` pasted with them, they make one
 stdlib-only program (`PARTS`, in order): a run can import nothing of agentenv.
 What makes the verdict unforgeable by the solution:
 
@@ -22,6 +22,10 @@ What makes the verdict unforgeable by the solution:
   conflicting one, and so a failure; a malformed or oversized line is a failed
   verification, never an exception on the host;
 - the exit code of the solution's process means nothing; a missing answer is a failure.
+
+`run_batch` judges many jobs in one run, each with a worker of its own and the
+sandbox made clean again between them (`_batch.py` says how, and what stops a
+batch); `CodeSandboxes.verify` uses it for verifications that wait together.
 
 Code tests (a public benchmark's ``check(candidate)``) hold their expected values
 in the harness process, which the worker cannot reach (above); so both kinds run
@@ -42,7 +46,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentenv.envs.code._codec import decode, same
 from agentenv.sandboxes import ExecResult, Sandbox, _pipes
 
-__all__ = ["CallTest", "CodeTest", "TestCase", "TestOutcome", "TestReport", "run_tests"]
+__all__ = [
+    "CallTest",
+    "CodeTest",
+    "TestCase",
+    "TestJob",
+    "TestOutcome",
+    "TestReport",
+    "run_batch",
+    "run_job",
+    "run_tests",
+]
 
 MARK = "@@agentenv-verdict"
 LOAD_TIMEOUT_S = 5.0
@@ -111,6 +125,7 @@ PARTS = (
     Path(_pipes.__file__),
     Path(__file__).with_name("_codec.py"),
     Path(__file__).with_name("_worker.py"),
+    Path(__file__).with_name("_batch.py"),
     Path(__file__).with_name("_harness.py"),
 )
 
@@ -120,6 +135,34 @@ def _program() -> str:
 
 
 PROGRAM = _program()
+
+
+@dataclass(frozen=True)
+class TestJob:
+    """One solution and the tests to judge it on: what `run_tests` takes, as one value."""
+
+    solution: str
+    entry_point: str
+    tests: tuple[CallTest | CodeTest, ...]
+    setup: str = ""
+    test_timeout_s: float = TEST_TIMEOUT_S
+
+    @property
+    def timeout_s(self) -> float:
+        return LOAD_TIMEOUT_S + self.test_timeout_s * len(self.tests) + RUN_SLACK_S
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "solution": self.solution,
+            "entry_point": self.entry_point,
+            "tests": [
+                {"kind": "call", "args": t.args} if isinstance(t, CallTest) else {"kind": "code", "code": t.code}
+                for t in self.tests
+            ],
+            "setup": self.setup,
+            "load_timeout_s": LOAD_TIMEOUT_S,
+            "test_timeout_s": self.test_timeout_s,
+        }
 
 
 def run_tests(
@@ -136,50 +179,73 @@ def run_tests(
     Raises the sandbox's `SandboxInfraError` when the sandbox itself fails; any
     misbehaviour of the solution is a failed test, never an exception.
     """
+    return run_job(sandbox, TestJob(solution, entry_point, tuple(tests), setup, test_timeout_s))
+
+
+def run_job(sandbox: Sandbox, job: TestJob) -> TestReport:
+    """`run_tests` for a `TestJob`."""
     nonce = secrets.token_hex(16)
-    wire = [
-        {"kind": "call", "args": t.args} if isinstance(t, CallTest) else {"kind": "code", "code": t.code} for t in tests
+    spec = {"nonce": nonce, "tasks": [job.wire()]}
+    result = sandbox.run_python(PROGRAM, stdin="1\n" + json.dumps(spec), timeout_s=job.timeout_s)
+    return judge(result, nonce, list(job.tests))
+
+
+def run_batch(sandbox: Sandbox, jobs: list[TestJob], *, scratch: list[str]) -> list[TestReport | None]:
+    """Judge many jobs in one run of ``sandbox``: one report per job, or None for a job
+    the run did not finish (the batch was cut short): judge that one alone.
+
+    Only for a sandbox whose run uid is its own (a Docker container): between tasks
+    the harness kills every other process of its uid and empties ``scratch`` (the
+    directories a run can write), as `_batch.py` explains.
+    """
+    if len(jobs) < 2:
+        raise ValueError("a batch needs two jobs or more; run_job judges one")
+    nonce = secrets.token_hex(16)
+    spec = {"nonce": nonce, "tasks": [job.wire() for job in jobs], "scratch": scratch}
+    timeout_s = sum(job.timeout_s for job in jobs)
+    result = sandbox.run_python(PROGRAM, stdin=f"{len(jobs)}\n" + json.dumps(spec), timeout_s=timeout_s)
+    records, conflict = _records(result.stdout, nonce)
+    if conflict:  # something besides the harness wrote verdict lines: trust none of them
+        return [None] * len(jobs)
+    return [
+        _report(records, t, list(job.tests)) if (t, "end") in records and (t, "load") in records else None
+        for t, job in enumerate(jobs)
     ]
-    spec = {
-        "nonce": nonce,
-        "solution": solution,
-        "entry_point": entry_point,
-        "tests": wire,
-        "setup": setup,
-        "load_timeout_s": LOAD_TIMEOUT_S,
-        "test_timeout_s": test_timeout_s,
-    }
-    timeout_s = LOAD_TIMEOUT_S + test_timeout_s * len(tests) + RUN_SLACK_S
-    result = sandbox.run_python(PROGRAM, stdin=json.dumps(spec), timeout_s=timeout_s)
-    return judge(result, nonce, tests)
 
 
 def judge(result: ExecResult, nonce: str, tests: list[CallTest | CodeTest]) -> TestReport:
-    """The report read from a harness run's stdout; see the module docstring for the rules."""
+    """The report read from a one-task harness run's stdout; see the module docstring for the rules."""
     records, conflict = _records(result.stdout, nonce)
-    report = TestReport(run=result)
-    load = records.get("load")
     problem = _no_verdict(result, records, conflict)
-    if problem is not None or load is None:
-        report.error = problem or "no verdict"
-        report.outcomes = [TestOutcome(False, f"no verdict: {report.error}") for _ in tests]
+    if problem is None and ((0, "load") not in records or (0, "end") not in records):
+        problem = "no verdict"
+    if problem is not None:
+        report = TestReport(run=result, error=problem)
+        report.outcomes = [TestOutcome(False, f"no verdict: {problem}") for _ in tests]
         return report
-    report.loaded = load.get("ok") is True
+    report = _report(records, 0, tests)
+    report.run = result
+    return report
+
+
+def _report(records: dict[Any, dict[str, Any]], task: int, tests: list[CallTest | CodeTest]) -> TestReport:
+    load = records[(task, "load")]
+    report = TestReport(loaded=load.get("ok") is True)
     if not report.loaded:
         report.error = f"the solution did not load: {_text(load.get('error'))[:DETAIL_CHARS]}"
     for i, test in enumerate(tests):
-        record = records.get(i)
+        record = records.get((task, i))
         if record is None:
-            detail = report.error or "not run"
-            report.outcomes.append(TestOutcome(False, detail))
+            report.outcomes.append(TestOutcome(False, report.error or "not run"))
         else:
             report.outcomes.append(_outcome(test, record))
     return report
 
 
 def _records(stdout: str, nonce: str) -> tuple[dict[Any, dict[str, Any]], bool]:
-    """The verdict lines by key (a test index, "load" or "done"); ``conflict`` when a
-    line is malformed, has no valid key, or repeats one. Never raises on odd input."""
+    """The verdict lines by key (``(task, test index)``, ``(task, "load" | "end")``,
+    ``"done"`` or ``"abort"``); ``conflict`` when a line is malformed, has no valid
+    key, or repeats one. Never raises on odd input."""
     prefix = f"{MARK} {nonce} "
     records: dict[Any, dict[str, Any]] = {}
     conflict = False
@@ -199,14 +265,20 @@ def _records(stdout: str, nonce: str) -> tuple[dict[Any, dict[str, Any]], bool]:
     return records, conflict
 
 
-def _record_key(record: Any) -> int | str | None:
+def _record_key(record: Any) -> tuple[int, int | str] | str | None:
     if not isinstance(record, dict):
+        return None
+    task = record.get("task")
+    if task is None:
+        event = record.get("event")
+        return event if event in ("done", "abort") else None
+    if type(task) is not int or task < 0:
         return None
     if "test" in record:
         key = record["test"]
-        return key if type(key) is int and key >= 0 else None
+        return (task, key) if type(key) is int and key >= 0 else None
     event = record.get("event")
-    return event if event in ("load", "done") else None
+    return (task, event) if event in ("load", "end") else None
 
 
 def _no_verdict(result: ExecResult, records: dict[Any, dict[str, Any]], conflict: bool) -> str | None:

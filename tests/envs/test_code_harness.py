@@ -50,7 +50,7 @@ def test_each_part_takes_only_names_an_earlier_part_defines_and_none_is_defined_
 
 def test_the_program_is_the_parts_in_order_and_compiles() -> None:
     assert verify.PROGRAM == "\n".join(p.read_text() for p in verify.PARTS)
-    assert [p.name for p in verify.PARTS] == ["_pipes.py", "_codec.py", "_worker.py", "_harness.py"]
+    assert [p.name for p in verify.PARTS] == ["_pipes.py", "_codec.py", "_worker.py", "_batch.py", "_harness.py"]
     tree = ast.parse(verify.PROGRAM)  # it compiles as one program
     # A future import would also change how the solution compiles (compile() inherits it).
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "__future__"]

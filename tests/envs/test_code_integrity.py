@@ -292,37 +292,58 @@ def test_the_solution_cannot_reach_the_hidden_tests_or_the_nonce(backend, kind):
 
 NONCE = "0123456789abcdef" * 2
 HOSTILE_RECORDS = [
-    '{"test": [0], "value": 12}',
-    '{"test": {"a": 1}}',
-    '{"test": true, "value": 12}',
-    '{"test": "0"}',
-    '{"test": -1}',
+    '{"task": 0, "test": [0], "value": 12}',
+    '{"task": 0, "test": {"a": 1}}',
+    '{"task": 0, "test": true, "value": 12}',
+    '{"task": 0, "test": "0"}',
+    '{"task": 0, "test": -1}',
+    '{"task": [0], "test": 0, "value": 12}',
+    '{"task": -1, "test": 0, "value": 12}',
+    '{"task": true, "event": "end"}',
+    '{"task": 0, "event": "done"}',
     '{"event": ["done"]}',
     '{"event": {"x": 1}}',
+    '{"event": "end"}',
     "[1, 2, 3]",
     '"done"',
     "null",
-    '{"test": 0, "value": ' + "[" * 5000 + "]" * 5000 + "}",
-    '{"test": 0, "value": 1' + "0" * 5000 + "}",
-    '{"test": 0, "error": {"nested": [1, 2]}}',
-    '{"test": 0, "error": "\\udc80 lone surrogate"}',
-    '{"test": 0, "value": {"$t": ' + "[" * 900 + "]" * 900 + "}}",
-    '{"event": "load", "ok": "yes"}',
+    '{"task": 0, "test": 0, "value": ' + "[" * 5000 + "]" * 5000 + "}",
+    '{"task": 0, "test": 0, "value": 1' + "0" * 5000 + "}",
+    '{"task": 0, "test": 0, "error": {"nested": [1, 2]}}',
+    '{"task": 0, "test": 0, "error": "\\udc80 lone surrogate"}',
+    '{"task": 0, "test": 0, "value": {"$t": ' + "[" * 900 + "]" * 900 + "}}",
+    '{"task": 0, "event": "load", "ok": "yes"}',
 ]
+
+
+def _verdict(*middle: str) -> str:
+    """A one-task harness's stdout, with ``middle`` among its records."""
+    from agentenv.envs.code.verify import MARK
+
+    lines = [
+        '{"task": 0, "event": "load", "ok": true, "error": null}',
+        *middle,
+        '{"task": 0, "test": 0, "value": 12}',
+        '{"task": 0, "event": "end"}',
+        '{"event": "done"}',
+    ]
+    return "".join(f"{MARK} {NONCE} {line}\n" for line in lines)
+
+
+def test_the_harness_verdict_format_passes_when_nothing_is_wrong():
+    from agentenv.envs.code.verify import CallTest, judge
+    from agentenv.sandboxes import ExecResult
+
+    report = judge(ExecResult(stdout=_verdict(), exit_code=0), NONCE, [CallTest(args=[5, 7], expected=12)])
+    assert report.all_passed, report.outcomes
 
 
 @pytest.mark.parametrize("record", HOSTILE_RECORDS)
 def test_a_malformed_verdict_is_a_failed_verification_never_a_host_exception(record):
-    from agentenv.envs.code.verify import MARK, CallTest, judge
+    from agentenv.envs.code.verify import CallTest, judge
     from agentenv.sandboxes import ExecResult
 
-    lines = [
-        f'{MARK} {NONCE} {{"event": "load", "ok": true, "error": null}}',
-        f"{MARK} {NONCE} {record}",
-        f'{MARK} {NONCE} {{"test": 0, "value": 12}}',
-        f'{MARK} {NONCE} {{"event": "done"}}',
-    ]
-    result = ExecResult(stdout="\n".join(lines) + "\n", exit_code=0)
+    result = ExecResult(stdout=_verdict(record), exit_code=0)
     report = judge(result, NONCE, [CallTest(args=[5, 7], expected=12)])
     assert not report.all_passed
     for outcome in report.outcomes:
