@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from agentenv.envs.code.verify import TestJob, TestReport, run_batch, run_job
-from agentenv.sandboxes import Limits, SandboxError, SandboxPool
+from agentenv.sandboxes import Limits, SandboxError, SandboxInfraError, SandboxPool
 from agentenv.sandboxes.factory import auto_backend
 from agentenv.sandboxes.pool import PooledSandbox
 
@@ -96,9 +96,13 @@ class CodeSandboxes:
     def _judge(self, jobs: list[TestJob]) -> list[TestReport]:
         reports: list[TestReport | None] = [None]
         if len(jobs) > 1:
-            with self.verifier() as sandbox:
-                self.verifier_runs += 1
-                reports = run_batch(sandbox, jobs, scratch=DOCKER_SCRATCH)
+            try:
+                with self.verifier() as sandbox:
+                    self.verifier_runs += 1
+                    reports = run_batch(sandbox, jobs, scratch=DOCKER_SCRATCH)
+            except SandboxInfraError as e:  # judged alone below: a broken sandbox is one job's failure, not all
+                logger.warning("a verification batch of %d failed (%s); judging each alone", len(jobs), e)
+                reports = [None] * len(jobs)
         done = []
         for job, report in zip(jobs, reports, strict=True):
             if report is None:  # not finished in the batch (or no batch): alone, in a fresh sandbox

@@ -180,3 +180,15 @@ def test_verifications_waiting_together_share_runs_and_each_gets_its_own_verdict
         t.join()
     assert [r.all_passed for r in reports] == [True, False, True, False] * 6
     assert pools.verifier_runs - runs_before < len(jobs)  # batched: fewer runs than jobs
+
+
+def test_a_batch_whose_sandbox_fails_is_judged_job_by_job(pools, monkeypatch):
+    from agentenv.envs.code import sandboxes as module
+    from agentenv.sandboxes import SandboxInfraError
+
+    def dead_container(*args, **kwargs):
+        raise SandboxInfraError("the container died")  # what a run raises when its container dies
+
+    monkeypatch.setattr(module, "run_batch", dead_container)
+    reports = pools._judge([ADD, WRONG, CHECK])  # one job's doing must not make the others infra failures
+    assert [r.all_passed for r in reports] == [True, False, True]
