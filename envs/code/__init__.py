@@ -21,7 +21,7 @@ from agentenv.envs.code.tasks import (
     make_task,
     make_tasks,
 )
-from agentenv.envs.code.verify import CallTest, CodeTest, TestReport, run_tests
+from agentenv.envs.code.verify import CallTest, CodeTest, TestJob, TestReport, run_tests
 
 __all__ = [
     "CallTest",
@@ -30,6 +30,7 @@ __all__ = [
     "CodeState",
     "CodeTask",
     "CodeTest",
+    "TestJob",
     "TestReport",
     "benchmark_task",
     "code_task",
