@@ -77,8 +77,10 @@ def turn_advantages(
     """Per trajectory, the combined advantage of each turn; and the episode rewards used.
 
     ``task_mode`` and ``step_mode`` are names in `agentenv.trainers.modes`'
-    ``TASK_ADVANTAGES`` and ``STEP_ADVANTAGES``. Infra failures are invalid: excluded
-    from every statistic, advantage 0.
+    ``TASK_ADVANTAGES`` and ``STEP_ADVANTAGES``. The step term compares discounted
+    returns, which (as in GiGPO) include the episode's reward on its last turn, so a
+    solved episode's turns are not outweighed by a small step penalty. Infra failures
+    are invalid: excluded from every statistic, advantage 0.
     """
     check_mode("step_mode", step_mode, STEP_ADVANTAGES)
     valid = [t.failure is not Failure.INFRA for t in trajs]
@@ -95,6 +97,8 @@ def turn_advantages(
                     r + (extra_step_rewards[i][k] if k < len(extra_step_rewards[i]) else 0.0)
                     for k, r in enumerate(rewards_i)
                 ]
+            if rewards_i:  # the episode's reward is earned on its last turn: every return-to-go includes it
+                rewards_i[-1] += rewards[i]
             returns.append(adv.discounted_returns(rewards_i, gamma))
         if step_mode == "gigpo":
             keys = [anchor_keys(t) for t in trajs]

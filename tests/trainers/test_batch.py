@@ -179,6 +179,27 @@ def test_gigpo_step_term_compares_turns_from_the_same_state() -> None:
     assert [a for [a] in per_turn] == pytest.approx([0.5, -0.5], abs=1e-4)
 
 
+@pytest.mark.parametrize("step_mode", ["gigpo", "per_turn"])
+def test_a_solved_episode_with_a_format_slip_keeps_a_positive_advantage_on_every_turn(step_mode) -> None:
+    # Two episodes solve the task, one of them after a slip that costs 0.1 on turn 0; a
+    # third fails. Without the task reward in the step return, turn 0 of the slipped
+    # episode would rank last among the three and its combined advantage turn negative.
+    slipped = _traj(
+        [_gen([1], [2]), _gen([3], [4])],
+        task_reward=1.0,
+        failure=Failure.NONE,
+        steps=[("bad", "error"), ("good", "ok")],
+        progress=[-0.1, 0.0],
+    )
+    clean = _traj([_gen([1], [2]), _gen([3], [4])], task_reward=1.0, failure=Failure.NONE, steps=[("a", "b")] * 2)
+    failed = _traj([_gen([1], [2]), _gen([3], [4])], task_reward=0.0, steps=[("a", "b")] * 2)
+    per_turn, _ = turn_advantages(
+        [slipped, clean, failed], [0] * 3, [{}] * 3, task_mode="std", step_mode=step_mode, step_weight=1.0, gamma=0.9
+    )
+    assert all(a > 0 for a in per_turn[0] + per_turn[1]), per_turn
+    assert all(a < 0 for a in per_turn[2]), per_turn
+
+
 # --- anchor keys -----------------------------------------------------------------------------
 
 
