@@ -46,7 +46,11 @@ _MODE_TABLES: dict[str, Mapping[str, object]] = {
 
 class GRPOConfig(BaseModel):
     """Every setting of a GRPO run: model, rollouts, advantages and loss, optimisation,
-    warm start, evaluation and checkpoints. Fields are listed below."""
+    warm start, evaluation and checkpoints. Fields are listed below.
+
+    A step whose every group has equal rewards (no advantage anywhere) makes no
+    optimiser step; its metrics say ``skipped_update: 1``. An Adam step then would
+    only replay the momentum of earlier batches: drift, not learning."""
 
     model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
@@ -83,8 +87,9 @@ class GRPOConfig(BaseModel):
     """Longest training sequence (prompt + all turns); longer episodes stop generating."""
     stop: list[str] = Field(default_factory=list)
     """Strings that end a turn besides the end-of-turn token, e.g. ["</tool_call>"] (one call per turn)."""
-    temperature: float = Field(1.0, ge=0.0, le=10.0)
-    """Sampling temperature (log-probs are computed at the same temperature)."""
+    temperature: float = Field(1.0, gt=0.0, le=10.0)
+    """Sampling temperature (log-probs are computed at the same temperature). Above 0:
+    a group sampled greedily is G copies of one episode, with no signal to learn from."""
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     """Nucleus sampling mass."""
     top_k: int = Field(0, ge=0)
@@ -119,7 +124,8 @@ class GRPOConfig(BaseModel):
     """Lower clip range of the importance ratio; None = the loss's default (its ``clip``
     in LOSS_MODES). A loss that clips both ways with one range (``eps``) takes this one."""
     eps_high: float | None = Field(None, ge=0.0)
-    """Upper clip range; None = the loss's default."""
+    """Upper clip range; None = the loss's default. Only for a loss that clips each way
+    apart (dapo, gspo, cispo); grpo and dr_grpo clip both ways with ``eps_low``."""
     kl_coef: float = Field(0.0, ge=0.0)
     """Weight of the k3 KL to the initial (reference) model; 0 = no reference model."""
     overlong_cache_len: int = Field(0, ge=0)
@@ -159,10 +165,13 @@ class GRPOConfig(BaseModel):
     """Supervised steps on oracle trajectories before GRPO (the envs need an oracle)."""
     sft_learning_rate: float = Field(3e-3, gt=0.0)
     """Learning rate of the supervised warm start."""
+    sft_weight_decay: float = Field(0.0, ge=0.0)
+    """AdamW weight decay of the supervised warm start."""
     eval_every: int = Field(10, ge=0)
     """Evaluate greedy success on held-out tasks every this many steps (0 = only at start and end)."""
     eval_episodes: int = Field(64, ge=0)
-    """Held-out episodes per evaluation (0 = no evaluation)."""
+    """Held-out episodes per evaluation (0 = no evaluation, and no task is held out:
+    every env trains on all its tasks, however few)."""
     eval_temperature: float = Field(0.0, ge=0.0, le=10.0)
     """Sampling temperature of evaluation episodes (0 = greedy)."""
     save_trajectories: bool = True
@@ -252,6 +261,11 @@ class GRPOConfig(BaseModel):
             for e in self.env_kwargs
             if e not in self.envs
         ]
+        if self.eps_high is not None and "eps_high" not in LOSS_MODES[self.loss].clip:
+            p.append(
+                f"eps_high has no effect with loss {self.loss!r}, which clips both ways with one range (eps_low); "
+                "use a loss that clips each way apart (dapo, gspo, cispo) or leave eps_high unset"
+            )
         if self.importance_weighting and self.miner is None:
             p.append("importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false")
         if p:

@@ -35,7 +35,8 @@ class LossMode:
     ``eps`` clips both ways with one range; ``eps_low`` None means no lower bound.
     A config's ``eps_low`` sets ``eps`` or ``eps_low``, its ``eps_high`` sets ``eps_high``."""
     needs_max_len: bool = False
-    """The loss divides by a fixed length (the config's max_seq_len), passed as ``max_len``."""
+    """The loss divides by a fixed length, passed as ``max_len``: the trainer's generation
+    budget (the most policy tokens a sequence can hold, `GRPOTrainer.generation_budget`)."""
 
 
 LOSS_MODES: dict[str, LossMode] = {
@@ -50,7 +51,7 @@ LOSS_MODES: dict[str, LossMode] = {
         clip={"eps_low": 0.2, "eps_high": 0.28},
     ),
     "dr_grpo": LossMode(
-        "PPO-clip summed over tokens / (sequences x max_len): no length bias (Liu et al. 2025)",
+        "PPO-clip summed over tokens / (sequences x generation budget): no length bias (Liu et al. 2025)",
         averaging="sequence",
         clip={"eps": 0.2},
         needs_max_len=True,

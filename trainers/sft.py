@@ -56,6 +56,7 @@ def sft(
     max_seq_len: int = 2048,
     end_of_turn: str | None = None,
     seed: int = 0,
+    weight_decay: float = 0.0,
     log: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """Train on the assistant turns of ``trajectories`` for ``steps`` steps; returns the losses."""
@@ -64,7 +65,9 @@ def sft(
     if not examples:
         raise ValueError("sft needs at least one trajectory")
     device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate)
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=learning_rate, weight_decay=weight_decay
+    )
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 10) * max(0.1, 1 - s / steps))
     generator = torch.Generator().manual_seed(seed)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else delta.end_of_turn_id

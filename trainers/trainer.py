@@ -66,6 +66,8 @@ class GRPOTrainer:
         sampler: A task sampler, an `agentenv.sampling.TaskSampler` (default: the
             failure miner when ``config.miner`` is set, otherwise uniform over each
             env's train split).
+        on_step: Called after each step with its number and metrics (which hold its
+            time split, ``time/*``): a progress bar, a timer, an early stop by raising.
     """
 
     def __init__(
@@ -77,8 +79,10 @@ class GRPOTrainer:
         *,
         end_of_turn: str | None = None,
         sampler: TaskSampler | None = None,
+        on_step: Callable[[int, dict[str, Any]], None] | None = None,
     ) -> None:
         self.config = config = config or GRPOConfig()
+        self.on_step = on_step
         self.device = resolve_device(config.device)
         env_weights = _env_weights(envs if envs is not None else config.envs)
         if isinstance(model, str):
@@ -91,7 +95,14 @@ class GRPOTrainer:
         if tokenizer is None:
             raise ValueError("pass the model's tokenizer (or a model path, which loads it)")
         self.tokenizer = tokenizer
+        positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+        if isinstance(positions, int) and config.max_seq_len > positions:
+            raise ValueError(
+                f"max_seq_len ({config.max_seq_len}) is beyond the model's {positions} positions; "
+                f"set max_seq_len <= {positions}"
+            )
         self.model = self._prepare_model(model)
+        self._max_turns = 1  # the longest episode of any env: `generation_budget`
         self.sources = [self._source(env, weight) for env, weight in env_weights.items()]
         self.sampler: TaskSampler = sampler or self._default_sampler()
         self.policy = TransformersPolicy(
@@ -164,7 +175,11 @@ class GRPOTrainer:
 
         probe = factory()
         try:
-            train, test = probe.tasks.split(cfg.test_fraction, seed=cfg.seed)
+            self._max_turns = max(self._max_turns, probe.max_turns)
+            if cfg.eval_episodes == 0:  # nothing is evaluated: nothing held out
+                train, test = probe.tasks, probe.tasks.filter(lambda _task: False)
+            else:
+                train, test = probe.tasks.split(cfg.test_fraction, seed=cfg.seed)
             if not train:
                 raise ValueError(f"env {name!r} has no training tasks after the split; give it more tasks")
             return EnvSource(
@@ -209,6 +224,8 @@ class GRPOTrainer:
                     metrics["eval/success_rate"] = self.evaluate()
                 self.history.append({"step": self.step, **metrics})
                 logger.log(self.step, metrics)
+                if self.on_step is not None:
+                    self.on_step(self.step, metrics)
                 if last or self.step % cfg.save_every == 0:
                     save_checkpoint(
                         self.run_dir,
@@ -249,6 +266,7 @@ class GRPOTrainer:
             trajs,
             steps=cfg.sft_steps,
             learning_rate=cfg.sft_learning_rate,
+            weight_decay=cfg.sft_weight_decay,
             max_seq_len=cfg.max_seq_len,
             end_of_turn=self.policy.delta.end_of_turn,
             seed=cfg.seed,
@@ -412,7 +430,8 @@ class GRPOTrainer:
 
     def _optimise(self, examples: list[Example]) -> dict[str, Any]:
         """``ppo_epochs`` optimiser steps on ``examples``, accumulated over micro-batches;
-        returns the first epoch's loss diagnostics and the last step's gradient norm."""
+        returns the loss diagnostics averaged over the epochs (clipping and the ratio's
+        drift show from the second epoch on) and the last step's gradient norm."""
         cfg = self.config
         micro = [examples[i : i + cfg.micro_batch_size] for i in range(0, len(examples), cfg.micro_batch_size)]
         batches = [collate(m, self.policy.pad_id, self.device) for m in micro]
@@ -424,13 +443,12 @@ class GRPOTrainer:
         olds = self._generation_logprobs(batches)
         sums: dict[str, float] = defaultdict(float)
         self.model.train()
-        for epoch in range(cfg.ppo_epochs):
+        for _ in range(cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             for batch, old, share in zip(batches, olds, shares, strict=True):
                 diagnostics = self._backward(batch, old, share)
-                if epoch == 0:
-                    for k, v in diagnostics.items():
-                        sums[k] += v * share
+                for k, v in diagnostics.items():
+                    sums[k] += v * share / cfg.ppo_epochs
             for group in self.optimizer.param_groups:  # a function of the step: nothing to checkpoint
                 group["lr"] = self._learning_rate()
             grad_norm = torch.nn.utils.clip_grad_norm_(
@@ -470,7 +488,7 @@ class GRPOTrainer:
             mask=batch.mask,
             ref_logp=ref,
             kl_coef=cfg.kl_coef,
-            **loss_kwargs(cfg.loss, eps_low=cfg.eps_low, eps_high=cfg.eps_high, max_len=cfg.max_seq_len),
+            **loss_kwargs(cfg.loss, eps_low=cfg.eps_low, eps_high=cfg.eps_high, max_len=self.generation_budget),
         )
         (result.loss * share).backward()
         out = {"loss": result.loss.item(), **result.metrics}
@@ -479,6 +497,13 @@ class GRPOTrainer:
         if m.any():  # how far the training forward pass is from the generation-time log-probs
             out["gen_logprob_gap"] = float((batch.old_logp[m] - logp.detach()[m]).abs().mean())
         return out
+
+    @property
+    def generation_budget(self) -> int:
+        """The most policy tokens one sequence can hold: ``max_new_tokens`` per turn for
+        the longest episode, within ``max_seq_len`` (Dr. GRPO's constant divisor)."""
+        cfg = self.config
+        return min(cfg.max_seq_len, cfg.max_new_tokens * (cfg.max_turns or self._max_turns))
 
     def _logprobs(self, model: torch.nn.Module, batch: TrainBatch) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.config

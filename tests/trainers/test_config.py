@@ -275,3 +275,20 @@ def test_an_unknown_keyword_in_python_is_refused_with_a_guess() -> None:
 def test_the_example_configs_load(path) -> None:
     config = GRPOConfig.from_file(path)
     assert config.envs and config.steps >= 1
+
+
+def test_training_at_temperature_0_is_refused_with_the_reason() -> None:
+    message = _problem(temperature=0.0)
+    assert "temperature" in message
+    GRPOConfig(temperature=0.0001, eval_temperature=0.0)  # greedy evaluation stays allowed
+
+
+@pytest.mark.parametrize("loss", ["grpo", "dr_grpo"])
+def test_eps_high_on_a_loss_with_one_clip_range_is_refused_not_ignored(loss) -> None:
+    message = _problem(loss=loss, eps_high=0.3)
+    assert f"eps_high has no effect with loss {loss!r}" in message and "eps_low" in message
+
+
+@pytest.mark.parametrize("loss", ["dapo", "gspo", "cispo"])
+def test_eps_high_is_taken_by_a_loss_that_clips_each_way_apart(loss) -> None:
+    assert GRPOConfig(loss=loss, eps_high=0.3).eps_high == 0.3

@@ -269,3 +269,21 @@ def test_learning_rate_warms_up_then_decays_linearly(tmp_path, tokenizer):
     )
     with pytest.raises(ValueError, match="lr_decay"):
         GRPOConfig(lr_decay="cosine")
+
+
+def test_with_several_ppo_epochs_the_logged_ratio_diagnostics_include_the_later_epochs(tmp_path, tokenizer):
+    # At the first epoch the ratio is 1 by construction: clipping and approx-KL only
+    # show from the second on, so they must not be read from the first alone.
+    cfg = _config(tmp_path, ppo_epochs=3, learning_rate=3e-2)
+    [step] = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg).train()
+    assert step["approx_kl"] > 0 and step["ratio_mean"] != 1.0
+
+
+def test_on_step_gets_each_steps_number_and_metrics_with_its_time_split(tmp_path, tokenizer):
+    seen = []
+    cfg = _config(tmp_path, steps=2)
+    GRPOTrainer(
+        tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg, on_step=lambda n, m: seen.append((n, m))
+    ).train()
+    assert [n for n, _ in seen] == [1, 2]
+    assert all(m["time/generate_s"] > 0 and "loss" in m for _, m in seen)

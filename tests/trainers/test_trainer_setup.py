@@ -1,0 +1,40 @@
+"""What a `GRPOTrainer` checks and derives when it is built (no training step runs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentenv.trainers import GRPOConfig, GRPOTrainer
+from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+def _trainer(tmp_path, tokenizer, model=None, **kw):
+    cfg = GRPOConfig(
+        **{"output_dir": str(tmp_path / "run"), "max_new_tokens": 12, "max_seq_len": 256, "tensorboard": False, **kw}
+    )
+    return GRPOTrainer(model or tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
+
+
+def test_max_seq_len_beyond_the_models_positions_is_refused_with_the_limit(tmp_path, tokenizer):
+    model = tiny_model(tokenizer)
+    model.config.max_position_embeddings = 128
+    with pytest.raises(ValueError, match=r"max_seq_len \(256\) is beyond the model's 128 positions"):
+        _trainer(tmp_path, tokenizer, model)
+
+
+def test_without_evaluation_no_task_is_held_out(tmp_path, tokenizer):
+    everything = len(SayEnv().tasks)
+    assert len(_trainer(tmp_path, tokenizer, eval_episodes=0).sources[0].train) == everything
+    held = _trainer(tmp_path, tokenizer, eval_episodes=8).sources[0]
+    assert len(held.train) < everything and len(held.train) + len(held.test) == everything
+
+
+def test_dr_grpo_divides_by_the_generation_budget_not_the_sequence_length(tmp_path, tokenizer):
+    trainer = _trainer(tmp_path, tokenizer, loss="dr_grpo")
+    assert trainer.generation_budget == 12 * SayEnv.max_turns  # max_new_tokens per turn, for the longest episode
+    assert _trainer(tmp_path, tokenizer, max_turns=100).generation_budget == 256  # within max_seq_len
