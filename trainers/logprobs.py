@@ -4,6 +4,12 @@ Only the positions whose next token is a policy token are projected onto the
 vocabulary, and at most ``chunk_tokens`` of them at a time, each chunk under
 activation checkpointing: the full-vocabulary logits of the whole batch never
 exist at once, in the forward or the backward pass.
+
+The projection is the model's own: its output head's forward (a bias included),
+then what the model's forward does to the logits after it, read from its config:
+``logit_scale`` (Cohere) and ``final_logit_softcapping`` (Gemma 2 and 3). So these
+log-probs are those of the logits the sampler draws from. A family that changes
+its logits some other way is not covered: compare with its forward pass first.
 """
 
 from __future__ import annotations
@@ -18,9 +24,18 @@ __all__ = ["policy_logprobs"]
 
 
 def _chunk(
-    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, temperature: float
+    hidden: torch.Tensor,
+    head: torch.nn.Module,
+    targets: torch.Tensor,
+    temperature: float,
+    scale: float | None,
+    softcap: float | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = (hidden @ weight.T).float()
+    logits = head(hidden).float()
+    if scale is not None:
+        logits = logits * scale
+    if softcap is not None:
+        logits = torch.tanh(logits / softcap) * softcap
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
     lse = torch.logsumexp(logits, dim=-1)
@@ -42,16 +57,18 @@ def policy_logprobs(
     decoder = model.get_decoder()
     hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
     hidden = hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]
-    weight = model.get_output_embeddings().weight
+    head = model.get_output_embeddings()
+    config = getattr(model, "config", None)
+    scale, softcap = getattr(config, "logit_scale", None), getattr(config, "final_logit_softcapping", None)
     selected = batch.mask.bool()
     h, targets = hidden[selected], batch.targets[selected]
     logps, entropies = [], []
     for start in range(0, h.shape[0], chunk_tokens):
         sl = slice(start, start + chunk_tokens)
         if torch.is_grad_enabled():
-            lp, ent = checkpoint(_chunk, h[sl], weight, targets[sl], temperature, use_reentrant=False)
+            lp, ent = checkpoint(_chunk, h[sl], head, targets[sl], temperature, scale, softcap, use_reentrant=False)
         else:
-            lp, ent = _chunk(h[sl], weight, targets[sl], temperature)
+            lp, ent = _chunk(h[sl], head, targets[sl], temperature, scale, softcap)
         logps.append(lp)
         entropies.append(ent)
     flat = torch.cat(logps) if logps else h.new_zeros(0, dtype=torch.float32)

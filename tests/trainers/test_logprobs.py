@@ -140,3 +140,39 @@ def test_recomputed_logprobs_equal_the_sampling_logprobs_of_a_rollout(tok, tempe
     mask = batch.mask.bool()
     assert int(mask.sum()) == sum(len(g.token_ids) for t in trajs for g in t.generations)
     torch.testing.assert_close(logp[mask], batch.old_logp[mask], atol=1e-4, rtol=1e-4)
+
+
+def _family(name: str) -> torch.nn.Module:
+    """A tiny model of a family whose logits are more than ``hidden @ weight``."""
+    from transformers import CohereConfig, CohereForCausalLM, Gemma2Config, Gemma2ForCausalLM
+
+    small = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        initializer_range=0.3,
+    )
+    torch.manual_seed(0)
+    if name == "a biased output head":
+        model = _tiny(VOCAB)
+        model.config.tie_word_embeddings = False
+        model.lm_head = torch.nn.Linear(32, VOCAB, bias=True)
+        torch.nn.init.normal_(model.lm_head.bias, std=2.0)
+        return model
+    if name == "logit soft-capping (Gemma 2)":
+        return Gemma2ForCausalLM(Gemma2Config(**small, final_logit_softcapping=0.5))
+    return CohereForCausalLM(CohereConfig(**small, logit_scale=3.0))  # "logit scale (Cohere)"
+
+
+@pytest.mark.parametrize("family", ["a biased output head", "logit soft-capping (Gemma 2)", "logit scale (Cohere)"])
+def test_logprobs_are_those_of_the_logits_the_model_samples_from(batch, family) -> None:
+    model = _family(family).eval()
+    with torch.no_grad():
+        logp, _ = policy_logprobs(model, batch, chunk_tokens=4)
+        ref, _ = _reference(model, batch)
+    mask = batch.mask.bool()
+    torch.testing.assert_close(logp[mask], ref[mask], atol=1e-5, rtol=1e-5)
