@@ -160,11 +160,14 @@ def _finish(
     m: Tensor,
     ref_logp: Tensor | None,
     kl_coef: float,
+    per: str = "token",
 ) -> LossOutput:
+    """The loss with its KL term, averaged ``per`` the loss's own unit (`kl_k3`), so that
+    splitting a batch into micro-batches weighted by `batch_share` changes neither."""
     loss = pg_loss
     metrics = {"pg_loss": pg_loss.detach(), **metrics}
     if ref_logp is not None:
-        kl = kl_k3(logp, ref_logp, m)
+        kl = kl_k3(logp, ref_logp, m, per=per)
         metrics["kl_ref"] = kl.detach()
         if kl_coef != 0:
             loss = loss + kl_coef * kl
@@ -176,16 +179,21 @@ def _finish(
 # --- KL to a reference policy ------------------------------------------------------
 
 
-def kl_k3(logp: Tensor, ref_logp: Tensor, mask: Tensor) -> Tensor:
-    """k3 estimate of KL(pi_theta || pi_ref), token-mean over masked tokens.
+def kl_k3(logp: Tensor, ref_logp: Tensor, mask: Tensor, *, per: str = "token") -> Tensor:
+    """k3 estimate of KL(pi_theta || pi_ref): the token-mean over masked tokens, or with
+    ``per="sequence"`` the mean over rows of each row's token-mean (how grpo, dr_grpo
+    and gspo average, so their KL term weighs each sequence as their loss does).
 
     DeepSeekMath (Shao et al. 2024), with d = ref_logp - logp:
     ``k3 = exp(d) - d - 1``; >= 0 for every token and 0 where the policies agree.
     Differentiable in ``logp``; ``ref_logp`` is treated as a constant.
     """
+    if per not in ("token", "sequence"):
+        raise ValueError(f"per must be 'token' or 'sequence', got {per!r}")
     m = mask != 0
     d = torch.where(m, ref_logp.detach().float() - logp.float(), 0.0)
-    return _token_mean(d.exp() - d - 1, m)
+    k3 = d.exp() - d - 1
+    return _token_mean(k3, m) if per == "token" else _sequence_mean(k3, m)
 
 
 # --- loss variants -----------------------------------------------------------------
@@ -213,7 +221,7 @@ def grpo_loss(
     m, log_ratio, adv = _prepare(logp, old_logp, advantages, mask)
     pg_loss = _clipped_token_loss(log_ratio, adv, 1 - eps, 1 + eps)
     metrics = _ratio_metrics(log_ratio, m, 1 - eps, 1 + eps)
-    return _finish(_sequence_mean(pg_loss, m), metrics, logp, m, ref_logp, kl_coef)
+    return _finish(_sequence_mean(pg_loss, m), metrics, logp, m, ref_logp, kl_coef, per="sequence")
 
 
 def dapo_loss(
@@ -268,7 +276,7 @@ def dr_grpo_loss(
     n_seq = (m.sum(-1) > 0).sum().clamp(min=1)
     loss = torch.where(m, pg_loss, 0.0).sum() / (n_seq * max_len)
     metrics = _ratio_metrics(log_ratio, m, 1 - eps, 1 + eps)
-    return _finish(loss, metrics, logp, m, ref_logp, kl_coef)
+    return _finish(loss, metrics, logp, m, ref_logp, kl_coef, per="sequence")
 
 
 def gspo_loss(
@@ -310,7 +318,7 @@ def gspo_loss(
         outside = (seq_ratio > 1 + eps_high) | (seq_ratio < 1 - eps_low)
         metrics["clipfrac"] = _token_mean(outside.float().unsqueeze(-1), seq_m)
         metrics["ratio_mean"] = _token_mean(seq_ratio.unsqueeze(-1), seq_m)
-    return _finish(loss, metrics, logp, m, ref_logp, kl_coef)
+    return _finish(loss, metrics, logp, m, ref_logp, kl_coef, per="sequence")
 
 
 def cispo_loss(
