@@ -42,7 +42,8 @@ def sample(
 ) -> Sampled:
     """Sample continuations of ``prompts`` (left-padded into one batch) until a stop
     token, a stop string (matched on the decoded text, so any split of it into tokens
-    counts; needs ``decode``) or ``max_new_tokens``. ``temperature=0`` is greedy."""
+    counts, and a token that ends past it too; needs ``decode``) or ``max_new_tokens``.
+    ``temperature=0`` is greedy."""
     if stop_strings and decode is None:
         raise ValueError("stop_strings needs decode")
     device = next(model.parameters()).device
@@ -101,8 +102,11 @@ def sample(
 
 
 def _ends_with(decode: Callable[[list[int]], str], ids: list[int], stops: Sequence[str], longest: int) -> bool:
+    """Whether a stop string now appears in the row's last tokens. Checked after every
+    token, so the first appearance is in the newest token, which may go on past it
+    (``"</tool_call>\n"`` as one token): the row stops there, the token kept whole."""
     tail = decode(ids[-(longest + 2) :])  # a few tokens more than the longest stop string's characters
-    return any(tail.endswith(s) for s in stops)
+    return any(s in tail for s in stops)
 
 
 @runtime_checkable

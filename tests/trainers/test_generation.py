@@ -204,3 +204,20 @@ def test_a_stop_string_ends_the_row_whatever_its_token_split(model, tok, prompts
     assert len(stopped.logprobs[0]) == len(stopped.token_ids[0])
     with pytest.raises(ValueError, match="needs decode"):
         sample(model, prompts, stop_ids=[], pad_id=0, max_new_tokens=2, stop_strings=["x"])
+
+
+def test_a_stop_string_that_ends_inside_a_token_ends_the_row_at_that_token(model, tok, prompts) -> None:
+    # Every token reads "ab": the stop string "ba" first appears across tokens 1 and 2,
+    # ending inside token 2 ("</tool_call>" inside a token "</tool_call>\n" is the real case).
+    stopped = sample(
+        model,
+        prompts,
+        stop_ids=[],
+        pad_id=tok.pad_token_id,
+        max_new_tokens=12,
+        temperature=0.0,
+        stop_strings=["ba"],
+        decode=lambda ids: "ab" * len(ids),
+    )
+    assert stopped.stopped == [True] * len(prompts)
+    assert [len(ids) for ids in stopped.token_ids] == [2] * len(prompts)
