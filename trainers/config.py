@@ -126,6 +126,12 @@ class GRPOConfig(BaseModel):
     eps_high: float | None = Field(None, ge=0.0)
     """Upper clip range; None = the loss's default. Only for a loss that clips each way
     apart (dapo, gspo, cispo); grpo and dr_grpo clip both ways with ``eps_low``."""
+    episode_balanced: bool = False
+    """For a token-mean loss (dapo, cispo): average each episode's token-mean instead,
+    so every episode weighs the same. In multi-turn batches failed episodes run longer;
+    a token-mean then weighs the advantage below zero overall (``adv/token_mean`` in
+    the metrics; -0.32 measured), which pushes entropy up. The sequence-level losses
+    (grpo, dr_grpo, gspo) weigh episodes equally already."""
     kl_coef: float = Field(0.0, ge=0.0)
     """Weight of the k3 KL to the initial (reference) model; 0 = no reference model."""
     overlong_cache_len: int = Field(0, ge=0)
@@ -265,6 +271,11 @@ class GRPOConfig(BaseModel):
             p.append(
                 f"eps_high has no effect with loss {self.loss!r}, which clips both ways with one range (eps_low); "
                 "use a loss that clips each way apart (dapo, gspo, cispo) or leave eps_high unset"
+            )
+        if self.episode_balanced and LOSS_MODES[self.loss].averaging != "token":
+            p.append(
+                f"episode_balanced applies to token-mean losses (dapo, cispo); loss {self.loss!r} "
+                "already weighs every episode the same"
             )
         if self.importance_weighting and self.miner is None:
             p.append("importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false")

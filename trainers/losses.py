@@ -124,6 +124,15 @@ def _sequence_mean(x: Tensor, m: Tensor) -> Tensor:
     return per_seq.sum() / (n_tok > 0).sum().clamp(min=1)
 
 
+def _average(x: Tensor, m: Tensor, per: str) -> Tensor:
+    """`_token_mean` (``per="token"``) or `_sequence_mean` (``per="sequence"``)."""
+    if per == "token":
+        return _token_mean(x, m)
+    if per == "sequence":
+        return _sequence_mean(x, m)
+    raise ValueError(f"per must be 'token' or 'sequence', got {per!r}")
+
+
 def _clipped_token_loss(log_ratio: Tensor, adv: Tensor, low: float | None, high: float) -> Tensor:
     """PPO-clip loss per token (Schulman et al. 2017, eq. 7).
 
@@ -188,12 +197,9 @@ def kl_k3(logp: Tensor, ref_logp: Tensor, mask: Tensor, *, per: str = "token") -
     ``k3 = exp(d) - d - 1``; >= 0 for every token and 0 where the policies agree.
     Differentiable in ``logp``; ``ref_logp`` is treated as a constant.
     """
-    if per not in ("token", "sequence"):
-        raise ValueError(f"per must be 'token' or 'sequence', got {per!r}")
     m = mask != 0
     d = torch.where(m, ref_logp.detach().float() - logp.float(), 0.0)
-    k3 = d.exp() - d - 1
-    return _token_mean(k3, m) if per == "token" else _sequence_mean(k3, m)
+    return _average(d.exp() - d - 1, m, per)
 
 
 # --- loss variants -----------------------------------------------------------------
@@ -234,19 +240,22 @@ def dapo_loss(
     eps_high: float = _paper("dapo", "eps_high"),
     ref_logp: Tensor | None = None,
     kl_coef: float = 0.0,
+    per: str = "token",
 ) -> LossOutput:
     """DAPO (Yu et al. 2025): clip-higher and token-level mean.
 
     loss = sum_{i,t} max(-A r, -A clip(r, 1-eps_low, 1+eps_high)) / sum_i |o_i|.
     The wider upper bound lets low-probability tokens with positive advantage grow
     (against entropy collapse); the token-mean weighs every token of the batch equally.
+    ``per="sequence"`` averages each sequence's token-mean instead (episode-balanced:
+    see `GRPOConfig.episode_balanced`).
     """
     _check_inputs(logp, old_logp, advantages, mask, ref_logp, kl_coef)
     _check_eps(eps_low=eps_low, eps_high=eps_high)
     m, log_ratio, adv = _prepare(logp, old_logp, advantages, mask)
     pg_loss = _clipped_token_loss(log_ratio, adv, 1 - eps_low, 1 + eps_high)
     metrics = _ratio_metrics(log_ratio, m, 1 - eps_low, 1 + eps_high)
-    return _finish(_token_mean(pg_loss, m), metrics, logp, m, ref_logp, kl_coef)
+    return _finish(_average(pg_loss, m, per), metrics, logp, m, ref_logp, kl_coef, per=per)
 
 
 def dr_grpo_loss(
@@ -331,6 +340,7 @@ def cispo_loss(
     eps_high: float = _paper("cispo", "eps_high"),
     ref_logp: Tensor | None = None,
     kl_coef: float = 0.0,
+    per: str = "token",
 ) -> LossOutput:
     """CISPO (MiniMax-M1, MiniMax 2025): clip the importance weight, not the update.
 
@@ -338,7 +348,7 @@ def cispo_loss(
     (as in the paper); loss = sum_{i,t} -w A logp / sum_i |o_i|.
     Because w is detached, every token keeps a gradient -w A / N; PPO-clip would
     zero it for tokens past the bound, and those are often the rare "fork" tokens
-    of long reasoning.
+    of long reasoning. ``per="sequence"``: episode-balanced, as in `dapo_loss`.
     """
     _check_inputs(logp, old_logp, advantages, mask, ref_logp, kl_coef)
     _check_eps(eps_low=eps_low, eps_high=eps_high)
@@ -347,7 +357,7 @@ def cispo_loss(
     weight = torch.clamp(log_ratio.exp(), low, 1 + eps_high).detach()
     pg_loss = -weight * adv * torch.where(m, logp.float(), 0.0)
     metrics = _ratio_metrics(log_ratio, m, low, 1 + eps_high)
-    return _finish(_token_mean(pg_loss, m), metrics, logp, m, ref_logp, kl_coef)
+    return _finish(_average(pg_loss, m, per), metrics, logp, m, ref_logp, kl_coef, per=per)
 
 
 # --- registry ----------------------------------------------------------------------
@@ -361,12 +371,15 @@ def compute_loss(name: str, **kwargs: object) -> LossOutput:
     return LOSSES[check_mode("loss", name, LOSSES)](**kwargs)
 
 
-def loss_kwargs(name: str, *, eps_low: float | None, eps_high: float | None, max_len: int) -> dict[str, Any]:
+def loss_kwargs(
+    name: str, *, eps_low: float | None, eps_high: float | None, max_len: int, episode_balanced: bool = False
+) -> dict[str, Any]:
     """The keyword arguments a config gives loss ``name`` besides the tensors.
 
     Its clip defaults from `LOSS_MODES`, with ``eps_low`` and ``eps_high`` where they
-    are set (a loss that clips both ways with one ``eps`` takes ``eps_low``), and
-    ``max_len`` for a loss that divides by it.
+    are set (a loss that clips both ways with one ``eps`` takes ``eps_low``),
+    ``max_len`` for a loss that divides by it, and ``per="sequence"`` for a
+    token-mean loss made ``episode_balanced``.
     """
     mode = LOSS_MODES[check_mode("loss", name, LOSS_MODES)]
     kwargs: dict[str, Any] = dict(mode.clip)
@@ -379,16 +392,19 @@ def loss_kwargs(name: str, *, eps_low: float | None, eps_high: float | None, max
             kwargs["eps_high"] = eps_high
     if mode.needs_max_len:
         kwargs["max_len"] = max_len
+    if episode_balanced and mode.averaging == "token":
+        kwargs["per"] = "sequence"
     return kwargs
 
 
-def batch_share(name: str, mask: Tensor) -> float:
+def batch_share(name: str, mask: Tensor, *, episode_balanced: bool = False) -> float:
     """How much a micro-batch counts in loss ``name``'s average over the whole batch:
     its policy tokens for a token-averaged loss, its rows with any policy token
-    otherwise (`LossMode.averaging`). Scaling each micro-batch's loss by its share of
-    the total makes accumulated gradients equal those of the whole batch at once."""
+    otherwise (`LossMode.averaging`, or rows when ``episode_balanced``). Scaling each
+    micro-batch's loss by its share of the total makes accumulated gradients equal
+    those of the whole batch at once."""
     m = mask != 0
-    if LOSS_MODES[check_mode("loss", name, LOSS_MODES)].averaging == "token":
+    if LOSS_MODES[check_mode("loss", name, LOSS_MODES)].averaging == "token" and not episode_balanced:
         return float(m.sum())
     return float((m.sum(-1) > 0).sum())
 

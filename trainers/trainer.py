@@ -411,8 +411,11 @@ class GRPOTrainer:
             # No signal (every group's rewards were equal). An optimiser step now would only
             # replay Adam's momentum from earlier batches, which is drift, not learning.
             examples = []
+        weighted = [a for e in examples for a, m in zip(e.advantages, e.mask, strict=True) if m]
         out: dict[str, Any] = {
             **advantage_metrics(per_turn),
+            # The advantage as a token-mean loss weighs it: below 0 when failures run longer.
+            "adv/token_mean": float(np.mean(weighted)) if weighted else 0.0,
             "seq_truncated_frac": float(np.mean([e.truncated for e in examples])) if examples else 0.0,
         }
         if group_weights is not None:
@@ -437,7 +440,7 @@ class GRPOTrainer:
         batches = [collate(m, self.policy.pad_id, self.device) for m in micro]
         # Each micro-batch's loss is scaled by its share of the batch's averaging unit,
         # so the accumulated gradient is that of the whole batch at once.
-        sizes = [batch_share(cfg.loss, b.mask) for b in batches]
+        sizes = [batch_share(cfg.loss, b.mask, episode_balanced=cfg.episode_balanced) for b in batches]
         total = sum(sizes) or 1.0
         shares = [size / total for size in sizes]
         olds = self._generation_logprobs(batches)
@@ -488,7 +491,13 @@ class GRPOTrainer:
             mask=batch.mask,
             ref_logp=ref,
             kl_coef=cfg.kl_coef,
-            **loss_kwargs(cfg.loss, eps_low=cfg.eps_low, eps_high=cfg.eps_high, max_len=self.generation_budget),
+            **loss_kwargs(
+                cfg.loss,
+                eps_low=cfg.eps_low,
+                eps_high=cfg.eps_high,
+                max_len=self.generation_budget,
+                episode_balanced=cfg.episode_balanced,
+            ),
         )
         (result.loss * share).backward()
         out = {"loss": result.loss.item(), **result.metrics}

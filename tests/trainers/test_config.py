@@ -292,3 +292,8 @@ def test_eps_high_on_a_loss_with_one_clip_range_is_refused_not_ignored(loss) -> 
 @pytest.mark.parametrize("loss", ["dapo", "gspo", "cispo"])
 def test_eps_high_is_taken_by_a_loss_that_clips_each_way_apart(loss) -> None:
     assert GRPOConfig(loss=loss, eps_high=0.3).eps_high == 0.3
+
+
+def test_episode_balancing_is_for_token_mean_losses_only() -> None:
+    assert GRPOConfig(loss="dapo", episode_balanced=True).episode_balanced
+    assert "episode_balanced applies to token-mean losses" in _problem(loss="grpo", episode_balanced=True)

@@ -112,6 +112,16 @@ def test_dapo_is_token_mean_over_the_batch() -> None:
     assert dapo_loss(logp, logp.detach(), adv, mask).loss.item() == pytest.approx(0.5)
 
 
+@pytest.mark.parametrize("name", ["dapo", "cispo"])
+def test_a_token_mean_loss_made_episode_balanced_is_the_sequence_mean_of_token_means(name: str) -> None:
+    logp, adv, mask = unequal_lengths()
+    # like grpo: (-1/1 + 3/3) / 2 = 0, not the token-mean 0.5
+    out = LOSSES[name](logp, logp.detach(), adv, mask, per="sequence")
+    assert out.loss.item() == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="per must be 'token' or 'sequence'"):
+        LOSSES[name](logp, logp.detach(), adv, mask, per="episode")
+
+
 def test_dr_grpo_divides_by_sequences_times_max_len() -> None:
     logp, adv, mask = unequal_lengths()
     # (-1 + 3) / (2 sequences * max_len 4) = 0.25

@@ -105,8 +105,10 @@ def test_the_trainer_and_the_policy_load_on_first_use() -> None:
         _ = agentenv.trainers.GRPOTrainr  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("loss", list(LOSS_MODES))
-def test_micro_batches_weighted_by_their_share_give_the_whole_batchs_loss_kl_included(loss) -> None:
+@pytest.mark.parametrize(
+    ("loss", "balanced"), [(name, False) for name in LOSS_MODES] + [("dapo", True), ("cispo", True)]
+)
+def test_micro_batches_weighted_by_their_share_give_the_whole_batchs_loss_kl_included(loss, balanced) -> None:
     # Rows of different policy lengths: a token-mean and a mean of sequences differ, so a
     # KL term averaged in the wrong unit would depend on how the batch is split.
     g = torch.Generator().manual_seed(0)
@@ -115,7 +117,7 @@ def test_micro_batches_weighted_by_their_share_give_the_whole_batchs_loss_kl_inc
     ref = logp + torch.randn(4, 6, generator=g) * 0.5
     adv = torch.randn(4, 1, generator=g).expand(4, 6)
     mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0], [1, 1, 1, 1, 0, 0]]).float()
-    kwargs = {**loss_kwargs(loss, eps_low=None, eps_high=None, max_len=8), "kl_coef": 0.3}
+    kwargs = {**loss_kwargs(loss, eps_low=None, eps_high=None, max_len=8, episode_balanced=balanced), "kl_coef": 0.3}
 
     def loss_of(rows: slice) -> torch.Tensor:
         return compute_loss(
@@ -129,6 +131,6 @@ def test_micro_batches_weighted_by_their_share_give_the_whole_batchs_loss_kl_inc
         ).loss
 
     parts = [slice(0, 1), slice(1, 4)]
-    shares = [batch_share(loss, mask[p]) for p in parts]
+    shares = [batch_share(loss, mask[p], episode_balanced=balanced) for p in parts]
     split = sum(loss_of(p) * s / sum(shares) for p, s in zip(parts, shares, strict=True))
     torch.testing.assert_close(split, loss_of(slice(0, 4)), atol=1e-6, rtol=1e-6)

@@ -286,4 +286,4 @@ def test_on_step_gets_each_steps_number_and_metrics_with_its_time_split(tmp_path
         tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg, on_step=lambda n, m: seen.append((n, m))
     ).train()
     assert [n for n, _ in seen] == [1, 2]
-    assert all(m["time/generate_s"] > 0 and "loss" in m for _, m in seen)
+    assert all(m["time/generate_s"] > 0 and "loss" in m and "adv/token_mean" in m for _, m in seen)
