@@ -115,6 +115,12 @@ class MetricsLogger:
             except ImportError:  # tensorboard is optional
                 self._tb = None
 
+    def records(self) -> list[dict[str, Any]]:
+        """Every record written so far, in order (a resumed run's earlier steps too)."""
+        self._file.flush()
+        with self.path.open(encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         record = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
         self._file.write(json.dumps(record) + "\n")

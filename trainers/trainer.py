@@ -206,6 +206,8 @@ class GRPOTrainer:
             if hasattr(self.tokenizer, "save_pretrained"):
                 self.tokenizer.save_pretrained(str(self.run_dir / "tokenizer"))
         logger = MetricsLogger(self.run_dir, total_steps=cfg.steps, tensorboard=cfg.tensorboard, resume_step=self.step)
+        if resumed:  # the curve so far, so a resumed (or finished) run reports it from step 0
+            self.history = logger.records()
         try:
             if not resumed and cfg.sft_steps > 0:
                 self._warm_start(logger)
@@ -255,6 +257,7 @@ class GRPOTrainer:
     def _warm_start(self, logger: MetricsLogger) -> None:
         cfg = self.config
         trajs: list[Trajectory] = []
+        print(f"warm start: the oracle plays the training tasks, then {cfg.sft_steps} supervised steps", flush=True)
         for source in self.sources:
             if source.env_id is None:
                 raise ValueError(f"sft_steps > 0 needs registered envs with an oracle; {source.name!r} is a factory")
@@ -270,11 +273,17 @@ class GRPOTrainer:
             max_seq_len=cfg.max_seq_len,
             end_of_turn=self.policy.delta.end_of_turn,
             seed=cfg.seed,
+            log=self._warm_start_progress,
         )
         print(
             f"warm start: {cfg.sft_steps} supervised steps on {len(trajs)} oracle episodes, "
             f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
         )
+
+    def _warm_start_progress(self, step: int, loss: float) -> None:
+        every = max(1, self.config.sft_steps // 10)
+        if (step + 1) % every == 0 and step + 1 < self.config.sft_steps:
+            print(f"warm start: step {step + 1}/{self.config.sft_steps}, loss {loss:.3f}", flush=True)
 
     def evaluate(self, episodes: int | None = None) -> float:
         """Success rate on the held-out tasks (the same tasks and seeds every time)."""

@@ -287,3 +287,13 @@ def test_on_step_gets_each_steps_number_and_metrics_with_its_time_split(tmp_path
     ).train()
     assert [n for n, _ in seen] == [1, 2]
     assert all(m["time/generate_s"] > 0 and "loss" in m and "adv/token_mean" in m for _, m in seen)
+
+
+def test_a_finished_or_resumed_run_reports_its_whole_curve(tmp_path, tokenizer):
+    cfg = _config(tmp_path, steps=2, resume=True)
+    GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg).train()
+    again = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg).train()  # resumes at the end
+    assert [h["step"] for h in again] == [1, 2]
+    longer = _config(tmp_path, steps=3, resume=True)
+    resumed = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=longer).train()
+    assert [h["step"] for h in resumed] == [1, 2, 3]
