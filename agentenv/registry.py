@@ -323,6 +323,12 @@ def _register_builtins() -> None:
         oracle="agentenv.envs.guess_number:oracle",
     )
     register(
+        "guess-number-opening-v0",
+        "agentenv.envs.guess_number:opening_env",
+        description="Guess 1..16 in 4 guesses, warm-started on an oracle that often wastes its first guess.",
+        oracle="agentenv.envs.guess_number:mixed_oracle",
+    )
+    register(
         "retail-v0",
         "agentenv.envs.tools.env:ToolsEnv",
         description="Customer service for a shop through a real HTTP API over SQLite: cancel, change, return.",

@@ -36,3 +36,27 @@ def test_feedback_progress_and_out_of_range_guesses():
     assert "between 1 and 16" in obs[0]["content"] and info["error_kind"] == "tool"
     _, _, terminated, _, info = env.step(tool_call_text("guess", number=secret))
     assert terminated and info["success"] and info["task_reward"] == 1.0
+
+
+def test_show_range_names_the_interval_left_in_the_feedback():
+    env = GuessNumberEnv(make_tasks(4, difficulties=(0,)), show_range=True)
+    task = next(t for t in env.tasks if t.payload["secret"] not in (8, 12))
+    env.reset(seed=0, options={"task": task})
+    obs, *_ = env.step(tool_call_text("guess", number=8))
+    secret = task.payload["secret"]
+    assert obs[0]["content"] == ("higher: 9..16" if secret > 8 else "lower: 1..7")
+
+
+def test_the_opening_env_is_solved_by_binary_search_and_half_as_often_after_a_wasted_opening():
+    from agentenv import rollout
+    from agentenv.envs.guess_number import mixed_oracle, oracle
+
+    tasks = list(agentenv.make("guess-number-opening-v0").tasks)
+    make = lambda: agentenv.make("guess-number-opening-v0")  # noqa: E731
+    clean = rollout(make, oracle(), tasks=tasks)
+    mixed = rollout(make, mixed_oracle(), tasks=tasks)
+    wasted = [t for t in mixed if '"number": 1}' in str(t.transitions[0].action)]
+    assert sum(t.success for t in clean) / len(clean) > 0.9  # 15 of 16 secrets in 4 guesses
+    assert 0.55 < len(wasted) / len(mixed) < 0.75  # the oracle's share of wasted openings
+    assert 0.35 < sum(t.success for t in wasted) / len(wasted) < 0.65
+    check_env(make())  # raises on any breach of the contract
