@@ -141,6 +141,7 @@ class MetricsLogger:
             ("eval/success_rate", "eval", "{:z.0%}"),
             ("loss", "loss", "{:+z.4f}"),
             ("approx_kl", "kl", "{:z.4f}"),
+            ("update_kl", "step", "{:z.4f}"),
             ("entropy", "H", "{:z.2f}"),
             ("time/generate_s", "gen", "{:.1f}s"),
             ("time/env_s", "env", "{:.1f}s"),

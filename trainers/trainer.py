@@ -33,7 +33,7 @@ from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate
 from agentenv.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from agentenv.trainers.config import GRPOConfig
 from agentenv.trainers.logprobs import policy_logprobs
-from agentenv.trainers.losses import batch_share, compute_loss, loss_kwargs, overlong_penalty
+from agentenv.trainers.losses import batch_share, compute_loss, kl_k3, loss_kwargs, overlong_penalty
 from agentenv.trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics
 from agentenv.trainers.model import (
     Saveable,
@@ -453,6 +453,9 @@ class GRPOTrainer:
         total = sum(sizes) or 1.0
         shares = [size / total for size in sizes]
         olds = self._generation_logprobs(batches)
+        probe = batches[0]  # how far the whole update moves the policy, measured on one micro-batch
+        with torch.no_grad(), self._autocast():
+            before = self._logprobs(self.model, probe)[0]
         sums: dict[str, float] = defaultdict(float)
         self.model.train()
         for _ in range(cfg.ppo_epochs):
@@ -468,6 +471,11 @@ class GRPOTrainer:
             )
             self.optimizer.step()
             sums["grad_norm"] = float(grad_norm)
+        with torch.no_grad(), self._autocast():
+            after = self._logprobs(self.model, probe)[0]
+        # k3 estimate of KL(before || after) per policy token, over tokens the policy sampled
+        # before the update: the step size, in nats.
+        sums["update_kl"] = float(kl_k3(before, after, probe.mask))
         sums["lr"] = self.optimizer.param_groups[0]["lr"]
         sums["_train_tokens"] = float(sum(len(e.ids) for e in examples) * cfg.ppo_epochs)
         return dict(sums)

@@ -287,6 +287,7 @@ def test_on_step_gets_each_steps_number_and_metrics_with_its_time_split(tmp_path
     ).train()
     assert [n for n, _ in seen] == [1, 2]
     assert all(m["time/generate_s"] > 0 and "loss" in m and "adv/token_mean" in m for _, m in seen)
+    assert all(m["update_kl"] > 0 for _, m in seen)  # each update moved the policy, by this many nats a token
 
 
 def test_a_finished_or_resumed_run_reports_its_whole_curve(tmp_path, tokenizer):
