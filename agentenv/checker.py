@@ -193,6 +193,12 @@ def _check_bad_actions(env: Env, seed: int) -> None:
         },
         ToolCall(name="no_such_tool_xyz"),
     ]
+    if env.answer_mode:  # there text without tool-call markup is an answer, not a bad action
+        bad = [
+            a
+            for a in bad
+            if not (isinstance(a, str) and "tool_call" not in a and a.isprintable() and len(a) <= env.max_action_chars)
+        ]
     for action in bad:
         env.reset(seed=seed)
         try:

@@ -173,6 +173,11 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
     """Consecutive invalid actions that end the episode with failure ``format``."""
     success_threshold: float = 1.0
     """A task reward at or above this counts as solved."""
+    answer_mode: bool = False
+    """A reply without a tool call (no ``<tool_call>`` markup, no OpenAI ``tool_calls``)
+    is the final answer: the episode ends and `verify` reads it as ``self.answer``.
+    For tasks whose answer is text (most single-turn RLVR sets); an env in this mode
+    may have no tools at all. Off, such a reply is a format error."""
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"]}
     tools: ClassVar[dict[str, ToolSpec]] = {}
@@ -242,6 +247,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         self._format_streak = 0
         self._ended = False
         self._closed = False
+        self._answer: str | None = None
 
     # -- hooks: override these ---------------------------------------------------
 
@@ -394,6 +400,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         self._turn = 0
         self._format_streak = 0
         self._ended = False
+        self._answer = None
         self.transitions = []
         self._state = self.initial_state(task)
         self._state_json = self._state.model_dump(mode="json")
@@ -501,6 +508,10 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             if admitted.error is not None:
                 raise ParseError(admitted.error)
             act.calls = calls = self._parse(admitted.action)
+            if not calls:  # answer mode: the reply is the answer
+                self._answer = _answer_text(admitted.action)
+                act.terminal = True
+                return act
             outcomes, obs, tools = act.outcomes, act.obs, self.tools
             for i, call in enumerate(calls):
                 outcome = self._call(call, call.id or f"call_{turn}_{i}")
@@ -581,9 +592,20 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         self._format_streak = snap.format_streak
         self._ended = snap.ended
         self.messages = copy.deepcopy(snap.messages)  # type: ignore[arg-type]
+        last = self.messages[-1] if self.messages else None
+        self._answer = (
+            _answer_text(dict(last))
+            if self.answer_mode and snap.ended and last and last["role"] == "assistant"
+            else None
+        )
         self.transitions = []
         self.restore_external(snap.external)
         return list(self.messages)
+
+    @property
+    def answer(self) -> str | None:
+        """In `answer_mode`, the reply that ended the episode (None until one did)."""
+        return self._answer
 
     def close(self) -> None:
         if self._closed:
@@ -617,6 +639,8 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             size = len(json.dumps(action, default=str))
             if size > self.max_action_chars:
                 raise ParseError(f"the action is {size} characters long; the limit is {self.max_action_chars}")
+        if self.answer_mode and _answer_text(action) is not None:
+            return []
         calls = self.parser.parse(action)
         if not calls:
             raise ParseError(f"no tool call found. {self.parser.format_hint}")
@@ -689,6 +713,16 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         if ids:
             return [{"role": "tool", "tool_call_id": i, "content": f"Error: {error}"} for i in ids]
         return [{"role": "user", "content": f"Error: {error}"}]
+
+
+def _answer_text(action: Action) -> str | None:
+    """The text of a reply that holds no tool call, or None (a `ToolCall`, an assistant
+    message with ``tool_calls``, or text with ``<tool_call>`` markup)."""
+    if isinstance(action, dict) and not action.get("tool_calls"):
+        action = action.get("content") or ""
+    if type(action) is not str or "<tool_call>" in action or "</tool_call>" in action:
+        return None
+    return action
 
 
 def _state_argument(cls: type) -> type[State] | None:

@@ -1,0 +1,88 @@
+"""Answer mode: a reply without a tool call is the final answer, scored by the verifier."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentenv import Env, State, Task, TaskSet, ToolCall, check_env, tool, tool_call_text
+
+
+class Sum(Env[State]):
+    """Single-turn, text answers, no tools."""
+
+    answer_mode = True
+    max_turns = 1
+    instructions = "Answer with the number only."
+
+    def default_tasks(self) -> TaskSet:
+        return TaskSet(
+            Task(id=f"s{a}-{b}", prompt=f"What is {a} + {b}?", payload={"answer": a + b})
+            for a in range(3)
+            for b in range(3)
+        )
+
+    def verify(self, task: Task) -> float:
+        return float((self.answer or "").strip() == str(task.payload["answer"]))
+
+
+class SumWithScratchpad(Sum):
+    """Multi-turn: a tool to call first, then a text answer."""
+
+    max_turns = 3
+
+    @tool
+    def add(self, a: int, b: int) -> int:
+        """Add two integers.
+
+        Args:
+            a: One.
+            b: The other.
+        """
+        return a + b
+
+
+def test_a_text_reply_is_the_answer_and_the_verifier_scores_it():
+    env = Sum()
+    env.reset(seed=0, options={"task": "s1-2"})
+    obs, reward, terminated, truncated, info = env.step("3")
+    assert (obs, terminated, truncated, info["success"], info["error_kind"]) == ([], True, False, True, None)
+    assert env.answer == "3" and reward == 1.0
+    env.reset(seed=0, options={"task": "s1-2"})
+    *_, info = env.step({"role": "assistant", "content": " 4 "})  # an OpenAI message's content too
+    assert info["success"] is False and info["failure"] == "policy" and env.answer == " 4 "
+
+
+def test_json_text_is_an_answer_but_tool_call_markup_is_still_parsed():
+    env = SumWithScratchpad()
+    env.reset(seed=0, options={"task": "s2-2"})
+    obs, *_, info = env.step(tool_call_text("add", a=2, b=2))
+    assert obs[0]["content"] == "4" and env.answer is None
+    obs, *_, info = env.step("<tool_call>{broken</tool_call>")
+    assert info["error_kind"] == "format"  # malformed markup is not an answer
+    *_, terminated, _, info = env.step('{"answer": 4}')
+    assert terminated and env.answer == '{"answer": 4}' and not info["success"]
+
+
+@pytest.mark.parametrize("action", [ToolCall(name="add", arguments={"a": 1, "b": 1}), "3"])
+def test_without_answer_mode_a_text_reply_is_a_format_error(action):
+    env = SumWithScratchpad()
+    env.answer_mode = False
+    env.reset(seed=0, options={"task": "s1-1"})
+    *_, info = env.step(action)
+    assert info["error_kind"] == ("format" if action == "3" else None)
+
+
+def test_a_restored_ended_episode_keeps_its_answer():
+    env = Sum()
+    env.reset(seed=0, options={"task": "s0-2"})
+    env.step("2")
+    snapshot = env.snapshot()
+    env.reset(seed=0, options={"task": "s0-1"})
+    assert env.answer is None
+    env.restore(snapshot)
+    assert env.answer == "2"
+
+
+@pytest.mark.parametrize("env_type", [Sum, SumWithScratchpad])
+def test_check_env_accepts_a_text_answer_env(env_type):
+    check_env(env_type(), actions=lambda env: [str(env.task.payload["answer"])])
