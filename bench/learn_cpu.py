@@ -3,9 +3,9 @@
 `examples/tiny.toml`: a tiny Qwen2 (random init) on ``guess-number-opening-v0``
 (secrets 1..16, 4 guesses, feedback naming the interval left). The supervised warm
 start imitates an oracle whose successful episodes open with a wasted guess about
-half the time; binary search from the middle solves 15 of 16 secrets in 4 guesses,
+60% of the time; binary search from the middle solves 15 of 16 secrets in 4 guesses,
 a wasted opening about half. So the warm-started policy executes the search well and
-opens well about half the time, and only RL can learn which opening pays. The
+opens well about a third of the time, and only RL can learn which opening pays. The
 rewarded behaviour is multi-turn: each guess must read the interval the last
 observation names.
 

@@ -146,7 +146,7 @@ def _binary_search(conv) -> str:
     return tool_call_text("guess", number=(low + high) // 2)
 
 
-def mixed_oracle(waste: float = 0.65) -> ScriptedPolicy:
+def mixed_oracle(waste: float = 0.75) -> ScriptedPolicy:
     """The binary search of `oracle`, opening with a wasted guess (1, the lowest value) in
     a ``waste`` share of the episodes, chosen by task id. Both openings read the feedback
     the same way after it; only the first move differs. A warm start on its successful

@@ -57,6 +57,6 @@ def test_the_opening_env_is_solved_by_binary_search_and_half_as_often_after_a_wa
     mixed = rollout(make, mixed_oracle(), tasks=tasks)
     wasted = [t for t in mixed if '"number": 1}' in str(t.transitions[0].action)]
     assert sum(t.success for t in clean) / len(clean) > 0.9  # 15 of 16 secrets in 4 guesses
-    assert 0.55 < len(wasted) / len(mixed) < 0.75  # the oracle's share of wasted openings
+    assert 0.65 < len(wasted) / len(mixed) < 0.85  # the oracle's share of wasted openings
     assert 0.35 < sum(t.success for t in wasted) / len(wasted) < 0.65
     check_env(make())  # raises on any breach of the contract
