@@ -94,6 +94,9 @@ class GRPOConfig(BaseModel):
     """Nucleus sampling mass."""
     top_k: int = Field(0, ge=0)
     """Top-k sampling (0 = off)."""
+    reuse_kv_cache: bool = True
+    """Keep each live episode's KV cache between turns, so a turn feeds only the new
+    observation (the same samples; off for models with sliding-window attention)."""
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
     """Share of each env's tasks held out for evaluation (split by task id hash)."""
     dynamic_sampling: bool = False

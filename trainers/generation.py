@@ -4,17 +4,51 @@ A small loop of our own rather than `model.generate`: it returns the exact token
 ids and their log-probs under the sampling distribution (temperature applied,
 before top-p/top-k truncation, as the policy-gradient ratio needs) while holding
 only one step of full-vocabulary logits at a time.
+
+Across turns, `sample` can start from the cache a previous call left (`KVPrefix`):
+each row then feeds only the tokens that follow what the cache holds (the last
+observation), not the whole conversation again. Rows are left-padded per call, so a
+row's cached sequence has holes of padding that the attention mask hides; positions
+are given explicitly, so a token's position is its index among the row's real
+tokens either way, and the logits are the same as a full prefill's up to float
+rounding. Needs an attention implementation that takes an arbitrary 2-D padding
+mask (eager, sdpa; not flash-attention's varlen path) and a model whose cache keeps
+every position (no sliding window): `reusable` says whether a model qualifies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["Sampled", "sample"]
+__all__ = ["KVPrefix", "Sampled", "reusable", "sample"]
+
+
+@dataclass
+class KVPrefix:
+    """A batch's KV cache after `sample`: row i holds the keys and values of ``ids[i]``."""
+
+    cache: Any
+    attention: torch.Tensor
+    """[rows, cached positions]: 1 where a real token is, 0 at padding."""
+    ids: list[list[int]]
+
+    @property
+    def tokens(self) -> int:
+        """Cached positions over all rows (padding included): what the cache's memory scales with."""
+        return int(self.attention.numel())
+
+    def select(self, rows: Sequence[int | None]) -> KVPrefix:
+        """The cache of rows ``rows``, in that order; None is an empty row (nothing cached,
+        its whole prompt fed next). Rows left out are freed. Consumes this prefix."""
+        index = torch.tensor([r if r is not None else 0 for r in rows], device=self.attention.device)
+        self.cache.batch_select_indices(index)  # an empty row holds a copy of row 0, masked out
+        attention = self.attention[index]
+        attention[[i for i, r in enumerate(rows) if r is None]] = 0
+        return KVPrefix(self.cache, attention, [self.ids[r] if r is not None else [] for r in rows])
 
 
 @dataclass
@@ -23,6 +57,9 @@ class Sampled:
     logprobs: list[list[float]]
     stopped: list[bool]
     """True where the row ended with a stop token or string, False where it hit max_new_tokens."""
+    prefix: KVPrefix | None = None
+    """With ``keep_cache=True``: the cache of every row's prompt and generated tokens (the
+    last token of a row still running at the end may be left out: ``prefix.ids`` says)."""
 
 
 @torch.no_grad()
@@ -39,32 +76,54 @@ def sample(
     generator: torch.Generator | None = None,
     stop_strings: Sequence[str] = (),
     decode: Callable[[list[int]], str] | None = None,
+    prefix: KVPrefix | None = None,
+    keep_cache: bool = False,
 ) -> Sampled:
     """Sample continuations of ``prompts`` (left-padded into one batch) until a stop
     token, a stop string (matched on the decoded text, so any split of it into tokens
     counts, and a token that ends past it too; needs ``decode``) or ``max_new_tokens``.
-    ``temperature=0`` is greedy."""
+    ``temperature=0`` is greedy. With ``prefix`` (row i's ``prefix.ids[i]`` a proper
+    prefix of ``prompts[i]``), only the rest of each prompt is fed; with ``keep_cache``
+    the result carries the cache for the next call."""
     if stop_strings and decode is None:
         raise ValueError("stop_strings needs decode")
     device = next(model.parameters()).device
-    width = max(len(p) for p in prompts)
+    cached = prefix.ids if prefix is not None else [[] for _ in prompts]
+    if len(cached) != len(prompts):
+        raise ValueError(f"the prefix has {len(cached)} rows for {len(prompts)} prompts")
+    fresh = [list(p[len(c) :]) for p, c in zip(prompts, cached, strict=True)]
+    for row, (p, c) in enumerate(zip(prompts, cached, strict=True)):
+        if len(c) >= len(p) or list(p[: len(c)]) != c:
+            raise ValueError(f"row {row}: the cached ids are not a proper prefix of the prompt")
+    width = max(len(f) for f in fresh)
     input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
-        attention[row, width - len(prompt) :] = 1
-    input_ids, attention = input_ids.to(device), attention.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    chunk = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, ids in enumerate(fresh):
+        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+        chunk[row, width - len(ids) :] = 1
+    input_ids, chunk = input_ids.to(device), chunk.to(device)
+    count = torch.tensor([len(c) for c in cached], dtype=torch.long, device=device)  # real tokens cached
+    positions = (count[:, None] + chunk.cumsum(-1) - 1).clamp(min=0)
+    attention = chunk if prefix is None else torch.cat([prefix.attention, chunk], dim=1)
     stops = torch.tensor(list(stop_ids), device=device)
 
     cache_arg = _cache_argument(model)
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
+    past_in = {} if prefix is None else {cache_arg: prefix.cache}
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        use_cache=True,
+        logits_to_keep=1,
+        **past_in,
+    )
     past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
+    count = count + chunk.sum(-1)
+    fed = [list(p) for p in prompts]  # per row, what the cache holds
     done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
     tokens, logps = [], []
     rows: list[list[int]] = [[] for _ in prompts]
     ends: list[int | None] = [None] * len(prompts)
-    next_pos = positions[:, -1] + 1
     longest = max((len(s) for s in stop_strings), default=0)
     for step in range(max_new_tokens):
         token, logp = _pick(logits.float(), temperature, top_p, top_k, generator)
@@ -72,33 +131,54 @@ def sample(
         tokens.append(token)
         logps.append(logp)
         hit = torch.isin(token, stops) & ~done
+        live = [e is None for e in ends]  # rows whose token this is
         for row, t in enumerate(token.tolist()):
-            if ends[row] is not None:
+            if not live[row]:
                 continue
             rows[row].append(t)
             if hit[row] or (longest and _ends_with(decode, rows[row], stop_strings, longest)):  # type: ignore[arg-type]
                 ends[row] = step + 1
         done |= torch.tensor([e is not None for e in ends], device=device)
-        if bool(done.all()):
+        if bool(done.all()) or (step + 1 == max_new_tokens and not keep_cache):
             break
-        attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
+        feed = torch.tensor(live, dtype=torch.long, device=device)
+        attention = torch.cat([attention, feed[:, None]], dim=1)  # a finished row's padding stays out
         out = model(
             input_ids=token[:, None],
             attention_mask=attention,
-            position_ids=next_pos[:, None],
+            position_ids=count[:, None],
             use_cache=True,
             **{cache_arg: past},
         )
         past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
-        next_pos = next_pos + 1
+        count = count + feed
+        for row, alive in enumerate(live):
+            if alive:
+                fed[row].append(rows[row][-1])
     all_logps = torch.stack(logps, 1).tolist()
-    out = Sampled([], [], [])
+    result = Sampled([], [], [])
     for row, end in enumerate(ends):
         n = end if end is not None else len(tokens)
-        out.token_ids.append(rows[row][:n])
-        out.logprobs.append(all_logps[row][:n])
-        out.stopped.append(end is not None)
-    return out
+        result.token_ids.append(rows[row][:n])
+        result.logprobs.append(all_logps[row][:n])
+        result.stopped.append(end is not None)
+    if keep_cache:
+        result.prefix = KVPrefix(past, attention, fed)
+    return result
+
+
+def reusable(model: torch.nn.Module) -> bool:
+    """Whether `sample` may start from a `KVPrefix` with this model: every layer caches
+    every position (no sliding window) and attention takes a mask with holes."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return False
+    if str(getattr(config, "_attn_implementation", "") or "").startswith("flash"):
+        return False  # flash-attention's varlen path reads a padding mask as contiguous runs
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None:
+        return all(t == "full_attention" for t in layer_types)
+    return getattr(config, "sliding_window", None) is None or getattr(config, "use_sliding_window", True) is False
 
 
 def _ends_with(decode: Callable[[list[int]], str], ids: list[int], stops: Sequence[str], longest: int) -> bool:

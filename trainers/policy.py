@@ -5,6 +5,14 @@ the new observation's ids (through `ChatDelta`), then all live episodes are
 sampled in one batched call. Every `Generation` it returns carries the ids
 appended before it (``prompt_ids``), the generated ids and their log-probs, so a
 trajectory alone rebuilds the training sequence.
+
+The KV cache of the live episodes is kept between turns (``reuse_cache``), so a turn
+feeds the model only the new observation, not the whole conversation: finished
+episodes are dropped from it, a new one joins with its whole prompt, and an episode
+whose ids no longer extend what the cache holds (cut at ``max_context_tokens``,
+restored from a snapshot) is fed whole again. The cache is dropped by `reset`, when
+the weights change (an optimiser step), and when memory runs short (the turn is
+sampled again without it, and caching stays off until `reset`).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from typing import Any
 import torch
 
 from agentenv.policies import Conversation, Generation, PolicyOutput
-from agentenv.trainers.generation import sample
+from agentenv.trainers.generation import KVPrefix, Sampled, reusable, sample
 from agentenv.trainers.tokens import ChatDelta
 
 __all__ = ["TransformersPolicy"]
@@ -47,6 +55,7 @@ class TransformersPolicy:
         top_k: int = 0,
         seed: int | None = None,
         stop: Sequence[str] = (),
+        reuse_cache: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -63,10 +72,17 @@ class TransformersPolicy:
             self.generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
         self._episodes: dict[int, _Episode] = {}
         self._warned_context = False
+        self.reuse_cache = reuse_cache and reusable(model)
+        """Keep the KV cache between turns (off for models `reusable` refuses)."""
+        self._kv: KVPrefix | None = None
+        self._kv_rows: list[int] = []  # conversation id of each cached row
+        self._kv_weights: tuple[tuple[int, int], ...] = ()
+        self._kv_off = False  # memory ran short: no caching until reset()
 
     def reset(self) -> None:
         """Forget every episode (the rollout engine reuses conversation ids per call)."""
         self._episodes.clear()
+        self._kv, self._kv_rows, self._kv_off = None, [], False
 
     def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]:
         appended = [self._append(conv) for conv in conversations]
@@ -89,18 +105,10 @@ class TransformersPolicy:
             was_training = self.model.training
             self.model.eval()
             try:
-                result = sample(
-                    self.model,
+                result = self._sample(
+                    [conversations[i].id for i in rows],
                     [episodes[i].ids for i in rows],
-                    stop_ids=[self.delta.end_of_turn_id],
-                    pad_id=self.pad_id,
-                    max_new_tokens=min(self.max_new_tokens, max(room[i] for i in rows)),
-                    temperature=self.temperature,
-                    top_p=self.top_p,
-                    top_k=self.top_k,
-                    generator=self.generator,
-                    stop_strings=self.stop,
-                    decode=self._decode,
+                    min(self.max_new_tokens, max(room[i] for i in rows)),
                 )
             finally:
                 self.model.train(was_training)
@@ -124,6 +132,56 @@ class TransformersPolicy:
                 episodes[i].turns += 1
                 episodes[i].stopped = False  # the next observation closes the empty turn
         return outputs
+
+    def _sample(self, conv_ids: list[int], prompts: list[list[int]], max_new_tokens: int) -> Sampled:
+        keep = self.reuse_cache and not self._kv_off
+        prefix = self._prefix(conv_ids, prompts) if keep else None
+        self._kv = None  # the cache is now the prefix's (or freed)
+        kwargs: dict[str, Any] = dict(
+            stop_ids=[self.delta.end_of_turn_id],
+            pad_id=self.pad_id,
+            max_new_tokens=max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            generator=self.generator,
+            stop_strings=self.stop,
+            decode=self._decode,
+        )
+        try:
+            result = sample(self.model, prompts, prefix=prefix, keep_cache=keep, **kwargs)
+        except torch.cuda.OutOfMemoryError:
+            if not keep:
+                raise
+            del prefix
+            self._kv_off = True
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            warnings.warn("out of memory with the KV cache kept between turns; sampling without it", stacklevel=3)
+            return sample(self.model, prompts, **kwargs)
+        if result.prefix is not None:
+            self._kv, self._kv_rows, self._kv_weights = result.prefix, conv_ids, self._weights_version()
+            result.prefix = None
+        return result
+
+    def _prefix(self, conv_ids: list[int], prompts: list[list[int]]) -> KVPrefix | None:
+        """The kept cache rearranged for this call's rows, or None when no row can use it."""
+        kv = self._kv
+        if kv is None or self._kv_weights != self._weights_version():
+            return None
+        where = {c: r for r, c in enumerate(self._kv_rows)}
+        rows: list[int | None] = []
+        for conv_id, ids in zip(conv_ids, prompts, strict=True):
+            r = where.get(conv_id)
+            held = kv.ids[r] if r is not None else None
+            rows.append(r if held is not None and len(held) < len(ids) and ids[: len(held)] == held else None)
+        if all(r is None for r in rows):
+            return None
+        return kv.select(rows)
+
+    def _weights_version(self) -> tuple[tuple[int, int], ...]:
+        """Changes whenever a parameter is written in place (an optimiser step) or replaced."""
+        return tuple((p.data_ptr(), p._version) for p in self.model.parameters() if p.requires_grad)
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)

@@ -115,6 +115,7 @@ class GRPOTrainer:
             top_p=config.top_p,
             top_k=config.top_k,
             stop=config.stop,
+            reuse_cache=config.reuse_kv_cache,
         )
         self.eval_policy = TransformersPolicy(
             self.model,
@@ -125,6 +126,7 @@ class GRPOTrainer:
             temperature=config.eval_temperature,
             seed=config.seed,
             stop=config.stop,
+            reuse_cache=config.reuse_kv_cache,
         )
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)

@@ -1,0 +1,167 @@
+"""The KV cache kept between turns (`TransformersPolicy(reuse_cache=True)`).
+
+What a user relies on: reuse changes how much the model is fed, never what it
+samples. Episodes here run 2 to 9 turns (the env ends each at a turn set by its
+task), so rows leave the batch at different turns, and with a concurrency below
+the episode count new episodes join a batch whose cache is already warm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+import agentenv
+from agentenv.envs.guess_number import GuessNumberEnv
+from agentenv.trainers.generation import KVPrefix, reusable, sample
+from agentenv.trainers.policy import TransformersPolicy
+from agentenv.trainers.tokens import build_tiny_tokenizer
+
+
+class UnevenEnv(GuessNumberEnv):
+    """Every action goes on (no format ending); the episode ends at a turn its task sets."""
+
+    max_turns = 9
+    max_format_errors = 100
+
+    def is_done(self) -> bool:
+        return self.turn >= 2 + self.task.payload["secret"] % 8
+
+
+def _env() -> UnevenEnv:
+    return UnevenEnv(tool_prompt="compact")
+
+
+@pytest.fixture(scope="module")
+def tok() -> Any:
+    trajs = agentenv.rollout("guess-number-v0", agentenv.spec("guess-number-v0").make_oracle(), n=20)
+    return build_tiny_tokenizer([m["content"] for t in trajs for m in t.messages])
+
+
+def _qwen(tok: Any, **overrides: Any) -> torch.nn.Module:
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+        **overrides,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return Qwen2ForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="module")
+def model(tok: Any) -> torch.nn.Module:
+    return _qwen(tok)
+
+
+@pytest.fixture
+def fed(model: torch.nn.Module) -> Iterator[list[int]]:
+    """The number of input tokens of each forward call."""
+    sizes: list[int] = []
+    handle = model.register_forward_pre_hook(lambda _m, _a, kw: sizes.append(kw["input_ids"].numel()), with_kwargs=True)
+    yield sizes
+    handle.remove()
+
+
+def _rollout(policy: TransformersPolicy, *, n: int = 6, concurrency: int | None = None) -> list[agentenv.Trajectory]:
+    policy.reset()
+    return agentenv.rollout(_env, policy, n=n, seed=0, concurrency=concurrency)
+
+
+def _generations(trajs: list[agentenv.Trajectory]) -> tuple[list[list[int]], list[list[float]]]:
+    gens = [g for t in trajs for g in t.generations if g is not None]
+    return [g.token_ids for g in gens], [g.logprobs for g in gens]
+
+
+@pytest.mark.parametrize("concurrency", [None, 4], ids=["one-batch", "episodes-join"])
+def test_reuse_samples_the_same_tokens_with_the_same_logprobs(model, tok, concurrency) -> None:
+    kept = TransformersPolicy(model, tok, max_new_tokens=6, seed=3, reuse_cache=True)
+    fresh = TransformersPolicy(model, tok, max_new_tokens=6, seed=3, reuse_cache=False)
+    with_reuse = _rollout(kept, concurrency=concurrency)
+    without = _rollout(fresh, concurrency=concurrency)
+    assert sorted({t.turns for t in with_reuse}) == sorted({t.turns for t in without})
+    assert len({t.turns for t in with_reuse}) >= 3  # rows leave the batch at different turns
+    tokens, logprobs = _generations(with_reuse)
+    tokens_fresh, logprobs_fresh = _generations(without)
+    assert tokens == tokens_fresh
+    for a, b in zip(logprobs, logprobs_fresh, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)  # a prefill and a cached decode round differently
+
+
+def test_reuse_feeds_each_turn_only_what_follows_the_cache(model, tok, fed) -> None:
+    _rollout(TransformersPolicy(model, tok, max_new_tokens=6, seed=3, reuse_cache=False))
+    without = sum(fed)
+    fed.clear()
+    trajs = _rollout(TransformersPolicy(model, tok, max_new_tokens=6, seed=3, reuse_cache=True))
+    assert max(t.turns for t in trajs) >= 5
+    assert sum(fed) < without / 2
+
+
+def test_the_cache_is_dropped_when_the_weights_change(tok) -> None:
+    model = _qwen(tok)
+    env = _env()
+    kept = TransformersPolicy(model, tok, max_new_tokens=4, seed=0, reuse_cache=True)
+    fresh = TransformersPolicy(model, tok, max_new_tokens=4, seed=0, reuse_cache=False)
+    conv = agentenv.Conversation(0, list(env.reset(seed=0)[0]))
+    [gen] = kept.act([conv])
+    assert fresh.act([conv])[0].token_ids == gen.token_ids
+    assert kept._kv is not None
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.5)  # in place, as an optimiser step writes
+    obs, *_ = env.step(gen.action)
+    env.close()
+    conv = agentenv.Conversation(0, [*conv.messages, {"role": "assistant", "content": gen.action}, *obs])
+    [after] = kept.act([conv])
+    [expected] = fresh.act([conv])  # a stale cache would give other log-probs
+    assert after.token_ids == expected.token_ids
+    assert after.logprobs == pytest.approx(expected.logprobs, abs=1e-5)
+
+
+def test_out_of_memory_with_the_cache_samples_again_without_it(model, tok) -> None:
+    policy = TransformersPolicy(model, tok, max_new_tokens=4, seed=0, reuse_cache=True)
+
+    def short_of_memory(_m: Any, _a: Any, kw: dict[str, Any]) -> None:
+        cached = kw.get("cache", kw.get("past_key_values"))  # the name depends on the transformers version
+        if cached is not None and kw["input_ids"].shape[1] > 1:  # a turn's first call, from the cache
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    handle = model.register_forward_pre_hook(short_of_memory, with_kwargs=True)
+    try:
+        with pytest.warns(UserWarning, match="out of memory"):
+            trajs = _rollout(policy, n=3)
+    finally:
+        handle.remove()
+    assert all(t.failure is not agentenv.Failure.INFRA for t in trajs)
+    assert all(len(g.token_ids) >= 1 for t in trajs for g in t.generations if g is not None)
+    assert policy._kv is None  # caching stays off until reset
+    policy.reset()
+    _rollout(policy, n=2)
+    assert policy._kv is not None
+
+
+def test_models_whose_cache_or_attention_cannot_take_holes_do_not_reuse(tok) -> None:
+    assert reusable(_qwen(tok))
+    sliding = _qwen(tok, use_sliding_window=True, sliding_window=16, max_window_layers=0)
+    assert not reusable(sliding)
+    assert not TransformersPolicy(sliding, tok, reuse_cache=True).reuse_cache
+
+
+def test_sample_refuses_a_prefix_that_the_prompt_does_not_extend(model) -> None:
+    first = sample(model, [[5, 6, 7]], stop_ids=[0], pad_id=1, max_new_tokens=2, keep_cache=True)
+    prefix = first.prefix
+    assert isinstance(prefix, KVPrefix)
+    held = prefix.ids[0]
+    with pytest.raises(ValueError, match="not a proper prefix"):
+        sample(model, [[9, *held[1:], 4]], stop_ids=[0], pad_id=1, max_new_tokens=2, prefix=prefix)
+    with pytest.raises(ValueError, match="not a proper prefix"):
+        sample(model, [held], stop_ids=[0], pad_id=1, max_new_tokens=2, prefix=prefix)
