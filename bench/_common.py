@@ -1,14 +1,20 @@
 """Shared bits of the benchmark scripts: a header that says where a figure came
-from, and a plain-text table. Benchmarks print figures; they never assert on them."""
+from, a plain-text table, and importing agentenv from the repository when it is not
+installed (the GPU machine gets a copy of the repository and no install). Benchmarks
+print figures; they never assert on them."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["header", "table"]
+__all__ = ["header", "import_agentenv", "table"]
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def header(title: str) -> str:
@@ -44,3 +50,37 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
+
+
+def import_agentenv() -> None:
+    """Make ``import agentenv.trainers`` work. Installed, nothing to do; otherwise put the
+    repository on the path and map envs/, sandboxes/ and trainers/ onto agentenv's
+    subpackages (the install does that through links, which a copy may lose).
+
+    A package agentenv needs and this Python lacks (pydantic, say) ends the script with
+    a message that names it, rather than a traceback from deep inside the import."""
+    try:
+        try:
+            import agentenv.trainers
+
+            return
+        except ModuleNotFoundError as e:
+            if e.name not in ("agentenv", "agentenv.trainers"):
+                raise  # a missing dependency, not a missing install
+        sys.path.insert(0, str(ROOT))
+        import agentenv
+
+        for sub in ("envs", "sandboxes", "trainers"):  # trainers last: it imports the others
+            spec = importlib.util.spec_from_file_location(
+                f"agentenv.{sub}", ROOT / sub / "__init__.py", submodule_search_locations=[str(ROOT / sub)]
+            )
+            assert spec is not None and spec.loader is not None  # a path to an existing file
+            module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+            setattr(agentenv, sub, module)
+            spec.loader.exec_module(module)
+    except ModuleNotFoundError as e:
+        raise SystemExit(
+            f"{Path(sys.argv[0]).name}: agentenv needs the Python package {e.name!r}, which {sys.executable} "
+            f"lacks. Install it (pip install {e.name}); on a machine without network, bring it as a wheel "
+            "(bash bench/gpu_check.sh --fetch-wheels does that for the GPU machine)."
+        ) from None

@@ -12,27 +12,40 @@ A step is one `GRPOTrainer.train_step()` on guess-number-v0 (compact tool prompt
 random-init Qwen2 whose vocabulary is padded to --vocab rows (the tiny tokenizer uses
 ~450) so that the embedding and lm-head cost what the real ones do. It never makes a valid
 call and almost never ends a turn: each turn runs to --max-new-tokens, each episode to
---max-turns (max_format_errors raised to match), a fixed worst-case load. On GPU the weights
-(so the AdamW states) are bf16, under autocast. Left out: LoRA, checkpointing, KL, eval.
+--max-turns (max_format_errors raised to match), a fixed worst-case load. Such episodes all
+score the same, and the trainer skips the update of a step without an advantage; so the
+env's format penalty here is 0.1 or 0.2 by a hash of the action's text, which gives every
+group different rewards and every step an update. On GPU the weights (so the AdamW states)
+are bf16, under autocast. --out writes the figures as JSON. Left out: LoRA, checkpointing,
+KL, eval; bench/gpu_e2e.py runs the whole path (warm start, eval, GRPO, checkpoint).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
 import torch
 import transformers
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header, table
+from _common import header, import_agentenv, table
+from _gpu import (
+    FLOPS_FORMULA,
+    H200_BF16_TFLOPS,
+    build_qwen2,
+    peak_memory_gib,
+    reset_peak_memory,
+    sync,
+    train_flops,
+    write_json,
+)
 
 SMOKE = dict(
     steps=1,
@@ -46,27 +59,6 @@ SMOKE = dict(
     hidden=64,
     vocab=1000,
 )
-
-
-def import_agentenv() -> None:
-    """Import agentenv.trainers; not installed, map envs/, sandboxes/, trainers/ onto agentenv's subpackages."""
-    try:
-        import agentenv.trainers
-
-        return
-    except ModuleNotFoundError as e:
-        if e.name not in ("agentenv", "agentenv.trainers"):
-            raise  # a missing dependency (torch, transformers, ...), not a missing install
-    sys.path.insert(0, str(ROOT))
-    import agentenv
-
-    for sub in ("envs", "sandboxes", "trainers"):  # trainers last: it imports the others
-        spec = importlib.util.spec_from_file_location(
-            f"agentenv.{sub}", ROOT / sub / "__init__.py", submodule_search_locations=[str(ROOT / sub)]
-        )
-        module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-        setattr(agentenv, sub, module)
-        spec.loader.exec_module(module)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -85,7 +77,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ):
         p.add_argument(flag, type=int, default=default, help=f"{help_} (default {default})")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
-    p.add_argument("--peak-tflops", type=float, default=989.0, help="bf16 dense peak (default 989: H200)")
+    p.add_argument(
+        "--peak-tflops", type=float, default=H200_BF16_TFLOPS, help="the device's bf16 dense peak (default 989: H200)"
+    )
+    p.add_argument("--out", help="write the figures (medians) to this JSON file")
     p.add_argument("--smoke", action="store_true", help="2 layers, hidden 64, vocab 1000, tiny batch, 1 step")
     args = p.parse_args(argv)
     if args.smoke:  # smoke sizes become the defaults; flags given explicitly still win
@@ -101,67 +96,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def build_model(args: argparse.Namespace, tokenizer: Any, device: torch.device) -> torch.nn.Module:
-    """Qwen2.5-0.5B's shape (at the default sizes), random init, built on ``device``."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    heads = max(1, args.hidden // 64)
-    config = Qwen2Config(
-        vocab_size=max(args.vocab, len(tokenizer)),
-        hidden_size=args.hidden,
-        num_hidden_layers=args.layers,
-        intermediate_size=max(64, round(args.hidden * 4864 / 896 / 64) * 64),  # 4864 at hidden 896
-        num_attention_heads=heads,
-        num_key_value_heads=2 if heads % 2 == 0 else 1,
-        max_position_embeddings=32768,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
-    )
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = Qwen2ForCausalLM(config)
-    return model.to(torch.bfloat16) if device.type == "cuda" else model  # fp32 on CPU: bf16 is slow there
-
-
-def update_flops(model: torch.nn.Module, lengths: list[int], policy_tokens: int) -> float:
-    """Model FLOPs of one update, recomputation not counted: 6·N_body·T + 6·V·d·T_policy + 12·L·d·Σ s_i²
-    (N_body: parameters outside the tied embedding; T = Σ s_i; the lm-head runs on policy tokens only)."""
-    c = model.config
-    n_body = sum(p.numel() for p in model.parameters()) - c.vocab_size * c.hidden_size
-    return (
-        6 * n_body * sum(lengths)
-        + 6 * c.vocab_size * c.hidden_size * policy_tokens
-        + 12 * c.num_hidden_layers * c.hidden_size * sum(s * s for s in lengths)
-    )
-
-
-def measure(trainer: Any, args: argparse.Namespace) -> list[dict[str, float]]:
+def measure(trainer: Any, args: argparse.Namespace) -> list[dict[str, float | None]]:
     """Run warm-up + measured `train_step`s; one row of figures per measured step."""
     seen: list[tuple[list[int], int]] = []  # (sequence lengths, policy tokens) of the step's update
-    optimise, cuda = trainer._optimise, trainer.device.type == "cuda"
+    optimise, device = trainer._optimise, trainer.device
 
     def recording(examples: list[Any]) -> dict[str, Any]:
         seen.append(([len(e.ids) for e in examples], sum(sum(e.mask) for e in examples)))
         return optimise(examples)
 
     trainer._optimise = recording
-    sync = (lambda: torch.cuda.synchronize(trainer.device)) if cuda else (lambda: None)  # include queued GPU work
     rows = []
     for i in range(args.warmup + args.steps):
         trainer.step = i  # train() would advance it; the sampler draws tasks and seeds from it
         seen.clear()
-        if cuda:
-            torch.cuda.reset_peak_memory_stats(trainer.device)
-        sync()
+        reset_peak_memory(device)
+        sync(device)
         start = time.perf_counter()
         m = trainer.train_step()
-        sync()
+        sync(device)
         wall = time.perf_counter() - start
         lengths, policy = seen[0] if seen else ([], 0)  # no update when no episode has a policy token
-        train_s, tflop = m["time/train_s"], update_flops(trainer.model, lengths, policy) / 1e12
+        flops = train_flops(
+            trainer.model, tokens=sum(lengths), policy_tokens=policy, squared_lengths=sum(s * s for s in lengths)
+        )
+        train_s, tflop = m["time/train_s"], flops / 1e12
         rows.append(
             {
                 "gen": m["time/generate_s"],
@@ -177,17 +136,40 @@ def measure(trainer: Any, args: argparse.Namespace) -> list[dict[str, float]]:
                 "turns": m["turns/mean"],
                 "tflop": tflop,
                 "tflops": tflop / train_s,
-                "mfu": 100 * tflop / train_s / args.peak_tflops,
-                "peak_gib": torch.cuda.max_memory_allocated(trainer.device) / 2**30 if cuda else 0.0,
+                "mfu": 100 * tflop / train_s / args.peak_tflops if device.type == "cuda" else None,
+                "peak_gib": peak_memory_gib(device),
             }
         )
         print(f"step {i}{' (warm-up)' if i < args.warmup else ''}: {wall:.2f} s", flush=True)
     return rows[args.warmup :]
 
 
-def report(trainer: Any, args: argparse.Namespace, steps: list[dict[str, float]]) -> None:
+FIGURES = (  # (name, key, format); the table's rows and the JSON's keys
+    ("time / step: generate (s)", "gen", ".3f"),
+    ("time / step: env (s)", "env", ".3f"),
+    ("time / step: train = update (s)", "train", ".3f"),
+    ("time / step: wall (s)", "wall", ".3f"),
+    ("turns per episode (mean)", "turns", ".2f"),
+    ("generated tokens / step", "gen_tok", ".0f"),
+    ("generation tokens/s", "gen_tps", ",.0f"),
+    ("training tokens / step", "train_tok", ".0f"),
+    ("  of which policy tokens", "policy_tok", ".0f"),
+    ("training sequence length (mean)", "seq_len", ".0f"),
+    ("training tokens/s", "train_tps", ",.0f"),
+    ("update TFLOP / step", "tflop", ".3f"),
+    ("update TFLOP/s achieved", "tflops", ".3f"),
+    ("MFU of the update (%)", "mfu", ".1f"),
+    ("peak GPU memory allocated in a step (GiB)", "peak_gib", ".2f"),
+)
+
+
+def medians(steps: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """The median of each figure over the steps; None where a figure does not apply (a CPU's memory)."""
+    return {key: None if steps[0][key] is None else statistics.median(r[key] for r in steps) for _, key, _ in FIGURES}
+
+
+def report(trainer: Any, args: argparse.Namespace, figures: dict[str, float | None], steps: int) -> None:
     model, c, cuda = trainer.model, trainer.model.config, trainer.device.type == "cuda"
-    med = lambda key: statistics.median(r[key] for r in steps)  # noqa: E731
     print("\n" + header("bench/train_gpu.py: GRPOTrainer.train_step on one device"))
     print(
         f"torch {torch.__version__}, transformers {transformers.__version__}, device {trainer.device}, GPU "
@@ -201,32 +183,25 @@ def report(trainer: Any, args: argparse.Namespace, steps: list[dict[str, float]]
     )
     print(repr(trainer.config))
     print(
-        f"env: guess-number-v0 (max_format_errors={args.max_turns}), {args.warmup} warm-up + {args.steps} steps\n"
-        "update FLOPs = 6*N_body*T + 6*V*d*T_policy + 12*L*d*sum(s_i^2) (N_body: params outside the embedding; "
-        f"s_i: sequence lengths)\nMFU = FLOPs / train_s / {args.peak_tflops:g} TFLOP/s (--peak-tflops)\n"
+        f"env: guess-number-v0 (max_format_errors={args.max_turns}, format penalty 0.1 or 0.2 by the action's "
+        f"hash), {args.warmup} warm-up + {args.steps} steps\n{FLOPS_FORMULA}\n"
+        f"MFU = FLOPs / train_s / {args.peak_tflops:g} TFLOP/s (--peak-tflops: the device's bf16 dense peak)\n"
     )
-    rows = [
-        (name, f"{med(key):{fmt}}")
-        for name, key, fmt in (
-            ("time / step: generate (s)", "gen", ".3f"),
-            ("time / step: env (s)", "env", ".3f"),
-            ("time / step: train = update (s)", "train", ".3f"),
-            ("time / step: wall (s)", "wall", ".3f"),
-            ("turns per episode (mean)", "turns", ".2f"),
-            ("generated tokens / step", "gen_tok", ".0f"),
-            ("generation tokens/s", "gen_tps", ",.0f"),
-            ("training tokens / step", "train_tok", ".0f"),
-            ("  of which policy tokens", "policy_tok", ".0f"),
-            ("training sequence length (mean)", "seq_len", ".0f"),
-            ("training tokens/s", "train_tps", ",.0f"),
-            ("update TFLOP / step", "tflop", ".3f"),
-            ("update TFLOP/s achieved", "tflops", ".3f"),
-            ("MFU of the update (%)", "mfu", ".1f"),
-            ("peak GPU memory allocated in a step (GiB)", "peak_gib", ".2f"),
-        )
-        if cuda or key not in ("mfu", "peak_gib")
-    ]
-    print(table(["figure", f"median of {len(steps)} steps"], rows))
+    rows = [(name, f"{v:{fmt}}" if (v := figures[key]) is not None else "n/a (CPU)") for name, key, fmt in FIGURES]
+    print(table(["figure", f"median of {steps} steps"], rows))
+
+
+def varied_penalty(env: Any) -> Any:
+    """``env`` with a format penalty of 0.1 or 0.2 by a hash of each action's text: a
+    random-init model's episodes then score differently, and every step updates."""
+    step = env.step
+
+    def varied_step(action: Any) -> Any:
+        env.format_penalty = 0.1 * (1 + zlib.crc32(repr(action).encode()) % 2)
+        return step(action)
+
+    env.step = varied_step
+    return env
 
 
 def main() -> None:
@@ -238,33 +213,51 @@ def main() -> None:
     from agentenv.trainers.tokens import build_tiny_tokenizer
 
     tokenizer = build_tiny_tokenizer(oracle_corpus(["guess-number-v0"]), vocab_size=512)
-    model = build_model(args, tokenizer, torch.device(args.device))
+    device = torch.device(args.device)
+    model = build_qwen2(tokenizer, device, layers=args.layers, hidden=args.hidden, vocab=args.vocab)
 
     def guess_number() -> agentenv.Env:
         env = agentenv.make("guess-number-v0", tool_prompt="compact", max_turns=args.max_turns)
         env.max_format_errors = args.max_turns  # an invalid call every turn must not end the episode early
-        return env
+        return varied_penalty(env)
 
-    config = GRPOConfig(
-        model="random-init/qwen2-0.5b-shape",
-        envs={"guess-number-v0": 1.0},  # labels: the trainer gets both
-        output_dir=tempfile.mkdtemp(prefix="train_gpu_"),
-        device=args.device,
-        steps=args.warmup + args.steps,
-        batch_size=args.batch_size,
-        group_size=args.group_size,
-        max_turns=args.max_turns,
-        tool_prompt="compact",
-        max_new_tokens=args.max_new_tokens,
-        max_seq_len=max(4096, 2 * args.max_turns * args.max_new_tokens),
-        micro_batch_size=args.micro_batch_size,
-        bf16=True,
-        eval_episodes=0,
-        tensorboard=False,
-        learning_rate=1e-6,
+    with tempfile.TemporaryDirectory(prefix="train_gpu_") as output_dir:
+        config = GRPOConfig(
+            model="random-init/qwen2-0.5b-shape",
+            envs={"guess-number-v0": 1.0},  # labels: the trainer gets both
+            output_dir=output_dir,
+            device=args.device,
+            steps=args.warmup + args.steps,
+            batch_size=args.batch_size,
+            group_size=args.group_size,
+            max_turns=args.max_turns,
+            tool_prompt="compact",
+            max_new_tokens=args.max_new_tokens,
+            max_seq_len=max(4096, 2 * args.max_turns * args.max_new_tokens),
+            micro_batch_size=args.micro_batch_size,
+            bf16=True,
+            eval_episodes=0,
+            tensorboard=False,
+            learning_rate=1e-6,
+        )
+        trainer = GRPOTrainer(model, tokenizer, envs=[guess_number], config=config)
+        steps = measure(trainer, args)
+    figures = medians(steps)
+    report(trainer, args, figures, len(steps))
+    write_json(
+        args.out,
+        {
+            "script": "bench/train_gpu.py",
+            "device": str(device),
+            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "dtype": str(model.dtype).removeprefix("torch."),
+            "params": model.num_parameters(),
+            "peak_tflops": args.peak_tflops,
+            "settings": {k: v for k, v in vars(args).items() if k != "out"},
+            "steps_measured": len(steps),
+            "medians": figures,
+        },
     )
-    trainer = GRPOTrainer(model, tokenizer, envs=[guess_number], config=config)
-    report(trainer, args, measure(trainer, args))
 
 
 if __name__ == "__main__":
