@@ -62,10 +62,28 @@ def wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def demo_config(seed: int, output_dir: Path, overrides: dict | None = None) -> GRPOConfig:
+    """The demonstration's config (`examples/tiny.toml`) for one seed, a fresh run in
+    ``output_dir``, with ``overrides`` (GRPOConfig fields) on top."""
+    data = {**GRPOConfig.from_file(CONFIG).to_dict(), "seed": seed, "output_dir": str(output_dir), "resume": False}
+    return GRPOConfig.from_dict({**data, "tensorboard": False, **(overrides or {})})
+
+
+def parse_sets(items: list[str]) -> dict:
+    """``--set NAME=VALUE`` items as GRPOConfig fields: each value read as JSON, else kept as a string."""
+    overrides = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            overrides[name] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[name] = value
+    return overrides
+
+
 def run_seed(seed: int, output_dir: Path, overrides: dict | None = None, *, quiet: bool = False) -> SeedRun:
     """One seed of the demonstration, from scratch (warm start, then RL)."""
-    data = {**GRPOConfig.from_file(CONFIG).to_dict(), "seed": seed, "output_dir": str(output_dir), "resume": False}
-    config = GRPOConfig.from_dict({**data, "tensorboard": False, **(overrides or {})})
+    config = demo_config(seed, output_dir, overrides)
     run = SeedRun(seed, config.eval_episodes)
     start = time.perf_counter()
     trainer = GRPOTrainer(config=config)
@@ -123,13 +141,7 @@ def main() -> None:
     parser.add_argument("--output-dir", default="runs/bench-learn")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
-    overrides = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        try:
-            overrides[name] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[name] = value
+    overrides = parse_sets(args.set)
     torch.set_num_threads(args.threads)
     print(header("learning demonstration: held-out success before and after GRPO, per seed"))
     runs = []
