@@ -78,47 +78,23 @@ def sample(
     decode: Callable[[list[int]], str] | None = None,
     prefix: KVPrefix | None = None,
     keep_cache: bool = False,
+    share_prompts: bool = False,
 ) -> Sampled:
     """Sample continuations of ``prompts`` (left-padded into one batch) until a stop
     token, a stop string (matched on the decoded text, so any split of it into tokens
     counts, and a token that ends past it too; needs ``decode``) or ``max_new_tokens``.
     ``temperature=0`` is greedy. With ``prefix`` (row i's ``prefix.ids[i]`` a proper
     prefix of ``prompts[i]``), only the rest of each prompt is fed; with ``keep_cache``
-    the result carries the cache for the next call."""
+    the result carries the cache for the next call. ``share_prompts`` (without a
+    prefix): rows with the same prompt (a GRPO group) prefill it once."""
     if stop_strings and decode is None:
         raise ValueError("stop_strings needs decode")
     device = next(model.parameters()).device
-    cached = prefix.ids if prefix is not None else [[] for _ in prompts]
-    if len(cached) != len(prompts):
-        raise ValueError(f"the prefix has {len(cached)} rows for {len(prompts)} prompts")
-    fresh = [list(p[len(c) :]) for p, c in zip(prompts, cached, strict=True)]
-    for row, (p, c) in enumerate(zip(prompts, cached, strict=True)):
-        if len(c) >= len(p) or list(p[: len(c)]) != c:
-            raise ValueError(f"row {row}: the cached ids are not a proper prefix of the prompt")
-    width = max(len(f) for f in fresh)
-    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    chunk = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, ids in enumerate(fresh):
-        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-        chunk[row, width - len(ids) :] = 1
-    input_ids, chunk = input_ids.to(device), chunk.to(device)
-    count = torch.tensor([len(c) for c in cached], dtype=torch.long, device=device)  # real tokens cached
-    positions = (count[:, None] + chunk.cumsum(-1) - 1).clamp(min=0)
-    attention = chunk if prefix is None else torch.cat([prefix.attention, chunk], dim=1)
+    cache_arg = cache_argument(model)
+    if prefix is None and share_prompts:
+        prefix = _shared_prompts(model, prompts, pad_id, cache_arg)
+    past, attention, count, logits = _extend(model, prefix, prompts, pad_id, cache_arg)
     stops = torch.tensor(list(stop_ids), device=device)
-
-    cache_arg = _cache_argument(model)
-    past_in = {} if prefix is None else {cache_arg: prefix.cache}
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention,
-        position_ids=positions,
-        use_cache=True,
-        logits_to_keep=1,
-        **past_in,
-    )
-    past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
-    count = count + chunk.sum(-1)
     fed = [list(p) for p in prompts]  # per row, what the cache holds
     done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
     tokens, logps = [], []
@@ -167,6 +143,53 @@ def sample(
     return result
 
 
+def _extend(
+    model: torch.nn.Module, prefix: KVPrefix | None, prompts: Sequence[Sequence[int]], pad_id: int, cache_arg: str
+) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Feed each row what follows its cached ids: ``(cache, attention, real tokens per
+    row, last logits)``, the cache then holding every prompt whole."""
+    device = next(model.parameters()).device
+    cached = prefix.ids if prefix is not None else [[] for _ in prompts]
+    if len(cached) != len(prompts):
+        raise ValueError(f"the prefix has {len(cached)} rows for {len(prompts)} prompts")
+    for row, (p, c) in enumerate(zip(prompts, cached, strict=True)):
+        if len(c) >= len(p) or list(p[: len(c)]) != c:
+            raise ValueError(f"row {row}: the cached ids are not a proper prefix of the prompt")
+    fresh = [list(p[len(c) :]) for p, c in zip(prompts, cached, strict=True)]
+    width = max(len(f) for f in fresh)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    chunk = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, ids in enumerate(fresh):
+        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+        chunk[row, width - len(ids) :] = 1
+    input_ids, chunk = input_ids.to(device), chunk.to(device)
+    count = torch.tensor([len(c) for c in cached], dtype=torch.long, device=device)
+    attention = chunk if prefix is None else torch.cat([prefix.attention, chunk], dim=1)
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=(count[:, None] + chunk.cumsum(-1) - 1).clamp(min=0),
+        use_cache=True,
+        logits_to_keep=1,
+        **({} if prefix is None else {cache_arg: prefix.cache}),
+    )
+    return getattr(out, cache_arg), attention, count + chunk.sum(-1), out.logits[:, -1, :]
+
+
+def _shared_prompts(
+    model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int, cache_arg: str
+) -> KVPrefix | None:
+    """The cache of every prompt but its last token, each distinct prompt prefilled once
+    and copied to its rows; None when no two rows share one."""
+    index: dict[tuple[int, ...], int] = {}
+    rows = [index.setdefault(tuple(p), len(index)) for p in prompts]
+    if len(index) == len(rows) or min(len(p) for p in index) < 2:
+        return None
+    heads = [list(p[:-1]) for p in index]
+    cache, attention, _, _ = _extend(model, None, heads, pad_id, cache_arg)
+    return KVPrefix(cache, attention, heads).select(rows)
+
+
 def reusable(model: torch.nn.Module) -> bool:
     """Whether `sample` may start from a `KVPrefix` with this model: every layer caches
     every position (no sliding window) and attention takes a mask with holes."""
@@ -196,7 +219,7 @@ class _Wrapper(Protocol):
     def get_base_model(self) -> torch.nn.Module: ...
 
 
-def _cache_argument(model: torch.nn.Module) -> str:
+def cache_argument(model: torch.nn.Module) -> str:
     # transformers renamed `past_key_values` to `cache` during 5.x; accept both.
     import inspect
 

@@ -10,6 +10,14 @@ then what the model's forward does to the logits after it, read from its config:
 ``logit_scale`` (Cohere) and ``final_logit_softcapping`` (Gemma 2 and 3). So these
 log-probs are those of the logits the sampler draws from. A family that changes
 its logits some other way is not covered: compare with its forward pass first.
+
+Rows that open with the same prompt (a GRPO group: one task, one seed) share its
+forward pass: the distinct prompts run once, their KV cache is copied to every row
+that opens with them, and each row runs only what follows. The gradient reaches
+the prompt through the cache, so the log-probs and the gradient are those of the
+full forward pass up to float rounding, for ``1 / group_size`` of the prompt's
+cost. Not with activation checkpointing (which drops the cache), nor for models
+whose cache or attention cannot take it (`generation.reusable`).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from agentenv.trainers.batch import TrainBatch
+from agentenv.trainers.generation import cache_argument, reusable
 from agentenv.trainers.model import CausalLM
 
 __all__ = ["policy_logprobs"]
@@ -46,17 +55,26 @@ def _chunk(
 
 
 def policy_logprobs(
-    model: torch.nn.Module, batch: TrainBatch, *, temperature: float = 1.0, chunk_tokens: int = 1024
+    model: torch.nn.Module,
+    batch: TrainBatch,
+    *,
+    temperature: float = 1.0,
+    chunk_tokens: int = 1024,
+    share_prompts: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logp, entropy)``: ``[B, T]`` log-probs of the targets (0 off the mask) and
-    the per-token entropies of the masked positions (detached)."""
+    the per-token entropies of the masked positions (detached). ``share_prompts``:
+    rows opening with the same prompt run it once (see the module docstring)."""
     if not isinstance(model, CausalLM):
         raise TypeError(
             f"expected a transformers causal LM (get_decoder, get_output_embeddings), got {type(model).__name__}"
         )
     decoder = model.get_decoder()
-    hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
-    hidden = hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]
+    prompts = _shared_prompts(batch) if share_prompts and _can_share(model, decoder) else None
+    if prompts is None:
+        hidden = _last_hidden(decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False))
+    else:
+        hidden = _hidden_sharing_prompts(decoder, batch, *prompts)
     head = model.get_output_embeddings()
     config = getattr(model, "config", None)
     scale, softcap = getattr(config, "logit_scale", None), getattr(config, "final_logit_softcapping", None)
@@ -74,3 +92,77 @@ def policy_logprobs(
     flat = torch.cat(logps) if logps else h.new_zeros(0, dtype=torch.float32)
     logp = torch.zeros(batch.mask.shape, dtype=torch.float32, device=flat.device).masked_scatter(selected, flat)
     return logp, torch.cat(entropies) if entropies else flat.detach()
+
+
+def _last_hidden(out: object) -> torch.Tensor:
+    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]  # type: ignore[index]
+
+
+def _can_share(model: torch.nn.Module, decoder: torch.nn.Module) -> bool:
+    checkpointing = torch.is_grad_enabled() and getattr(decoder, "gradient_checkpointing", False) and decoder.training
+    return not checkpointing and reusable(model)
+
+
+def _shared_prompts(batch: TrainBatch) -> tuple[list[list[int]], list[int], list[int]] | None:
+    """``(distinct prompts, each row's prompt index, each row's prompt length)``, or None
+    when no two rows share a prompt (or a row has no policy token). A row's prompt is
+    its ids up to its first policy token."""
+    mask = batch.mask.bool()
+    if not bool(mask.any(-1).all()):
+        return None
+    starts = (mask.int().argmax(-1) + 1).tolist()  # mask[t] scores token t + 1
+    ids = batch.input_ids.tolist()
+    index: dict[tuple[int, ...], int] = {}
+    rows = [index.setdefault(tuple(row[:start]), len(index)) for row, start in zip(ids, starts, strict=True)]
+    if len(index) == len(rows):
+        return None
+    return [list(p) for p in index], rows, starts
+
+
+def _hidden_sharing_prompts(
+    decoder: torch.nn.Module, batch: TrainBatch, prompts: list[list[int]], rows: list[int], starts: list[int]
+) -> torch.Tensor:
+    """The decoder's last hidden states ``[B, T, H]`` at every position a policy token is
+    scored from (others are 0), running each distinct prompt once."""
+    device = batch.input_ids.device
+    cache_arg = cache_argument(decoder)
+    width = max(len(p) for p in prompts)
+    prompt_ids = torch.zeros((len(prompts), width), dtype=torch.long)
+    prompt_att = torch.zeros((len(prompts), width), dtype=torch.long)
+    for j, p in enumerate(prompts):  # left-padded: every prompt ends in the last column
+        prompt_ids[j, width - len(p) :] = torch.tensor(p)
+        prompt_att[j, width - len(p) :] = 1
+    prompt_ids, prompt_att = prompt_ids.to(device), prompt_att.to(device)
+    out = decoder(
+        input_ids=prompt_ids,
+        attention_mask=prompt_att,
+        position_ids=(prompt_att.cumsum(-1) - 1).clamp(min=0),
+        use_cache=True,
+    )
+    prompt_hidden, cache = _last_hidden(out), getattr(out, cache_arg)
+    index = torch.tensor(rows, device=device)
+    cache.batch_select_indices(index)  # every row gets its prompt's keys and values (a differentiable gather)
+    lengths = batch.attention_mask.sum(-1).tolist()
+    rest = max(n - s for n, s in zip(lengths, starts, strict=True))
+    rest_ids = torch.zeros((len(rows), rest), dtype=torch.long, device=device)
+    rest_att = torch.zeros((len(rows), rest), dtype=torch.long, device=device)
+    for i, (n, s) in enumerate(zip(lengths, starts, strict=True)):
+        rest_ids[i, : n - s] = batch.input_ids[i, s:n]
+        rest_att[i, : n - s] = 1
+    starts_t = torch.tensor(starts, device=device)
+    out = decoder(
+        input_ids=rest_ids,
+        attention_mask=torch.cat([prompt_att[index], rest_att], dim=1),
+        position_ids=starts_t[:, None] + torch.arange(rest, device=device)[None, :],
+        use_cache=True,
+        **{cache_arg: cache},
+    )
+    rest_hidden = _last_hidden(out)
+    # Position start - 1 (the prompt's last token) scores the first policy token; the
+    # rest of each row's positions come from its own pass.
+    hidden = rest_hidden.new_zeros((*batch.input_ids.shape, rest_hidden.shape[-1]))
+    arange = torch.arange(len(rows), device=device)
+    hidden = hidden.index_put((arange, starts_t - 1), prompt_hidden[index, -1])
+    columns = starts_t[:, None] + torch.arange(rest, device=device)[None, :]
+    valid = rest_att.bool()
+    return hidden.index_put((arange[:, None].expand_as(columns)[valid], columns[valid]), rest_hidden[valid])

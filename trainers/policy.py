@@ -7,7 +7,8 @@ appended before it (``prompt_ids``), the generated ids and their log-probs, so a
 trajectory alone rebuilds the training sequence.
 
 The KV cache of the live episodes is kept between turns (``reuse_cache``), so a turn
-feeds the model only the new observation, not the whole conversation: finished
+feeds the model only the new observation, not the whole conversation, and episodes
+that open with the same prompt (a GRPO group) prefill it once: finished
 episodes are dropped from it, a new one joins with its whole prompt, and an episode
 whose ids no longer extend what the cache holds (cut at ``max_context_tokens``,
 restored from a snapshot) is fed whole again. The cache is dropped by `reset`, when
@@ -149,7 +150,7 @@ class TransformersPolicy:
             decode=self._decode,
         )
         try:
-            result = sample(self.model, prompts, prefix=prefix, keep_cache=keep, **kwargs)
+            result = sample(self.model, prompts, prefix=prefix, keep_cache=keep, share_prompts=keep, **kwargs)
         except torch.cuda.OutOfMemoryError:
             if not keep:
                 raise

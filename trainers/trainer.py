@@ -51,6 +51,9 @@ from agentenv.types import Failure
 
 __all__ = ["GRPOTrainer"]
 
+UPDATE_KL_PROBE = 4
+"""Sequences (of the first micro-batch) on which ``update_kl`` is measured."""
+
 EnvLike = str | Callable[[], Env]
 
 
@@ -455,7 +458,9 @@ class GRPOTrainer:
         total = sum(sizes) or 1.0
         shares = [size / total for size in sizes]
         olds = self._generation_logprobs(batches)
-        probe = batches[0]  # how far the whole update moves the policy, measured on one micro-batch
+        # How far the whole update moves the policy, measured on a few sequences: two
+        # forward passes of the whole batch would cost two thirds of its update.
+        probe = collate(micro[0][:UPDATE_KL_PROBE], self.policy.pad_id, self.device)
         with torch.no_grad(), self._autocast():
             before = self._logprobs(self.model, probe)[0]
         sums: dict[str, float] = defaultdict(float)
@@ -475,8 +480,8 @@ class GRPOTrainer:
             sums["grad_norm"] = float(grad_norm)
         with torch.no_grad(), self._autocast():
             after = self._logprobs(self.model, probe)[0]
-        # k3 estimate of KL(before || after) per policy token, over tokens the policy sampled
-        # before the update: the step size, in nats.
+        # k3 estimate of KL(before || after) per policy token, over the probe's tokens the
+        # policy sampled before the update: the step size, in nats.
         sums["update_kl"] = float(kl_k3(before, after, probe.mask))
         sums["lr"] = self.optimizer.param_groups[0]["lr"]
         sums["_train_tokens"] = float(sum(len(e.ids) for e in examples) * cfg.ppo_epochs)
@@ -535,7 +540,13 @@ class GRPOTrainer:
 
     def _logprobs(self, model: torch.nn.Module, batch: TrainBatch) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.config
-        return policy_logprobs(model, batch, temperature=cfg.temperature, chunk_tokens=cfg.logprob_chunk_tokens)
+        return policy_logprobs(
+            model,
+            batch,
+            temperature=cfg.temperature,
+            chunk_tokens=cfg.logprob_chunk_tokens,
+            share_prompts=cfg.reuse_kv_cache,
+        )
 
     def _learning_rate(self) -> float:
         cfg = self.config
@@ -552,7 +563,7 @@ class GRPOTrainer:
     def _save_trajectories(self, trajs: Sequence[Trajectory]) -> None:
         # One file per step, written whole: a step redone after a resume replaces its file.
         folder = self.run_dir / "trajectories"
-        folder.mkdir(exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)  # train_step() may run without train()
         tmp = folder / f".step-{self.step + 1:06d}.jsonl.tmp"
         # Snapshots (kept for the miner) would multiply the file's size: left out.
         lines = (t.model_copy(update={"snapshots": []}).to_json() if t.snapshots else t.to_json() for t in trajs)

@@ -72,8 +72,17 @@ def fed(model: torch.nn.Module) -> Iterator[list[int]]:
     handle.remove()
 
 
-def _rollout(policy: TransformersPolicy, *, n: int = 6, concurrency: int | None = None) -> list[agentenv.Trajectory]:
+def _rollout(
+    policy: TransformersPolicy, *, n: int = 6, concurrency: int | None = None, groups: bool = False
+) -> list[agentenv.Trajectory]:
+    """``n`` episodes of different tasks, or with ``groups`` two groups of n / 2 episodes
+    that open with one prompt each (as GRPO samples them: one task, one seed)."""
     policy.reset()
+    if groups:
+        tasks = [task.id for task in _env().tasks][: n // 2]
+        per_group = [t for t in tasks[:2] for _ in range(n // 2)]
+        seeds = [7] * (n // 2) + [8] * (n // 2)
+        return agentenv.rollout(_env, policy, tasks=per_group, seeds=seeds, concurrency=concurrency)
     return agentenv.rollout(_env, policy, n=n, seed=0, concurrency=concurrency)
 
 
@@ -82,19 +91,33 @@ def _generations(trajs: list[agentenv.Trajectory]) -> tuple[list[list[int]], lis
     return [g.token_ids for g in gens], [g.logprobs for g in gens]
 
 
-@pytest.mark.parametrize("concurrency", [None, 4], ids=["one-batch", "episodes-join"])
-def test_reuse_samples_the_same_tokens_with_the_same_logprobs(model, tok, concurrency) -> None:
+@pytest.mark.parametrize(
+    ("concurrency", "groups"), [(None, False), (4, False), (None, True)], ids=["one-batch", "episodes-join", "groups"]
+)
+def test_reuse_samples_the_same_tokens_with_the_same_logprobs(model, tok, concurrency, groups) -> None:
     kept = TransformersPolicy(model, tok, max_new_tokens=6, seed=3, reuse_cache=True)
     fresh = TransformersPolicy(model, tok, max_new_tokens=6, seed=3, reuse_cache=False)
-    with_reuse = _rollout(kept, concurrency=concurrency)
-    without = _rollout(fresh, concurrency=concurrency)
-    assert sorted({t.turns for t in with_reuse}) == sorted({t.turns for t in without})
-    assert len({t.turns for t in with_reuse}) >= 3  # rows leave the batch at different turns
+    with_reuse = _rollout(kept, concurrency=concurrency, groups=groups)
+    without = _rollout(fresh, concurrency=concurrency, groups=groups)
+    assert [t.turns for t in with_reuse] == [t.turns for t in without]
+    if not groups:
+        assert len({t.turns for t in with_reuse}) >= 3  # rows leave the batch at different turns
     tokens, logprobs = _generations(with_reuse)
     tokens_fresh, logprobs_fresh = _generations(without)
     assert tokens == tokens_fresh
     for a, b in zip(logprobs, logprobs_fresh, strict=True):
         assert a == pytest.approx(b, abs=1e-5)  # a prefill and a cached decode round differently
+
+
+def test_a_group_prefills_its_prompt_once(model, tok, fed) -> None:
+    policy = TransformersPolicy(model, tok, max_new_tokens=2, seed=3, reuse_cache=True)
+    env = _env()
+    messages = list(env.reset(seed=0)[0])
+    env.close()
+    prompt = len(policy.delta.prompt_ids(messages))
+    policy.act([agentenv.Conversation(i, messages) for i in range(4)])
+    # The prompt but its last token once, then each row's last prompt token, then a token each.
+    assert fed[:2] == [prompt - 1, 4]
 
 
 def test_reuse_feeds_each_turn_only_what_follows_the_cache(model, tok, fed) -> None:

@@ -176,3 +176,55 @@ def test_logprobs_are_those_of_the_logits_the_model_samples_from(batch, family) 
         ref, _ = _reference(model, batch)
     mask = batch.mask.bool()
     torch.testing.assert_close(logp[mask], ref[mask], atol=1e-5, rtol=1e-5)
+
+
+# --- rows that share a prompt run it once ---------------------------------------------------
+
+
+def _grouped_batch() -> TrainBatch:
+    """Two groups of three multi-turn rows: each group opens with one prompt (of 7 and of 4
+    tokens), then the rows differ; masks mark two turns of policy tokens per row."""
+    g = torch.Generator().manual_seed(1)
+    examples = []
+    for prompt_len in (7, 4):
+        prompt = torch.randint(1, VOCAB, (prompt_len,), generator=g).tolist()
+        for turn_a, obs, turn_b in ((3, 2, 4), (5, 3, 1), (2, 2, 6)):
+            rest = torch.randint(1, VOCAB, (turn_a + obs + turn_b,), generator=g).tolist()
+            mask = [0] * prompt_len + [1] * turn_a + [0] * obs + [1] * turn_b
+            ids = prompt + rest
+            examples.append(Example(ids, mask, [0.0] * len(ids), [1.0] * len(ids), [], False))
+    return collate(examples, pad_id=0)
+
+
+def test_rows_sharing_a_prompt_get_the_log_probs_and_gradients_of_a_full_pass(model) -> None:
+    batch = _grouped_batch()
+    results = {}
+    for share in (True, False):
+        model.zero_grad()
+        logp, entropy = policy_logprobs(model, batch, chunk_tokens=5, share_prompts=share)
+        (logp * batch.mask).sum().backward()
+        results[share] = logp.detach(), entropy, [p.grad.clone() for p in model.parameters()]
+    (shared, shared_entropy, shared_grads), (full, full_entropy, full_grads) = results[True], results[False]
+    assert torch.allclose(shared, full, atol=1e-5)
+    assert torch.allclose(shared_entropy, full_entropy, atol=1e-5)
+    assert torch.allclose(full, _reference(model, batch)[0] * batch.mask, atol=1e-5)
+    for a, b in zip(shared_grads, full_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_a_shared_prompt_runs_once(model) -> None:
+    batch = _grouped_batch()
+    fed: list[int] = []
+    handle = model.get_decoder().register_forward_pre_hook(
+        lambda _m, _a, kw: fed.append(int(kw["attention_mask"][:, -kw["input_ids"].shape[1] :].sum())), with_kwargs=True
+    )
+    try:
+        with torch.no_grad():
+            policy_logprobs(model, batch, share_prompts=True)
+            shared = sum(fed)
+            fed.clear()
+            policy_logprobs(model, batch, share_prompts=False)
+    finally:
+        handle.remove()
+    assert sum(fed) == int(batch.attention_mask.sum())
+    assert shared == sum(fed) - 2 * 7 - 2 * 4  # each group's prompt once instead of three times
