@@ -1,0 +1,183 @@
+"""GRPO trainer speed on the CPU: the KV cache kept across turns, on and off.
+
+    .venv/bin/python bench/train_cpu.py                  # ~5 min on an idle 2-core machine
+    .venv/bin/python bench/train_cpu.py --turns 5 --steps 3
+
+Two `GRPOTrainer`s in one process, identical but for ``reuse_kv_cache``, each with
+its own copy of one random-init Qwen2 (hidden 256, 4 layers), on guess-number-v0
+with its tools shown as JSON schemas. A random model never makes a valid call, so
+every episode runs ``--turns`` turns of ``--max-new-tokens`` tokens (the format
+ending is raised to match): a fixed load, the same for both. The format penalty is
+0.1 or 0.2 by a hash of the action, so groups differ and every step updates. Steps
+alternate between the two trainers so that drift hits both alike; figures are
+medians over the measured steps. Sampling is the same with and without the cache
+(tests/trainers/test_kv_reuse.py), so both trainers train on the same episodes.
+
+Left out: the single-turn comparison with TRL (bench/train_trl.py), GPUs (bench/train_gpu.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import header, table
+
+import agentenv
+from agentenv.trainers import GRPOConfig, GRPOTrainer
+from agentenv.trainers.model import oracle_corpus
+from agentenv.trainers.tokens import build_tiny_tokenizer
+
+ENV = "guess-number-v0"
+TARGET = 2.0  # steps/s with the cache kept, over without
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for flag, default, help_ in (
+        ("--steps", 4, "measured steps per trainer"),
+        ("--warmup", 1, "steps per trainer run first, not measured"),
+        ("--turns", 10, "turns per episode"),
+        ("--max-new-tokens", 16, "tokens per turn"),
+        ("--batch-size", 16, "episodes per step"),
+        ("--group-size", 4, "episodes per task"),
+        ("--hidden", 256, "hidden size (heads of 64 dims)"),
+        ("--layers", 4, "decoder layers"),
+        ("--threads", 0, "torch threads (0: torch's default)"),
+    ):
+        p.add_argument(flag, type=int, default=default, help=f"{help_} (default {default})")
+    p.add_argument("--tool-prompt", default="json", choices=["json", "compact"], help="how the tools are shown")
+    return p.parse_args(argv)
+
+
+def build_model(tokenizer: Any, hidden: int, layers: int) -> torch.nn.Module:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // 64,
+        num_key_value_heads=max(1, hidden // 128),
+        tie_word_embeddings=True,
+        max_position_embeddings=4096,
+    )
+    torch.manual_seed(0)
+    return Qwen2ForCausalLM(config)
+
+
+def make_env(args: argparse.Namespace) -> agentenv.Env:
+    env = agentenv.make(ENV, tool_prompt=args.tool_prompt, max_turns=args.turns)
+    env.max_format_errors = args.turns  # an invalid call every turn must not end the episode early
+    step = env.step
+
+    def varied_step(action: Any) -> Any:
+        env.format_penalty = 0.1 * (1 + zlib.crc32(repr(action).encode()) % 2)
+        return step(action)
+
+    env.step = varied_step  # type: ignore[method-assign]
+    return env
+
+
+def make_trainer(model: torch.nn.Module, tokenizer: Any, args: argparse.Namespace, out: str, reuse: bool) -> Any:
+    config = GRPOConfig(
+        model="random-init/qwen2",
+        envs={ENV: 1.0},
+        output_dir=out,
+        device="cpu",
+        steps=args.warmup + args.steps,
+        batch_size=args.batch_size,
+        group_size=args.group_size,
+        max_turns=args.turns,
+        tool_prompt=args.tool_prompt,
+        max_new_tokens=args.max_new_tokens,
+        max_seq_len=4096,
+        micro_batch_size=args.batch_size,
+        eval_episodes=0,
+        tensorboard=False,
+        learning_rate=1e-6,
+        reuse_kv_cache=reuse,
+    )
+    return GRPOTrainer(model, tokenizer, envs=[lambda: make_env(args)], config=config)
+
+
+def main() -> None:
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tokenizer = build_tiny_tokenizer(oracle_corpus([ENV]), vocab_size=512)
+    model = build_model(tokenizer, args.hidden, args.layers)
+    print(
+        f"{2 * (args.warmup + args.steps)} steps of {args.batch_size} episodes x {args.turns} turns; "
+        "about 20-40 s a step on an idle 2-core machine",
+        flush=True,
+    )
+    rows: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    with tempfile.TemporaryDirectory(prefix="train_cpu_") as out:
+        trainers = {
+            reuse: make_trainer(copy.deepcopy(model), tokenizer, args, f"{out}/{reuse}", reuse)
+            for reuse in (True, False)
+        }
+        for i in range(args.warmup + args.steps):
+            for reuse, trainer in trainers.items():
+                trainer.step = i  # the sampler draws tasks and seeds from it: the same for both
+                start = time.perf_counter()
+                m = trainer.train_step()
+                wall = time.perf_counter() - start
+                print(f"step {i} cache {'kept' if reuse else 'off '}: {wall:6.2f} s", flush=True)
+                if i >= args.warmup:
+                    rows[reuse].append(
+                        {
+                            "wall": wall,
+                            "gen": m["time/generate_s"],
+                            "train": m["time/train_s"],
+                            "turns": m["turns/mean"],
+                            "tokens": m["gen_tokens_per_s"] * m["time/generate_s"],
+                        }
+                    )
+    report(args, model, rows)
+
+
+def report(args: argparse.Namespace, model: torch.nn.Module, rows: dict[bool, list[dict[str, float]]]) -> None:
+    med = {reuse: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for reuse, rs in rows.items()}
+    c = model.config
+    print("\n" + header("bench/train_cpu.py: GRPOTrainer.train_step, KV cache across turns kept vs off"))
+    print(
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads); model: Qwen2 random init, "
+        f"{model.num_parameters() / 1e6:.1f} M params, hidden {c.hidden_size}, {c.num_hidden_layers} layers, "
+        f"vocab {c.vocab_size}; env {ENV} (tool prompt {args.tool_prompt}), {args.batch_size} episodes of "
+        f"{args.turns} turns x {args.max_new_tokens} tokens per step; median of {args.steps} steps each"
+    )
+    body = []
+    for name, key, fmt in (
+        ("step time (s)", "wall", ".2f"),
+        ("  generate (s)", "gen", ".2f"),
+        ("  train (s)", "train", ".2f"),
+        ("turns per episode", "turns", ".1f"),
+        ("generated tokens per step", "tokens", ".0f"),
+    ):
+        body.append((name, f"{med[True][key]:{fmt}}", f"{med[False][key]:{fmt}}"))
+    speedup = med[False]["wall"] / med[True]["wall"]
+    gen_speedup = med[False]["gen"] / med[True]["gen"]
+    body.append(("steps/s", f"{1 / med[True]['wall']:.3f}", f"{1 / med[False]['wall']:.3f}"))
+    print(table(["figure", "cache kept", "cache off"], body))
+    verdict = "met" if speedup >= TARGET else "MISSED"
+    print(
+        f"\nsteps/s, kept over off: {speedup:.2f}x (target >= {TARGET:g}x: {verdict}); "
+        f"generation alone: {gen_speedup:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
