@@ -39,6 +39,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 TARGET_TIME, TARGET_MEMORY = 0.5, 0.7  # agentenv over TRL
+ROLES = {  # name: (python, what it is)
+    "agentenv": ("", "agentenv GRPOTrainer, defaults (KV reuse on, no activation checkpointing)"),
+    "trl": ("bench", "TRL GRPOTrainer, defaults (activation checkpointing on)"),
+    "trl-matched": ("bench", "TRL GRPOTrainer, activation checkpointing off, as agentenv"),
+}
 SYSTEM = (
     "You are a careful assistant that answers arithmetic questions. Read the question, "
     "work out the value step by step in your head, and reply with the final integer only: "
@@ -62,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=1, help="steps run first each round, not measured (default 1)")
     p.add_argument("--rounds", type=int, default=2, help="rounds, each running both trainers (default 2)")
     p.add_argument("--threads", type=int, default=0, help="torch threads in each trainer (0: torch's default)")
-    p.add_argument("--role", choices=["agentenv", "trl"], help=argparse.SUPPRESS)
+    p.add_argument("--role", choices=list(ROLES), help=argparse.SUPPRESS)
     p.add_argument("--dir", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -148,7 +153,7 @@ def run_agentenv(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     return {"times": times[args.warmup :], "base": base, "peak": peak_rss_bytes(), "tokens": completion_tokens}
 
 
-def run_trl(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+def run_trl(args: argparse.Namespace, folder: Path, checkpointing: bool) -> dict[str, Any]:
     import transformers
     import trl
     from datasets import Dataset
@@ -192,6 +197,7 @@ def run_trl(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         disable_tqdm=True,
         dataloader_num_workers=0,
         seed=0,
+        gradient_checkpointing=checkpointing,
     )
     trainer = trl.GRPOTrainer(
         model=model,
@@ -211,8 +217,8 @@ def child(args: argparse.Namespace) -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    runner = run_agentenv if args.role == "agentenv" else run_trl
-    result = runner(args, Path(args.dir))
+    folder = Path(args.dir)
+    result = run_agentenv(args, folder) if args.role == "agentenv" else run_trl(args, folder, args.role == "trl")
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -240,14 +246,15 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _common import header
 
-    per_step = (args.warmup + args.steps) * args.rounds * 2
+    per_step = (args.warmup + args.steps) * args.rounds * len(ROLES)
     print(f"{per_step} steps in all, each about 10-30 s on an idle 2-core machine", flush=True)
-    results: dict[str, list[dict[str, Any]]] = {"agentenv": [], "trl": []}
+    results: dict[str, list[dict[str, Any]]] = {role: [] for role in ROLES}
     with tempfile.TemporaryDirectory(prefix="train_vs_trl_") as tmp:
         folder = Path(tmp)
         prepare(folder)
         for r in range(args.rounds):
-            for role, python in (("agentenv", sys.executable), ("trl", BENCH_PYTHON)):
+            for role, (venv, _) in ROLES.items():
+                python = BENCH_PYTHON if venv == "bench" else sys.executable
                 start = time.perf_counter()
                 results[role].append(run_child(python, role, args, folder))
                 steps = ", ".join(f"{t:.1f}" for t in results[role][-1]["times"])
@@ -268,36 +275,32 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]], h
         f"TRL {results['trl'][0]['version']}; {PROMPTS} prompts x {GROUP} completions of up to {MAX_NEW_TOKENS} "
         f"tokens, micro-batch {MICRO_BATCH}; median of {args.steps} steps x {args.rounds} rounds each"
     )
-    print(
-        table(
-            ["figure", "agentenv", "TRL", "agentenv / TRL"],
-            [
-                (
-                    "step time (s)",
-                    f"{step['agentenv']:.2f}",
-                    f"{step['trl']:.2f}",
-                    f"{step['agentenv'] / step['trl']:.2f}x",
-                ),
-                (
-                    "peak memory over the pre-step RSS (MiB)",
-                    f"{grown['agentenv']:.0f}",
-                    f"{grown['trl']:.0f}",
-                    f"{grown['agentenv'] / grown['trl']:.2f}x",
-                ),
-                (
-                    "peak RSS, whole process (MiB)",
-                    f"{peak['agentenv']:.0f}",
-                    f"{peak['trl']:.0f}",
-                    f"{peak['agentenv'] / peak['trl']:.2f}x",
-                ),
-            ],
+    for role, (_, what) in ROLES.items():
+        print(f"  {role}: {what}")
+    rows = [
+        (role, f"{step[role]:.2f}", f"{grown[role]:.0f}", f"{peak[role]:.0f}")
+        + (
+            (f"{step['agentenv'] / step[role]:.2f}x", f"{grown['agentenv'] / grown[role]:.2f}x")
+            if role != "agentenv"
+            else ("", "")
         )
-    )
-    t, m = step["agentenv"] / step["trl"], grown["agentenv"] / grown["trl"]
-    print(
-        f"\nstep time {t:.2f}x TRL's (target <= {TARGET_TIME}: {'met' if t <= TARGET_TIME else 'MISSED'}); "
-        f"peak memory {m:.2f}x (target <= {TARGET_MEMORY}: {'met' if m <= TARGET_MEMORY else 'MISSED'})"
-    )
+        for role in ROLES
+    ]
+    headers = [
+        "trainer",
+        "step (s)",
+        "peak over pre-step RSS (MiB)",
+        "peak RSS (MiB)",
+        "agentenv time /",
+        "agentenv memory /",
+    ]
+    print(table(headers, rows))
+    for role in ("trl", "trl-matched"):
+        t, m = step["agentenv"] / step[role], grown["agentenv"] / grown[role]
+        print(
+            f"vs {role}: step time {t:.2f}x (target <= {TARGET_TIME}: {'met' if t <= TARGET_TIME else 'MISSED'}); "
+            f"peak memory {m:.2f}x (target <= {TARGET_MEMORY}: {'met' if m <= TARGET_MEMORY else 'MISSED'})"
+        )
 
 
 if __name__ == "__main__":
