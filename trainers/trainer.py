@@ -11,6 +11,7 @@ checkpoints to output_dir/checkpoints.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import math
@@ -458,17 +459,18 @@ class GRPOTrainer:
         total = sum(sizes) or 1.0
         shares = [size / total for size in sizes]
         olds = self._generation_logprobs(batches)
-        # How far the whole update moves the policy, measured on a few sequences: two
-        # forward passes of the whole batch would cost two thirds of its update.
-        probe = collate(micro[0][:UPDATE_KL_PROBE], self.policy.pad_id, self.device)
-        with torch.no_grad(), self._autocast():
-            before = self._logprobs(self.model, probe)[0]
+        # How far the whole update moves the policy, measured on the first micro-batch's
+        # first sequences: before, from the first training pass; after, one small pass.
+        probe = TrainBatch(*(getattr(batches[0], f.name)[:UPDATE_KL_PROBE] for f in dataclasses.fields(TrainBatch)))
+        before: torch.Tensor | None = None
         sums: dict[str, float] = defaultdict(float)
         self.model.train()
         for _ in range(cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             for batch, old, share in zip(batches, olds, shares, strict=True):
-                diagnostics = self._backward(batch, old, share)
+                diagnostics, logp = self._backward(batch, old, share)
+                if before is None:
+                    before = logp[:UPDATE_KL_PROBE]
                 for k, v in diagnostics.items():
                     sums[k] += v * share / cfg.ppo_epochs
             for group in self.optimizer.param_groups:  # a function of the step: nothing to checkpoint
@@ -482,7 +484,7 @@ class GRPOTrainer:
             after = self._logprobs(self.model, probe)[0]
         # k3 estimate of KL(before || after) per policy token, over the probe's tokens the
         # policy sampled before the update: the step size, in nats.
-        sums["update_kl"] = float(kl_k3(before, after, probe.mask))
+        sums["update_kl"] = float(kl_k3(before, after, probe.mask)) if before is not None else 0.0
         sums["lr"] = self.optimizer.param_groups[0]["lr"]
         sums["_train_tokens"] = float(sum(len(e.ids) for e in examples) * cfg.ppo_epochs)
         return dict(sums)
@@ -497,9 +499,11 @@ class GRPOTrainer:
         with torch.no_grad(), self._autocast():
             return [self._logprobs(self.model, b)[0] for b in batches]
 
-    def _backward(self, batch: TrainBatch, old: torch.Tensor | None, share: float) -> dict[str, float]:
+    def _backward(
+        self, batch: TrainBatch, old: torch.Tensor | None, share: float
+    ) -> tuple[dict[str, float], torch.Tensor]:
         """Loss of one micro-batch, scaled by its ``share`` of the batch, backwards;
-        returns its loss and diagnostics (unscaled)."""
+        returns its loss and diagnostics (unscaled) and its log-probs (detached)."""
         cfg = self.config
         with self._autocast():
             logp, entropy = self._logprobs(self.model, batch)
@@ -529,7 +533,7 @@ class GRPOTrainer:
         m = batch.mask.bool()
         if m.any():  # how far the training forward pass is from the generation-time log-probs
             out["gen_logprob_gap"] = float((batch.old_logp[m] - logp.detach()[m]).abs().mean())
-        return out
+        return out, logp.detach()
 
     @property
     def generation_budget(self) -> int:
