@@ -62,7 +62,7 @@ class Sampled:
     last token of a row still running at the end may be left out: ``prefix.ids`` says)."""
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def sample(
     model: torch.nn.Module,
     prompts: Sequence[Sequence[int]],

@@ -136,7 +136,8 @@ class TransformersPolicy:
 
     def _sample(self, conv_ids: list[int], prompts: list[list[int]], max_new_tokens: int) -> Sampled:
         keep = self.reuse_cache and not self._kv_off
-        prefix = self._prefix(conv_ids, prompts) if keep else None
+        with torch.inference_mode():  # the kept cache holds inference tensors (as `sample` makes them)
+            prefix = self._prefix(conv_ids, prompts) if keep else None
         self._kv = None  # the cache is now the prefix's (or freed)
         kwargs: dict[str, Any] = dict(
             stop_ids=[self.delta.end_of_turn_id],
