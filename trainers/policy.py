@@ -12,8 +12,10 @@ that open with the same prompt (a GRPO group) prefill it once: finished
 episodes are dropped from it, a new one joins with its whole prompt, and an episode
 whose ids no longer extend what the cache holds (cut at ``max_context_tokens``,
 restored from a snapshot) is fed whole again. The cache is dropped by `reset`, when
-the weights change (an optimiser step), and when memory runs short (the turn is
-sampled again without it, and caching stays off until `reset`).
+a trainable parameter is written in place or replaced (an optimiser step,
+``load_state_dict``; writes through ``.data`` go unseen: call `reset` after those),
+and when memory runs short (the turn is sampled again without it, and caching stays
+off until `reset`).
 """
 
 from __future__ import annotations
