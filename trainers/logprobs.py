@@ -22,6 +22,8 @@ whose cache or attention cannot take it (`generation.reusable`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.utils.checkpoint import checkpoint
 
@@ -119,6 +121,34 @@ def _shared_prompts(batch: TrainBatch) -> tuple[list[list[int]], list[int], list
     return [list(p) for p in index], rows, starts
 
 
+def _kv_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """Each layer's (keys, values) of a transformers dynamic cache (5.x: ``layers``; 4.x:
+    ``key_cache``/``value_cache``), or None for a cache of another shape."""
+    layers = getattr(cache, "layers", None)
+    if layers is not None and all(hasattr(layer, "keys") for layer in layers):
+        return [(layer.keys, layer.values) for layer in layers]
+    if hasattr(cache, "key_cache") and hasattr(cache, "value_cache"):
+        return list(zip(cache.key_cache, cache.value_cache, strict=True))
+    return None
+
+
+def _expanded(cache: Any, index: torch.Tensor) -> Any:
+    """A cache whose row i holds row ``index[i]`` of ``cache``, by ``index_select``: its
+    backward (``index_add_``) sums a prompt's row gradients in a fixed order. The cache's
+    own ``batch_select_indices`` indexes, and on a CPU that backward adds with atomics
+    across threads, in an order that changes from run to run."""
+    from transformers import DynamicCache
+
+    layers = _kv_layers(cache)
+    if layers is None:
+        cache.batch_select_indices(index)
+        return cache
+    out = DynamicCache()
+    for i, (keys, values) in enumerate(layers):
+        out.update(keys.index_select(0, index), values.index_select(0, index), i)
+    return out
+
+
 def _hidden_sharing_prompts(
     decoder: torch.nn.Module, batch: TrainBatch, prompts: list[list[int]], rows: list[int], starts: list[int]
 ) -> torch.Tensor:
@@ -141,7 +171,7 @@ def _hidden_sharing_prompts(
     )
     prompt_hidden, cache = _last_hidden(out), getattr(out, cache_arg)
     index = torch.tensor(rows, device=device)
-    cache.batch_select_indices(index)  # every row gets its prompt's keys and values (a differentiable gather)
+    cache = _expanded(cache, index)
     lengths = batch.attention_mask.sum(-1).tolist()
     rest = max(n - s for n, s in zip(lengths, starts, strict=True))
     rest_ids = torch.zeros((len(rows), rest), dtype=torch.long, device=device)
@@ -162,7 +192,7 @@ def _hidden_sharing_prompts(
     # rest of each row's positions come from its own pass.
     hidden = rest_hidden.new_zeros((*batch.input_ids.shape, rest_hidden.shape[-1]))
     arange = torch.arange(len(rows), device=device)
-    hidden = hidden.index_put((arange, starts_t - 1), prompt_hidden[index, -1])
+    hidden = hidden.index_put((arange, starts_t - 1), prompt_hidden[:, -1].index_select(0, index))
     columns = starts_t[:, None] + torch.arange(rest, device=device)[None, :]
     valid = rest_att.bool()
     return hidden.index_put((arange[:, None].expand_as(columns)[valid], columns[valid]), rest_hidden[valid])
