@@ -13,7 +13,7 @@ alternate between the two trainers so that drift hits both alike; figures are
 medians over the measured steps. Sampling is the same with and without the cache
 (tests/trainers/test_kv_reuse.py), so both trainers train on the same episodes.
 
-Left out: the single-turn comparison with TRL (bench/train_trl.py), GPUs (bench/train_gpu.py).
+Left out: the single-turn comparison with TRL (bench/train_vs_trl.py), GPUs (bench/train_gpu.py).
 """
 
 from __future__ import annotations

@@ -97,8 +97,9 @@ class GRPOConfig(BaseModel):
     reuse_kv_cache: bool = True
     """Reuse keys and values instead of recomputing them: each live episode's cache is
     kept between turns (a turn feeds only the new observation), and the episodes of a
-    group run their shared prompt once, in sampling and in the update. The same samples
-    and gradients up to float rounding; off for models with sliding-window attention."""
+    group run their shared prompt once, in sampling, in the update and in the warm
+    start. The same samples and gradients up to float rounding; off for models with
+    sliding-window attention."""
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
     """Share of each env's tasks held out for evaluation (split by task id hash)."""
     dynamic_sampling: bool = False

@@ -279,6 +279,7 @@ class GRPOTrainer:
             max_seq_len=cfg.max_seq_len,
             end_of_turn=self.policy.delta.end_of_turn,
             seed=cfg.seed,
+            share_prompts=cfg.reuse_kv_cache,
             log=self._warm_start_progress,
         )
         print(

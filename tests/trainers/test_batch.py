@@ -299,6 +299,32 @@ def test_a_few_sft_steps_lower_the_loss_on_oracle_trajectories(tok, oracle_traje
     assert sum(losses[-3:]) / 3 < losses[0] - 0.5
 
 
+def test_sft_sharing_prompts_trains_as_without_and_feeds_fewer_tokens(tok, oracle_trajectories) -> None:
+    """`reuse_kv_cache = false` reaches the warm start: ``share_prompts=False`` runs every
+    row whole, and both give the same losses up to float rounding."""
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
+    trajs = oracle_trajectories[:2] * 4  # every batch of 4 repeats a prompt
+    runs = {}
+    for share in (True, False):
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            model = Qwen2ForCausalLM(config)
+        fed: list[int] = []
+        model.get_input_embeddings().register_forward_hook(lambda _m, args, _o, fed=fed: fed.append(args[0].numel()))
+        losses = sft(model, tok, trajs, steps=3, learning_rate=3e-2, batch_size=4, max_seq_len=160, share_prompts=share)
+        runs[share] = (losses, sum(fed))
+    assert runs[True][0] == pytest.approx(runs[False][0], abs=1e-4)
+    assert runs[True][1] < runs[False][1]
+
+
 def test_sft_without_trajectories_is_refused(tok) -> None:
     config = Qwen2Config(
         vocab_size=len(tok),
