@@ -13,7 +13,9 @@ are given explicitly, so a token's position is its index among the row's real
 tokens either way, and the logits are the same as a full prefill's up to float
 rounding. Needs an attention implementation that takes an arbitrary 2-D padding
 mask (eager, sdpa; not flash-attention's varlen path) and a model whose cache keeps
-every position (no sliding window): `reusable` says whether a model qualifies.
+every position (no sliding window): `reusable` says whether a model qualifies. For
+such a model the cache's layers grow into spare room (`_growable_cache`): a decoded
+token is written in place, where transformers' `DynamicLayer` copies the whole cache.
 """
 
 from __future__ import annotations
@@ -165,13 +167,14 @@ def _extend(
     input_ids, chunk = input_ids.to(device), chunk.to(device)
     count = torch.tensor([len(c) for c in cached], dtype=torch.long, device=device)
     attention = chunk if prefix is None else torch.cat([prefix.attention, chunk], dim=1)
+    cache = prefix.cache if prefix is not None else _growable_cache(model)
     out = model(
         input_ids=input_ids,
         attention_mask=attention,
         position_ids=(count[:, None] + chunk.cumsum(-1) - 1).clamp(min=0),
         use_cache=True,
         logits_to_keep=1,
-        **({} if prefix is None else {cache_arg: prefix.cache}),
+        **({} if cache is None else {cache_arg: cache}),
     )
     return getattr(out, cache_arg), attention, count + chunk.sum(-1), out.logits[:, -1, :]
 
@@ -188,6 +191,71 @@ def _shared_prompts(
     heads = [list(p[:-1]) for p in index]
     cache, attention, _, _ = _extend(model, None, heads, pad_id, cache_arg)
     return KVPrefix(cache, attention, heads).select(rows)
+
+
+def _growable_cache(model: torch.nn.Module) -> Any:
+    """An empty transformers cache whose layers append into a buffer with room to spare
+    (`_GrowableLayer`), for a model whose every layer caches every position; None (the
+    model makes its own) for any other model or a transformers without cache layers."""
+    layer = _growable_layer_class()
+    if layer is None or not reusable(model):
+        return None
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = layer
+    return cache
+
+
+_GROWABLE: list[Any] = []
+
+
+def _growable_layer_class() -> Any:
+    """`_GrowableLayer`, built once on transformers' `DynamicLayer` (5.x); None before it."""
+    if not _GROWABLE:
+        try:
+            from transformers.cache_utils import DynamicCache, DynamicLayer
+        except ImportError:
+            _GROWABLE.append(None)
+        else:
+            ok = hasattr(DynamicCache(), "layer_class_to_replicate")
+            _GROWABLE.append(_make_growable(DynamicLayer) if ok else None)
+    return _GROWABLE[0]
+
+
+def _make_growable(base: type) -> type:
+    class _GrowableLayer(base):
+        """A `DynamicLayer` whose keys and values are views of a buffer that grows by half
+        again when full, so decoding one token writes one position instead of copying the
+        whole cache (`torch.cat`, every token, in `DynamicLayer`). Whatever replaces
+        ``keys`` (`batch_select_indices`, `crop`, `reset`) is seen at the next `update`,
+        which then starts a new buffer from it."""
+
+        keys: torch.Tensor
+        values: torch.Tensor
+        _k: torch.Tensor | None = None
+        _v: torch.Tensor | None = None
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            keys, k = self.keys, self._k
+            n, add = keys.shape[-2] if keys.numel() else 0, key_states.shape[-2]
+            mine = k is not None and n > 0 and keys.data_ptr() == k.data_ptr() and keys.shape[0] == k.shape[0]
+            if not mine or n + add > k.shape[-2]:  # type: ignore[union-attr]
+                room = n + add + max(64, (n + add) // 2)
+                shape = (*key_states.shape[:-2], room, key_states.shape[-1])
+                k, v = key_states.new_empty(shape), value_states.new_empty(shape)
+                if n:
+                    k[..., :n, :] = keys
+                    v[..., :n, :] = self.values
+                self._k, self._v = k, v
+            self._k[..., n : n + add, :] = key_states  # type: ignore[index]
+            self._v[..., n : n + add, :] = value_states  # type: ignore[index]
+            self.keys, self.values = self._k[..., : n + add, :], self._v[..., : n + add, :]  # type: ignore[index]
+            return self.keys, self.values
+
+    return _GrowableLayer
 
 
 def reusable(model: torch.nn.Module) -> bool:

@@ -221,3 +221,44 @@ def test_a_stop_string_that_ends_inside_a_token_ends_the_row_at_that_token(model
     )
     assert stopped.stopped == [True] * len(prompts)
     assert [len(ids) for ids in stopped.token_ids] == [2] * len(prompts)
+
+
+def test_decoding_writes_into_the_cache_in_place_and_samples_as_the_copying_cache(
+    model, tok, prompts, monkeypatch
+) -> None:
+    """The cache `sample` starts grows into spare room: a decoded token is written into
+    the buffer the cache already holds (no copy of the whole cache per token), and the
+    tokens and log-probs are those of transformers' own cache, which copies."""
+    from agentenv.trainers import generation
+
+    def run() -> Any:
+        return sample(
+            model,
+            prompts,
+            stop_ids=[],
+            pad_id=tok.pad_token_id,
+            max_new_tokens=MAX_NEW,
+            temperature=1.0,
+            generator=torch.Generator().manual_seed(3),
+            keep_cache=True,
+        )
+
+    storage: list[int] = []
+
+    def record(_m: Any, _a: Any, out: Any) -> None:
+        keys = getattr(out, generation.cache_argument(model)).layers[0].keys
+        storage.append(keys.untyped_storage().data_ptr())
+
+    handle = model.register_forward_hook(record)
+    try:
+        grown = run()
+    finally:
+        handle.remove()
+    assert len(storage) == 1 + MAX_NEW and len(set(storage)) == 1  # the prefill, then every token fed: one buffer
+    assert grown.prefix is not None and grown.prefix.cache.layers[0].keys.shape[-2] == grown.prefix.attention.shape[1]
+
+    monkeypatch.setattr(generation, "_growable_cache", lambda _model: None)
+    copied = run()
+    assert grown.token_ids == copied.token_ids
+    for row, want in zip(grown.logprobs, copied.logprobs, strict=True):
+        assert row == pytest.approx(want, abs=1e-5)

@@ -155,7 +155,8 @@ def test_out_of_memory_with_the_cache_samples_again_without_it(model, tok) -> No
 
     def short_of_memory(_m: Any, _a: Any, kw: dict[str, Any]) -> None:
         cached = kw.get("cache", kw.get("past_key_values"))  # the name depends on the transformers version
-        if cached is not None and kw["input_ids"].shape[1] > 1:  # a turn's first call, from the cache
+        # a turn's first call, from a kept cache (a fresh prefill may be handed an empty one)
+        if cached is not None and cached.get_seq_length() > 0 and kw["input_ids"].shape[1] > 1:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
 
     handle = model.register_forward_pre_hook(short_of_memory, with_kwargs=True)
