@@ -167,6 +167,11 @@ class GRPOConfig(BaseModel):
     """bf16 autocast on GPU (ignored on CPU)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
+    cpu_keep_freed_memory: bool = True
+    """Training on the CPU: glibc's malloc keeps freed blocks of up to 1 GiB for the next
+    step instead of returning them to the kernel and faulting them in again (process-wide;
+    `keep_freed_cpu_memory`). Steps about 15% faster on a multi-turn batch, peak memory
+    about 5% higher. Ignored on GPUs and with other C libraries."""
     lora_r: int = Field(0, ge=0)
     """LoRA rank through peft (0 = full fine-tuning)."""
     lora_alpha: int = 16

@@ -99,6 +99,28 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+KEEP_FREED_BYTES = 1 << 30
+
+
+def keep_freed_cpu_memory() -> bool:
+    """Ask glibc's malloc to keep freed blocks of up to 1 GiB for reuse rather than hand
+    them back to the kernel (``mallopt``: M_MMAP_THRESHOLD and M_TRIM_THRESHOLD): by
+    default every tensor over 32 MiB is a fresh ``mmap``, and each training step faults
+    its activations' pages in again. Process-wide and idempotent; returns whether glibc
+    took both settings (False on another C library, which is left as it is)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(mallopt(m_mmap_threshold, KEEP_FREED_BYTES)) and bool(mallopt(m_trim_threshold, KEEP_FREED_BYTES))
+
+
 def oracle_corpus(env_ids: Sequence[str], episodes: int = 64, seed: int = 0) -> list[str]:
     """The text of oracle episodes of each env (for a tokenizer to learn from)."""
     texts = []

@@ -40,6 +40,7 @@ from agentenv.trainers.model import (
     Saveable,
     build_tiny,
     enable_gradient_checkpointing,
+    keep_freed_cpu_memory,
     load_model,
     quiet_progress_bars,
     resolve_device,
@@ -88,6 +89,8 @@ class GRPOTrainer:
         self.config = config = config or GRPOConfig()
         self.on_step = on_step
         self.device = resolve_device(config.device)
+        if self.device.type == "cpu" and config.cpu_keep_freed_memory:
+            keep_freed_cpu_memory()
         env_weights = _env_weights(envs if envs is not None else config.envs)
         if isinstance(model, str):
             model_name = model if model != "tiny" or config.model == "tiny" else config.model

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from agentenv.trainers import GRPOConfig, GRPOTrainer
@@ -38,3 +43,38 @@ def test_dr_grpo_divides_by_the_generation_budget_not_the_sequence_length(tmp_pa
     trainer = _trainer(tmp_path, tokenizer, loss="dr_grpo")
     assert trainer.generation_budget == 12 * SayEnv.max_turns  # max_new_tokens per turn, for the longest episode
     assert _trainer(tmp_path, tokenizer, max_turns=100).generation_budget == 256  # within max_seq_len
+
+
+def test_training_on_the_cpu_keeps_freed_memory_for_the_next_step_unless_told_not_to(tmp_path, tokenizer, monkeypatch):
+    import agentenv.trainers.trainer as trainer_module
+
+    calls: list[bool] = []
+    monkeypatch.setattr(trainer_module, "keep_freed_cpu_memory", lambda: calls.append(True) or True)
+    _trainer(tmp_path, tokenizer, device="cpu")
+    assert calls == [True]
+    _trainer(tmp_path, tokenizer, device="cpu", cpu_keep_freed_memory=False)
+    assert calls == [True]
+
+
+_FREED_RSS = """
+import sys, torch
+from agentenv.trainers.model import keep_freed_cpu_memory
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
+if sys.argv[1] == "keep":
+    assert keep_freed_cpu_memory()
+x = torch.ones(64 << 20, dtype=torch.uint8)  # 64 MiB, over malloc's 32 MiB ceiling for its own heap
+before = rss()
+del x
+print(before - rss())
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists() or platform.libc_ver()[0] != "glibc", reason="glibc on Linux")
+def test_keep_freed_cpu_memory_keeps_a_freed_large_tensor_in_the_process():
+    def returned_mib(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", _FREED_RSS, mode], capture_output=True, text=True, check=True)
+        return int(out.stdout.strip())
+
+    assert returned_mib("default") >= 60  # glibc hands a freed 64 MiB block straight back to the kernel
+    assert returned_mib("keep") < 4  # kept for the next allocation
