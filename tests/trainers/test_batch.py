@@ -16,6 +16,7 @@ from agentenv import Failure, Generation, Task, Trajectory, Transition
 from agentenv.trainers.batch import anchor_keys, build_examples, collate, turn_advantages
 from agentenv.trainers.sft import sft, trajectory_example
 from agentenv.trainers.tokens import ChatDelta, build_tiny_tokenizer
+from tests.trainers.toy import tiny_model
 
 PAD = 0
 
@@ -302,21 +303,11 @@ def test_a_few_sft_steps_lower_the_loss_on_oracle_trajectories(tok, oracle_traje
 def test_sft_sharing_prompts_trains_as_without_and_feeds_fewer_tokens(tok, oracle_trajectories) -> None:
     """`reuse_kv_cache = false` reaches the warm start: ``share_prompts=False`` runs every
     row whole, and both give the same losses up to float rounding."""
-    config = Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        tie_word_embeddings=True,
-    )
     trajs = oracle_trajectories[:2] * 4  # every batch of 4 repeats a prompt
     runs = {}
     for share in (True, False):
         with torch.random.fork_rng():
-            torch.manual_seed(0)
-            model = Qwen2ForCausalLM(config)
+            model = tiny_model(tok)
         fed: list[int] = []
         model.get_input_embeddings().register_forward_hook(lambda _m, args, _o, fed=fed: fed.append(args[0].numel()))
         losses = sft(model, tok, trajs, steps=3, learning_rate=3e-2, batch_size=4, max_seq_len=160, share_prompts=share)
