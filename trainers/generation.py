@@ -20,6 +20,7 @@ token is written in place, where transformers' `DynamicLayer` copies the whole c
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -207,24 +208,17 @@ def _growable_cache(model: torch.nn.Module) -> Any:
     return cache
 
 
-_GROWABLE: list[Any] = []
-
-
-def _growable_layer_class() -> Any:
+@functools.cache
+def _growable_layer_class() -> type | None:
     """`_GrowableLayer`, built once on transformers' `DynamicLayer` (5.x); None before it."""
-    if not _GROWABLE:
-        try:
-            from transformers.cache_utils import DynamicCache, DynamicLayer
-        except ImportError:
-            _GROWABLE.append(None)
-        else:
-            ok = hasattr(DynamicCache(), "layer_class_to_replicate")
-            _GROWABLE.append(_make_growable(DynamicLayer) if ok else None)
-    return _GROWABLE[0]
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+    except ImportError:
+        return None
+    if not hasattr(DynamicCache(), "layer_class_to_replicate"):
+        return None
 
-
-def _make_growable(base: type) -> type:
-    class _GrowableLayer(base):
+    class _GrowableLayer(DynamicLayer):
         """A `DynamicLayer` whose keys and values are views of a buffer that grows by half
         again when full, so decoding one token writes one position instead of copying the
         whole cache (`torch.cat`, every token, in `DynamicLayer`). Whatever replaces
@@ -239,20 +233,23 @@ def _make_growable(base: type) -> type:
         def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
-            keys, k = self.keys, self._k
-            n, add = keys.shape[-2] if keys.numel() else 0, key_states.shape[-2]
-            mine = k is not None and n > 0 and keys.data_ptr() == k.data_ptr() and keys.shape[0] == k.shape[0]
-            if not mine or n + add > k.shape[-2]:  # type: ignore[union-attr]
-                room = n + add + max(64, (n + add) // 2)
-                shape = (*key_states.shape[:-2], room, key_states.shape[-1])
+            k, v = self._k, self._v
+            n, add = (self.keys.shape[-2] if self.keys.numel() else 0), key_states.shape[-2]
+            if (
+                k is None
+                or v is None
+                or n == 0
+                or self.keys.data_ptr() != k.data_ptr()  # replaced since the last update
+                or self.keys.shape[0] != k.shape[0]
+                or n + add > k.shape[-2]  # full
+            ):
+                shape = (*key_states.shape[:-2], n + add + max(64, (n + add) // 2), key_states.shape[-1])
                 k, v = key_states.new_empty(shape), value_states.new_empty(shape)
                 if n:
-                    k[..., :n, :] = keys
-                    v[..., :n, :] = self.values
+                    k[..., :n, :], v[..., :n, :] = self.keys, self.values
                 self._k, self._v = k, v
-            self._k[..., n : n + add, :] = key_states  # type: ignore[index]
-            self._v[..., n : n + add, :] = value_states  # type: ignore[index]
-            self.keys, self.values = self._k[..., : n + add, :], self._v[..., : n + add, :]  # type: ignore[index]
+            k[..., n : n + add, :], v[..., n : n + add, :] = key_states, value_states
+            self.keys, self.values = k[..., : n + add, :], v[..., : n + add, :]
             return self.keys, self.values
 
     return _GrowableLayer

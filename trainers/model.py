@@ -109,12 +109,9 @@ def keep_freed_cpu_memory() -> bool:
     its activations' pages in again. Process-wide and idempotent; returns whether glibc
     took both settings (False on another C library, which is left as it is)."""
     import ctypes
-    import ctypes.util
 
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # the C library the process runs on
     except (OSError, AttributeError):
         return False
     m_trim_threshold, m_mmap_threshold = -1, -3
