@@ -379,6 +379,7 @@ class GRPOTrainer:
                 resume_from=resume if any(r is not None for r in resume) else None,
                 keep_snapshots=self.sampler.keep_snapshots,
             )
+            self.policy.reset()  # every episode has ended: free the kept KV cache before the update
             for j, i in enumerate(idx):
                 groups[i] = trajs[j * cfg.group_size : (j + 1) * cfg.group_size]
         timer["generate_s"] += timed.seconds
