@@ -189,3 +189,20 @@ def test_sample_refuses_a_prefix_that_the_prompt_does_not_extend(model) -> None:
         sample(model, [[9, *held[1:], 4]], stop_ids=[0], pad_id=1, max_new_tokens=2, prefix=prefix)
     with pytest.raises(ValueError, match="not a proper prefix"):
         sample(model, [held], stop_ids=[0], pad_id=1, max_new_tokens=2, prefix=prefix)
+
+
+def test_the_update_runs_without_the_rollouts_kv_cache_held(tmp_path, monkeypatch) -> None:
+    from agentenv.trainers import GRPOConfig, GRPOTrainer
+    from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    cfg = GRPOConfig(
+        output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False, batch_size=4,
+        group_size=2, eval_episodes=0,
+    )  # fmt: skip
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
+    held: list[object] = []
+    update = trainer._update
+    monkeypatch.setattr(trainer, "_update", lambda *a, **k: (held.append(trainer.policy._kv), update(*a, **k))[1])
+    trainer.train_step()
+    assert trainer.policy.reuse_cache and held == [None]  # every episode ended: its cache is freed first
