@@ -13,11 +13,13 @@ model against them (``isinstance``) gives a clear error for any other module.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+import torch.nn.functional as F
 
 import agentenv
 from agentenv.trainers.tokens import build_tiny_tokenizer
@@ -27,6 +29,7 @@ __all__ = [
     "Saveable",
     "build_tiny",
     "enable_gradient_checkpointing",
+    "lean_mlp_activations",
     "load_model",
     "quiet_progress_bars",
     "resolve_device",
@@ -97,6 +100,87 @@ def resolve_device(name: str) -> torch.device:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"device {name!r} asked for, but torch sees no CUDA device; use device='cpu'")
     return torch.device(name)
+
+
+class _SwiGLUDown(torch.autograd.Function):
+    """``linear(silu(gate) * up, weight, bias)`` keeping only ``gate`` and ``up`` for the
+    backward pass: ``silu(gate)`` and the product are recomputed there (two elementwise
+    ops) instead of held from the forward pass. The backward runs the ops autograd runs
+    for the unfused graph, in the same order, so the gradients are the same bits."""
+
+    @staticmethod
+    def forward(ctx: Any, gate: torch.Tensor, up: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
+        ctx.save_for_backward(gate, up, weight)
+        ctx.has_bias = bias is not None
+        return F.linear(F.silu(gate) * up, weight, bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        gate, up, weight = ctx.saved_tensors
+        act = F.silu(gate)
+        grad_h = grad @ weight.to(grad.dtype)
+        grad_weight = grad_bias = None
+        flat = grad.reshape(-1, grad.shape[-1])
+        if ctx.needs_input_grad[2]:
+            h = act * up
+            grad_weight = (flat.t() @ h.reshape(-1, h.shape[-1])).to(weight.dtype)
+        if ctx.has_bias and ctx.needs_input_grad[3]:
+            grad_bias = flat.sum(0).to(weight.dtype)
+        grad_gate = torch.ops.aten.silu_backward(grad_h * up, gate)
+        return grad_gate, grad_h * act, grad_weight, grad_bias
+
+
+def _swiglu_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    gate, up, down = self.gate_proj(x), self.up_proj(x), self.down_proj
+    if torch.is_grad_enabled() and (gate.requires_grad or up.requires_grad or down.weight.requires_grad):
+        out: torch.Tensor = _SwiGLUDown.apply(gate, up, down.weight, down.bias)
+        return out
+    return down(self.act_fn(gate) * up)
+
+
+def _swiglu_parts(module: torch.nn.Module) -> tuple[torch.nn.Linear, torch.nn.Linear, torch.nn.Linear] | None:
+    """``(gate_proj, up_proj, down_proj)`` of a gated MLP of plain linear layers with a
+    SiLU gate (Llama, Qwen, Mistral, ...); None for any other module."""
+    gate, up, down = (getattr(module, name, None) for name in ("gate_proj", "up_proj", "down_proj"))
+    act = getattr(module, "act_fn", None)
+    silu = isinstance(act, torch.nn.SiLU) or type(act).__name__ == "SiLUActivation"
+    if silu and type(gate) is type(up) is type(down) is torch.nn.Linear:
+        return gate, up, down
+    return None
+
+
+def _computes_swiglu(module: torch.nn.Module, parts: tuple[torch.nn.Linear, ...]) -> bool:
+    """Whether the module's own forward is ``down(silu(gate(x)) * up(x))``: tried on a
+    small input (a private generator, so the global random stream is untouched)."""
+    gate, up, down = parts
+    g = torch.Generator(device=gate.weight.device).manual_seed(0)
+    x = torch.randn(2, 3, gate.in_features, generator=g, device=gate.weight.device, dtype=gate.weight.dtype)
+    with torch.no_grad():
+        expected = module(x)
+        fused = _SwiGLUDown.apply(gate(x), up(x), down.weight, down.bias)
+    return bool(torch.allclose(expected, fused, rtol=1e-4, atol=1e-5))
+
+
+def lean_mlp_activations(model: torch.nn.Module) -> int:
+    """Hold half as much of each gated MLP's activations for the backward pass: of the
+    four ``[tokens, intermediate]`` tensors autograd would keep (gate, up, silu(gate),
+    their product), keep the first two and recompute the others (`_SwiGLUDown`). The
+    MLP's output and gradients are unchanged, bit for bit; its time barely moves (two
+    elementwise ops). Applies to each module `_swiglu_parts` recognises whose forward
+    computes exactly that (tried on a small input; any other is left alone), by
+    replacing its ``forward`` on the instance: hooks on its ``down_proj`` no longer run
+    in training. Idempotent; returns how many modules changed."""
+    changed, verified = 0, {}
+    for module in model.modules():
+        parts = _swiglu_parts(module)
+        if parts is None or "forward" in vars(module):  # not an MLP, or its forward already replaced
+            continue
+        if type(module) not in verified:
+            verified[type(module)] = _computes_swiglu(module, parts)
+        if verified[type(module)]:
+            module.forward = types.MethodType(_swiglu_forward, module)
+            changed += 1
+    return changed
 
 
 KEEP_FREED_BYTES = 1 << 30

@@ -1,0 +1,103 @@
+"""`lean_mlp_activations`: gated MLPs keep half their intermediate activations for the
+backward pass, with the same output and the same gradients, bit for bit."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from agentenv.trainers import GRPOConfig, GRPOTrainer
+from agentenv.trainers.model import lean_mlp_activations
+from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+def _loss_and_grads(model: torch.nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    model.zero_grad(set_to_none=True)
+    logits = model(input_ids=ids).logits
+    loss = torch.log_softmax(logits, -1)[..., 3].sum()
+    loss.backward()
+    return logits.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def _saved_bytes(model: torch.nn.Module, ids: torch.Tensor) -> int:
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(input_ids=ids).logits.sum()
+    return sum(storages.values())
+
+
+def test_same_logits_and_gradients_bit_for_bit_with_less_held_for_backward(tokenizer):
+    plain = tiny_model(tokenizer)
+    lean = copy.deepcopy(plain)
+    assert lean_mlp_activations(lean) == plain.config.num_hidden_layers
+    ids = torch.randint(5, len(tokenizer), (4, 48), generator=torch.Generator().manual_seed(0))
+    logits, grads = _loss_and_grads(plain, ids)
+    lean_logits, lean_grads = _loss_and_grads(lean, ids)
+    assert torch.equal(logits, lean_logits)
+    assert all(torch.equal(a, b) for a, b in zip(grads, lean_grads, strict=True))
+    # Two [tokens, intermediate] float32 tensors fewer per layer.
+    intermediate = plain.config.intermediate_size
+    fewer = 2 * ids.numel() * intermediate * 4 * plain.config.num_hidden_layers
+    assert _saved_bytes(plain, ids) - _saved_bytes(lean, ids) == fewer
+
+
+def test_applying_twice_changes_nothing_more_and_inference_takes_the_plain_path(tokenizer):
+    model = tiny_model(tokenizer)
+    assert lean_mlp_activations(model) > 0
+    assert lean_mlp_activations(model) == 0
+    ids = torch.randint(5, len(tokenizer), (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out = model(input_ids=ids).logits
+    assert torch.equal(out, tiny_model(tokenizer)(input_ids=ids).logits.detach())
+
+
+class _ScaledMLP(torch.nn.Module):
+    """The gated MLP's shape with another computation: must be left alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate_proj, self.up_proj = torch.nn.Linear(8, 16, bias=False), torch.nn.Linear(8, 16, bias=False)
+        self.down_proj = torch.nn.Linear(16, 8, bias=False)
+        self.act_fn = torch.nn.SiLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 2 * self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+def test_a_module_of_the_same_shape_computing_something_else_is_left_alone():
+    mlp = _ScaledMLP()
+    state = torch.random.get_rng_state()
+    assert lean_mlp_activations(torch.nn.Sequential(mlp)) == 0
+    assert torch.equal(torch.random.get_rng_state(), state)  # the check draws from a private generator
+    assert "forward" not in vars(mlp)
+
+
+def test_the_trainer_applies_it_unless_told_not_to(tmp_path, tokenizer):
+    def trainer(**kw):
+        cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False, **kw)
+        return GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
+
+    def lean_modules(t: GRPOTrainer) -> int:
+        return sum("forward" in vars(m) for m in t.model.modules())
+
+    assert lean_modules(trainer()) == tiny_model(tokenizer).config.num_hidden_layers
+    assert lean_modules(trainer(lean_mlp_activations=False)) == 0
+
+
+def test_lora_wrapped_layers_are_left_alone(tmp_path, tokenizer):
+    pytest.importorskip("peft")
+    cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False, lora_r=4)
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
+    assert not any("forward" in vars(m) for m in trainer.model.modules())
