@@ -14,7 +14,13 @@ A `Site` is the app and everything about it that the env needs:
   answer;
 - ``subgoals``: named predicates ``(db, **args) -> bool`` a task may list as step
   progress;
-- ``tasks``: `SiteTask` data.
+- ``tasks``: `SiteTask` data;
+- ``page_reward`` (optional, added after the first version; None keeps the behaviour
+  above): a fixed JavaScript expression of the site's own, for pages that score
+  themselves in the browser (MiniWoB-style). When set, the task reward is its value
+  on the page as the episode ends, a number in [0, 1], and a task's ``check`` is not
+  looked up. The env evaluates exactly this expression; no text of the agent's ever
+  runs as script. `agentenv.envs.browser.static_site` builds such a site from HTML files.
 
 A task is data, not code, so task sets load from JSONL like every other env's: its
 golden actions name elements the way the accessibility tree does (ARIA role and
@@ -138,6 +144,8 @@ class Site:
     checks: Mapping[str, Check]
     tasks: Sequence[SiteTask]
     subgoals: Mapping[str, Subgoal] = field(default_factory=dict)
+    page_reward: str | None = None
+    """A fixed JavaScript expression whose value on the final page is the task reward (see above)."""
 
     def agentenv_tasks(self) -> list[Task]:
         return [site_task(self.name, t) for t in self.tasks]
