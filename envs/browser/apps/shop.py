@@ -1,0 +1,1181 @@
+"""Shop: an online store with search, categories, product pages, a cart, a checkout
+with address and payment validation, and the customer's orders.
+
+Pages: ``/`` (categories, featured products), ``/category/{slug}`` and ``/search?q=``
+(sortable, 10 a page), ``/product/{id}`` (add to cart; an "Added to your cart" modal
+follows), ``/cart`` (change quantities, remove), ``/checkout`` (the form), ``/orders``
+and ``/orders/{id}`` (cancel a processing order, confirmed in a modal).
+
+Rules the app enforces: a cart line holds 1 to 10 and never more than the stock;
+checkout needs a postal code of the country's format, a 16-digit card number that
+passes the Luhn check, an expiry not before the shop's date (`TODAY`, fixed so
+episodes replay) and a 3-digit security code; standard shipping is free from $50.00
+of goods, else $4.99; express is $14.99; placing an order takes its items from stock,
+cancelling (only while processing) puts them back. Prices are integer cents.
+
+Seed: the twelve products tasks name, the four past orders and the saved cart (Steel
+Kettle x1, Pocket Speaker x2) are fixed; each category's eight other products (names,
+prices from $14.99 up, stock) vary with the seed, and no filler name or description
+holds a word a task searches for.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Mapping
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any, Literal, NamedTuple
+
+from pydantic import Field, field_validator
+from starlette.responses import Response
+
+from agentenv.envs.browser.apps._golden import answer, choose, click, fill, press
+from agentenv.envs.browser.apps._html import (
+    Html,
+    NavItem,
+    dialog,
+    error_summary,
+    html,
+    number_input,
+    page,
+    pager,
+    radios,
+    select,
+    text_input,
+)
+from agentenv.envs.browser.apps._verify import State, answer_cents, answer_int, answer_text, changes, keyed, normalise
+from agentenv.envs.browser.apps._web import Endpoint, Form, HttpError, Req, build_app, see_other, validate
+from agentenv.envs.browser.site import Site, SiteTask
+
+__all__ = ["SITE", "TODAY"]
+
+TITLE = "Hearth & Trail"
+TODAY = date(2025, 6, 16)
+PER_PAGE = 10
+MAX_LINE = 10
+FREE_SHIPPING_FROM = 5000
+SHIPPING = {"standard": 499, "express": 1499}
+COUNTRIES = {"US": "United States", "CA": "Canada", "GB": "United Kingdom", "DE": "Germany"}
+SORTS = {"name": "Name: A to Z", "price_asc": "Price: low to high", "price_desc": "Price: high to low"}
+
+SCHEMA = """
+CREATE TABLE categories (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, slug TEXT NOT NULL UNIQUE);
+CREATE TABLE products (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+                       category_id INTEGER NOT NULL REFERENCES categories(id),
+                       price_cents INTEGER NOT NULL, stock INTEGER NOT NULL, description TEXT NOT NULL);
+CREATE TABLE cart_items (product_id INTEGER PRIMARY KEY REFERENCES products(id),
+                         quantity INTEGER NOT NULL CHECK (quantity > 0));
+CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, placed_on TEXT NOT NULL, status TEXT NOT NULL,
+                     full_name TEXT NOT NULL, street TEXT NOT NULL, city TEXT NOT NULL, postal_code TEXT NOT NULL,
+                     country TEXT NOT NULL, shipping TEXT NOT NULL, shipping_cents INTEGER NOT NULL,
+                     card_last4 TEXT NOT NULL);
+CREATE TABLE order_items (order_id INTEGER NOT NULL REFERENCES orders(id),
+                          product_id INTEGER NOT NULL REFERENCES products(id),
+                          quantity INTEGER NOT NULL, price_cents INTEGER NOT NULL,
+                          PRIMARY KEY (order_id, product_id));
+"""
+
+CATEGORIES = [(1, "Kitchen", "kitchen"), (2, "Home office", "office"), (3, "Outdoor", "outdoor"), (4, "Audio", "audio")]
+PRODUCTS = [  # (id, name, category, price in cents, stock, description): the products tasks name
+    (1, "Copper Kettle", 1, 4250, 12, "A 1.7 litre stovetop kettle in polished copper with a whistling spout."),
+    (2, "Steel Kettle", 1, 2999, 30, "An electric kettle in brushed steel that boils 1.5 litres in four minutes."),
+    (3, "Santoku Knife", 1, 5900, 8, "A 17 cm santoku knife with a hollow-ground blade and an oak handle."),
+    (4, "Pour-over Coffee Set", 1, 3400, 14, "A glass dripper, a carafe and 100 paper filters."),
+    (5, "Aurora Desk Lamp", 2, 3450, 15, "An LED desk lamp with three colour temperatures and a USB charging port."),
+    (6, "Walnut Monitor Stand", 2, 6900, 4, "A solid walnut riser that lifts a monitor by 10 cm."),
+    (7, "Mesh Office Chair", 2, 18900, 2, "An ergonomic chair with a breathable mesh back and lumbar support."),
+    (8, "Trail Backpack 30L", 3, 7900, 9, "A 30 litre hiking pack with a rain cover and a hydration sleeve."),
+    (9, "Camping Mug", 3, 900, 40, "An enamel mug that goes from campfire to table."),
+    (10, "Trekking Poles", 3, 4900, 0, "A pair of collapsible aluminium poles with cork grips."),
+    (11, "Studio Headphones", 4, 12900, 6, "Closed-back headphones for mixing and long listening sessions."),
+    (12, "Pocket Speaker", 4, 3900, 25, "A splash-proof Bluetooth speaker with twelve hours of play."),
+]
+FEATURED = (5, 1, 8, 11)
+FILLER_ADJECTIVES = ["Oak", "Slate", "Nordic", "Classic", "Compact", "Harbor", "Summit", "Meadow", "Coastal", "Urban"]
+FILLER_NOUNS = {
+    1: ["Cutting Board", "Salad Bowl", "Spice Rack", "Bread Bin", "Pasta Pot", "Tea Towel Set", "Colander",
+        "Utensil Jar", "Serving Tray", "Pepper Mill"],
+    2: ["Notebook", "Pen Holder", "Desk Mat", "Letter Tray", "Wall Clock", "Bookend Pair", "Cable Box",
+        "Whiteboard", "Footrest", "Drawer Unit"],
+    3: ["Hammock", "Tent Footprint", "Head Torch", "Dry Bag", "Picnic Blanket", "Camp Stool", "Water Filter",
+        "Map Case", "Rain Poncho", "Compass"],
+    4: ["Turntable", "Radio", "Soundbar", "Earbuds", "Microphone", "Amplifier", "Cable Kit", "Record Cleaner",
+        "Mixer", "Cassette Deck"],
+}  # fmt: skip
+FILLERS_PER_CATEGORY = 8
+CART = [(2, 1), (12, 2)]
+HOME = ("Sam Rivera", "18 Harbor Street", "Portland", "97201", "US")
+ORDERS = [  # (id, placed on, status, shipping, [(product, quantity)]): prices are the products' own
+    (1001, "2025-05-02", "delivered", "standard", [(11, 1), (9, 2)]),
+    (1002, "2025-05-28", "shipped", "express", [(3, 1), (4, 1)]),
+    (1003, "2025-06-12", "processing", "standard", [(5, 2), (9, 1)]),
+    (1004, "2025-04-10", "delivered", "standard", [(12, 1)]),
+]
+SEED_ORDERS = frozenset(o[0] for o in ORDERS)
+
+
+def seed(db: sqlite3.Connection, seed: int) -> None:
+    rng = random.Random(seed)
+    db.executemany("INSERT INTO categories (id, name, slug) VALUES (?, ?, ?)", CATEGORIES)
+    db.executemany(
+        "INSERT INTO products (id, name, category_id, price_cents, stock, description) VALUES (?, ?, ?, ?, ?, ?)",
+        PRODUCTS,
+    )
+    next_id = len(PRODUCTS) + 1
+    for category_id, name, _ in CATEGORIES:
+        for noun in rng.sample(FILLER_NOUNS[category_id], FILLERS_PER_CATEGORY):
+            adjective = rng.choice(FILLER_ADJECTIVES)
+            db.execute(
+                "INSERT INTO products (id, name, category_id, price_cents, stock, description) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    next_id,
+                    f"{adjective} {noun}",
+                    category_id,
+                    rng.randint(15, 150) * 100 - 1,
+                    rng.randint(1, 40),
+                    f"{adjective} {noun.lower()} from our {name.lower()} range.",
+                ),
+            )
+            next_id += 1
+    db.executemany("INSERT INTO cart_items (product_id, quantity) VALUES (?, ?)", CART)
+    prices = {p[0]: p[3] for p in PRODUCTS}
+    for order_id, placed, status, shipping, items in ORDERS:
+        subtotal = sum(prices[p] * q for p, q in items)
+        db.execute(
+            "INSERT INTO orders (id, placed_on, status, full_name, street, city, postal_code, country, shipping, "
+            "shipping_cents, card_last4) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (order_id, placed, status, *HOME, shipping, _shipping_cents(shipping, subtotal), "4242"),
+        )
+        db.executemany(
+            "INSERT INTO order_items (order_id, product_id, quantity, price_cents) VALUES (?, ?, ?, ?)",
+            [(order_id, p, q, prices[p]) for p, q in items],
+        )
+
+
+def _shipping_cents(shipping: str, subtotal: int) -> int:
+    if shipping == "standard" and subtotal >= FREE_SHIPPING_FROM:
+        return 0
+    return SHIPPING[shipping]
+
+
+def _money(cents: int) -> str:
+    return f"${cents // 100:,}.{cents % 100:02d}"
+
+
+# -- pages ----------------------------------------------------------------------------
+
+
+def _tools(query: str = "") -> Html:
+    return html(
+        '<form role="search" action="/search" method="get">'
+        '<label for="q" class="visually-hidden">Search products</label>'
+        '<input type="search" id="q" name="q" value="{q}"> <button type="submit">Search</button></form>',
+        q=query,
+    )
+
+
+def _page(
+    db: sqlite3.Connection | None,
+    title: str,
+    main: Html,
+    *,
+    current: str | None = None,
+    notice: str | None = None,
+    modal: Html | None = None,
+    query: str = "",
+    status: int = 200,
+) -> Response:
+    count = db.execute("SELECT coalesce(sum(quantity), 0) FROM cart_items").fetchone()[0] if db else None
+    nav = [
+        NavItem("Home", "/"),
+        NavItem("Cart", "/cart", None if count is None else f"({count} {'item' if count == 1 else 'items'})"),
+        NavItem("Orders", "/orders"),
+    ]
+    return page(
+        site=TITLE,
+        nav=nav,
+        title=title,
+        main=main,
+        current=current,
+        notice=notice,
+        dialog=modal,
+        tools=_tools(query),
+        status=status,
+    )
+
+
+def _error_page(status: int, message: str) -> Response:
+    return _page(
+        None, "Something went wrong" if status >= 500 else "Sorry", html("<p>{m}</p>", m=message), status=status
+    )
+
+
+def home(db: sqlite3.Connection, req: Req) -> Response:
+    categories = db.execute("SELECT name, slug FROM categories ORDER BY id").fetchall()
+    featured = [_product(db, product_id) for product_id in FEATURED]
+    main = html(
+        '<section aria-labelledby="cats"><h2 id="cats">Shop by category</h2><ul>{cats}</ul></section>'
+        '<section aria-labelledby="feat"><h2 id="feat">Featured</h2><ul>{feat}</ul></section>',
+        cats=[html('<li><a href="/category/{s}">{n}</a></li>', s=slug, n=name) for name, slug in categories],
+        feat=[
+            html('<li><a href="/product/{i}">{n}</a> {p}</li>', i=p.id, n=p.name, p=_money(p.price_cents))
+            for p in featured
+        ],
+    )
+    return _page(db, "Welcome to Hearth & Trail", main, current="/")
+
+
+def category(db: sqlite3.Connection, req: Req) -> Response:
+    row = db.execute("SELECT id, name FROM categories WHERE slug = ?", (req.params["slug"],)).fetchone()
+    if row is None:
+        raise HttpError(404, "There is no such category.")
+    return _listing(db, req, title=row[1], category_id=row[0], query="", path=f"/category/{req.params['slug']}")
+
+
+def search(db: sqlite3.Connection, req: Req) -> Response:
+    query = req.query_text("q", max_length=100)
+    title = f"Search results for \u201c{query}\u201d" if query else "All products"
+    return _listing(db, req, title=title, category_id=None, query=query, path="/search")
+
+
+def _listing(
+    db: sqlite3.Connection, req: Req, *, title: str, category_id: int | None, query: str, path: str
+) -> Response:
+    sort = req.query.get("sort", "name")
+    if sort not in SORTS:
+        raise HttpError(400, f"Sort by one of: {', '.join(SORTS.values())}.")
+    pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    where = {"cat": category_id, "q": query, "pat": pattern, "sort": sort}
+    total = db.execute(
+        "SELECT count(*) FROM products WHERE (:cat IS NULL OR category_id = :cat) "
+        "AND (:q = '' OR name LIKE :pat ESCAPE '\\' OR description LIKE :pat ESCAPE '\\')",
+        where,
+    ).fetchone()[0]
+    pages = max(1, -(-total // PER_PAGE))
+    page_no = min(req.query_int("page", default=1, lo=1, hi=10_000), pages)
+    rows = db.execute(
+        "SELECT id, name, price_cents, stock FROM products WHERE (:cat IS NULL OR category_id = :cat) "
+        "AND (:q = '' OR name LIKE :pat ESCAPE '\\' OR description LIKE :pat ESCAPE '\\') "
+        "ORDER BY CASE WHEN :sort = 'price_asc' THEN price_cents END ASC, "
+        "CASE WHEN :sort = 'price_desc' THEN price_cents END DESC, name, id LIMIT :limit OFFSET :offset",
+        {**where, "limit": PER_PAGE, "offset": (page_no - 1) * PER_PAGE},
+    ).fetchall()
+    extra = {"q": query} if path == "/search" else {}
+    sort_form = html(
+        '<form method="get" action="{path}">{hidden}{sel}<button type="submit">Sort</button></form>',
+        path=path,
+        hidden=html('<input type="hidden" name="q" value="{q}">', q=query) if path == "/search" else Html(""),
+        sel=select("sort", "Sort by", list(SORTS.items()), sort),
+    )
+    table = html(
+        "<table><caption>{caption}</caption><thead><tr><th>Product</th><th>Price</th><th>Availability</th></tr>"
+        "</thead><tbody>{rows}</tbody></table>",
+        caption=f"{total} {'product' if total == 1 else 'products'}",
+        rows=[
+            html(
+                '<tr><td><a href="/product/{i}">{n}</a></td><td>{p}</td><td>{a}</td></tr>',
+                i=i,
+                n=n,
+                p=_money(c),
+                a="In stock" if s > 0 else "Out of stock",
+            )
+            for i, n, c, s in rows
+        ],
+    )
+    empty = html("<p>No products match your search.</p>") if total == 0 else Html("")
+    main = html(
+        "{sort}{table}{empty}{pager}",
+        sort=sort_form,
+        table=table,
+        empty=empty,
+        pager=pager(page_no, pages, path, {**extra, "sort": sort}),
+    )
+    return _page(db, title, main, query=query)
+
+
+class Product(NamedTuple):
+    id: int
+    name: str
+    price_cents: int
+    stock: int
+    description: str
+    category: str
+    slug: str
+
+
+def _product(db: sqlite3.Connection, product_id: int) -> Product:
+    row = db.execute(
+        "SELECT p.id, p.name, p.price_cents, p.stock, p.description, c.name, c.slug "
+        "FROM products p JOIN categories c ON c.id = p.category_id WHERE p.id = ?",
+        (product_id,),
+    ).fetchone()
+    if row is None:
+        raise HttpError(404, "There is no such product.")
+    return Product(*row)
+
+
+def product(db: sqlite3.Connection, req: Req) -> Response:
+    return _product_page(db, req.params["id"], added=req.query.get("added") == "1")
+
+
+def _product_page(
+    db: sqlite3.Connection, product_id: int, *, added: bool = False, quantity: str = "1", error: str | None = None
+) -> Response:
+    p = _product(db, product_id)
+    stock = f"In stock ({p.stock} left)" if p.stock > 0 else "Out of stock"
+    main = html(
+        '<nav aria-label="Breadcrumb"><a href="/category/{slug}">{cat}</a></nav>'
+        '<p class="price">{price}</p><p>{stock}</p><p>{desc}</p>'
+        '<form method="post" action="/cart/add">{err}<input type="hidden" name="product_id" value="{id}">'
+        '{qty}<button type="submit"{disabled}>Add to cart</button></form>',
+        slug=p.slug,
+        cat=p.category,
+        price=_money(p.price_cents),
+        stock=stock,
+        desc=p.description,
+        err=error_summary({"quantity": error} if error else {}),
+        id=p.id,
+        qty=number_input("quantity", "Quantity", quantity, lo=1, hi=MAX_LINE, error=error),
+        disabled=Html(" disabled") if p.stock <= 0 else Html(""),
+    )
+    modal = None
+    if added:
+        in_cart = db.execute("SELECT quantity FROM cart_items WHERE product_id = ?", (product_id,)).fetchone()
+        modal = dialog(
+            "added",
+            "Added to your cart",
+            html(
+                "<p>Your cart now holds {q} \u00d7 {n}.</p>"
+                '<p><a href="/cart">View cart</a></p>'
+                '<form method="dialog"><button type="submit">Continue shopping</button></form>',
+                q=in_cart[0] if in_cart else 0,
+                n=p.name,
+            ),
+        )
+    return _page(db, p.name, main, modal=modal, status=422 if error else 200)
+
+
+class QuantityForm(Form):
+    product_id: Annotated[int, Field(ge=1, le=10**9, title="Product")]
+    quantity: Annotated[int, Field(ge=1, le=MAX_LINE, title="Quantity")]
+
+
+def add_to_cart(db: sqlite3.Connection, req: Req) -> Response:
+    form = validate(QuantityForm, req.form)
+    if isinstance(form, dict):
+        if "product_id" in form:
+            raise HttpError(400, "The form does not name a product.")
+        product_id = _form_product(req)
+        return _product_page(db, product_id, quantity=req.form.get("quantity", "")[:20], error=form["quantity"])
+    p = _product(db, form.product_id)
+    row = db.execute("SELECT quantity FROM cart_items WHERE product_id = ?", (form.product_id,)).fetchone()
+    total = (row[0] if row else 0) + form.quantity
+    error = _line_error(p.name, total, p.stock)
+    if error:
+        return _product_page(db, form.product_id, quantity=str(form.quantity), error=error)
+    db.execute(
+        "INSERT INTO cart_items (product_id, quantity) VALUES (?, ?) "
+        "ON CONFLICT (product_id) DO UPDATE SET quantity = excluded.quantity",
+        (form.product_id, total),
+    )
+    return see_other(f"/product/{form.product_id}?added=1")
+
+
+def _form_product(req: Req) -> int:
+    raw = req.form.get("product_id", "")
+    if not (raw.isascii() and raw.isdecimal() and len(raw) <= 9):
+        raise HttpError(400, "The form does not name a product.")
+    return int(raw)
+
+
+def _line_error(name: str, quantity: int, stock: int) -> str | None:
+    if stock <= 0:
+        return f"{name} is out of stock."
+    if quantity > stock:
+        return f"Only {stock} of {name} left in stock; your cart cannot hold {quantity}."
+    if quantity > MAX_LINE:
+        return f"Quantity must be at most {MAX_LINE} per product; your cart would hold {quantity}."
+    return None
+
+
+def _cart(db: sqlite3.Connection) -> list[tuple[int, str, int, int, int]]:
+    """(product id, name, unit price, quantity, stock) of each cart line."""
+    return db.execute(
+        "SELECT p.id, p.name, p.price_cents, c.quantity, p.stock FROM cart_items c "
+        "JOIN products p ON p.id = c.product_id ORDER BY p.name"
+    ).fetchall()
+
+
+def cart(db: sqlite3.Connection, req: Req) -> Response:
+    return _cart_page(db, {})
+
+
+def _cart_page(db: sqlite3.Connection, errors: Mapping[int, str], *, notice: str | None = None) -> Response:
+    lines = _cart(db)
+    if not lines:
+        return _page(db, "Your cart", html('<p>Your cart is empty.</p><p><a href="/">Continue shopping</a></p>'))
+    rows = [
+        html(
+            '<tr><td><a href="/product/{i}">{n}</a></td><td>{price}</td><td>'
+            '<form method="post" action="/cart/update"><input type="hidden" name="product_id" value="{i}">'
+            '{qty}<button type="submit" aria-label="Update {n}">Update</button></form></td>'
+            "<td>{line}</td><td>"
+            '<form method="post" action="/cart/remove"><input type="hidden" name="product_id" value="{i}">'
+            '<button type="submit" aria-label="Remove {n}">Remove</button></form></td></tr>',
+            i=i,
+            n=n,
+            price=_money(c),
+            qty=number_input(
+                "quantity",
+                f"Quantity of {n}",
+                str(q),
+                lo=1,
+                hi=MAX_LINE,
+                key=f"qty-{i}",
+                label_hidden=True,
+                error=errors.get(i),
+            ),
+            line=_money(c * q),
+        )
+        for i, n, c, q, _ in lines
+    ]
+    subtotal = sum(c * q for _, _, c, q, _ in lines)
+    main = html(
+        "{errs}<table><thead><tr><th>Product</th><th>Price</th><th>Quantity</th><th>Total</th><th>"
+        '<span class="visually-hidden">Actions</span></th></tr></thead><tbody>{rows}</tbody></table>'
+        "<p>Subtotal: <strong>{sub}</strong></p><p>{ship}</p>"
+        '<p><a href="/checkout">Proceed to checkout</a></p>',
+        errs=error_summary({str(k): v for k, v in errors.items()}),
+        rows=rows,
+        sub=_money(subtotal),
+        ship=f"Standard shipping is free from {_money(FREE_SHIPPING_FROM)}, otherwise "
+        f"{_money(SHIPPING['standard'])}; express shipping is {_money(SHIPPING['express'])}.",
+    )
+    return _page(db, "Your cart", main, current="/cart", notice=notice, status=422 if errors else 200)
+
+
+def update_cart(db: sqlite3.Connection, req: Req) -> Response:
+    product_id = _form_product(req)
+    p = _product(db, product_id)
+    if db.execute("SELECT 1 FROM cart_items WHERE product_id = ?", (product_id,)).fetchone() is None:
+        raise HttpError(404, f"{p.name} is not in your cart.")
+    form = validate(QuantityForm, req.form)
+    error = form.get("quantity") if isinstance(form, dict) else _line_error(p.name, form.quantity, p.stock)
+    if error or isinstance(form, dict):
+        return _cart_page(db, {product_id: error or "Quantity is not valid."})
+    db.execute("UPDATE cart_items SET quantity = ? WHERE product_id = ?", (form.quantity, product_id))
+    return see_other("/cart")
+
+
+def remove_from_cart(db: sqlite3.Connection, req: Req) -> Response:
+    product_id = _form_product(req)
+    db.execute("DELETE FROM cart_items WHERE product_id = ?", (product_id,))
+    return see_other("/cart")
+
+
+class CheckoutForm(Form):
+    full_name: Annotated[str, Field(min_length=2, max_length=80, title="Full name")]
+    street: Annotated[str, Field(min_length=3, max_length=120, title="Street address")]
+    city: Annotated[str, Field(min_length=2, max_length=80, title="City")]
+    postal_code: Annotated[str, Field(min_length=1, max_length=12, title="Postal code")]
+    country: Annotated[Literal["US", "CA", "GB", "DE"], Field(title="Country")]
+    shipping: Annotated[Literal["standard", "express"], Field(title="Shipping")]
+    card_number: Annotated[str, Field(min_length=1, max_length=40, title="Card number")]
+    expiry: Annotated[str, Field(min_length=1, max_length=10, title="Expiry date")]
+    cvc: Annotated[str, Field(min_length=1, max_length=10, title="Security code")]
+
+    @field_validator("card_number")
+    @classmethod
+    def _card(cls, value: str) -> str:
+        digits = value.replace(" ", "").replace("-", "")
+        if not (digits.isascii() and digits.isdecimal() and len(digits) == 16):
+            raise ValueError("must be 16 digits")
+        if not _luhn_ok(digits):
+            raise ValueError("is not a valid card number: check the digits")
+        return digits
+
+    @field_validator("expiry")
+    @classmethod
+    def _expiry(cls, value: str) -> str:
+        month, _, year = value.partition("/")
+        if not (len(month) == 2 and len(year) == 2 and (month + year).isascii() and (month + year).isdecimal()):
+            raise ValueError("must be written MM/YY, like 04/27")
+        if not 1 <= int(month) <= 12:
+            raise ValueError("must have a month from 01 to 12")
+        if (2000 + int(year), int(month)) < (TODAY.year, TODAY.month):
+            raise ValueError("has passed: this card has expired")
+        return value
+
+    @field_validator("cvc")
+    @classmethod
+    def _cvc(cls, value: str) -> str:
+        if not (len(value) == 3 and value.isascii() and value.isdecimal()):
+            raise ValueError("must be the 3 digits on the back of the card")
+        return value
+
+
+POSTAL_FORMATS = {  # country -> (check, what to tell the customer)
+    "US": (lambda c: len(c) == 5 and c.isdecimal(), "5 digits"),
+    "DE": (lambda c: len(c) == 5 and c.isdecimal(), "5 digits"),
+    "CA": (lambda c: len(c) == 6 and c[0::2].isalpha() and c[1::2].isdecimal(), "like K1A 0B1"),
+    "GB": (lambda c: 5 <= len(c) <= 7 and c[-3].isdecimal() and c[-2:].isalpha() and c[0].isalpha(), "like SW1A 1AA"),
+}
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, d in enumerate(reversed(digits)):
+        n = int(d) * (2 if i % 2 else 1)
+        total += n - 9 if n > 9 else n
+    return total % 10 == 0
+
+
+def _postal_error(country: str, code: str) -> str | None:
+    ok, what = POSTAL_FORMATS[country]
+    compact = code.replace(" ", "").upper()
+    if compact.isascii() and compact.isalnum() and ok(compact):
+        return None
+    return f"Postal code must be {what} for {COUNTRIES[country]}."
+
+
+def checkout(db: sqlite3.Connection, req: Req) -> Response:
+    if not _cart(db):
+        return see_other("/cart")
+    return _checkout_page(db, {}, {})
+
+
+def _checkout_page(db: sqlite3.Connection, values: Mapping[str, str], errors: Mapping[str, str]) -> Response:
+    lines = _cart(db)
+    subtotal = sum(c * q for _, _, c, q, _ in lines)
+    summary = html(
+        '<section aria-labelledby="sum"><h2 id="sum">Order summary</h2><ul>{items}</ul>'
+        "<p>Subtotal: {sub}</p></section>",
+        items=[html("<li>{q} \u00d7 {n}: {t}</li>", q=q, n=n, t=_money(c * q)) for _, n, c, q, _ in lines],
+        sub=_money(subtotal),
+    )
+    standard = _shipping_cents("standard", subtotal)
+    v, e = values.get, errors.get
+    form = html(
+        '<form method="post" action="/checkout" novalidate>{errs}'
+        "<fieldset><legend>Shipping address</legend>{name}{street}{city}{postal}{country}</fieldset>"
+        "{shipping}"
+        "<fieldset><legend>Payment</legend>{card}{expiry}{cvc}</fieldset>"
+        '<button type="submit">Place order</button></form>',
+        errs=error_summary(errors),
+        name=text_input("full_name", "Full name", v("full_name", ""), error=e("full_name"), autocomplete="name"),
+        street=text_input("street", "Street address", v("street", ""), error=e("street")),
+        city=text_input("city", "City", v("city", ""), error=e("city")),
+        postal=text_input("postal_code", "Postal code", v("postal_code", ""), error=e("postal_code")),
+        country=select(
+            "country",
+            "Country",
+            [("", "Choose a country"), *COUNTRIES.items()],
+            v("country", ""),
+            error=e("country"),
+        ),
+        shipping=radios(
+            "shipping",
+            "Shipping",
+            [
+                ("standard", "Standard shipping", f"3-5 working days, {_money(standard) if standard else 'free'}"),
+                ("express", "Express shipping", f"next working day, {_money(SHIPPING['express'])}"),
+            ],
+            v("shipping", ""),
+            error=e("shipping"),
+        ),
+        card=text_input("card_number", "Card number", v("card_number", ""), error=e("card_number"), hint="16 digits"),
+        expiry=text_input("expiry", "Expiry date", v("expiry", ""), error=e("expiry"), hint="MM/YY"),
+        cvc=text_input("cvc", "Security code", v("cvc", ""), error=e("cvc"), hint="3 digits on the back"),
+    )
+    return _page(db, "Checkout", html("{s}{f}", s=summary, f=form), status=422 if errors else 200)
+
+
+def place_order(db: sqlite3.Connection, req: Req) -> Response:
+    lines = _cart(db)
+    if not lines:
+        return see_other("/cart")
+    values = {k: req.form.get(k, "")[:200] for k in CheckoutForm.model_fields if k != "card_number"}
+    form = validate(CheckoutForm, req.form)
+    if isinstance(form, dict):
+        return _checkout_page(db, values, form)
+    errors = {}
+    postal = _postal_error(form.country, form.postal_code)
+    if postal:
+        errors["postal_code"] = postal
+    for _, name, _, quantity, stock in lines:
+        problem = _line_error(name, quantity, stock)
+        if problem:
+            errors[f"line-{name}"] = problem + " Change your cart before checking out."
+    if errors:
+        return _checkout_page(db, values, errors)
+    subtotal = sum(c * q for _, _, c, q, _ in lines)
+    cursor = db.execute(
+        "INSERT INTO orders (placed_on, status, full_name, street, city, postal_code, country, shipping, "
+        "shipping_cents, card_last4) VALUES (?, 'processing', ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            TODAY.isoformat(),
+            form.full_name,
+            form.street,
+            form.city,
+            form.postal_code.upper(),
+            form.country,
+            form.shipping,
+            _shipping_cents(form.shipping, subtotal),
+            form.card_number[-4:],
+        ),
+    )
+    order_id = cursor.lastrowid
+    for product_id, _, price, quantity, _ in lines:
+        db.execute(
+            "INSERT INTO order_items (order_id, product_id, quantity, price_cents) VALUES (?, ?, ?, ?)",
+            (order_id, product_id, quantity, price),
+        )
+        db.execute("UPDATE products SET stock = stock - ? WHERE id = ?", (quantity, product_id))
+    db.execute("DELETE FROM cart_items")
+    return see_other(f"/orders/{order_id}?placed=1")
+
+
+def orders(db: sqlite3.Connection, req: Req) -> Response:
+    rows = db.execute(
+        "SELECT o.id, o.placed_on, o.status, o.shipping_cents + coalesce(sum(i.quantity * i.price_cents), 0) "
+        "FROM orders o LEFT JOIN order_items i ON i.order_id = o.id GROUP BY o.id ORDER BY o.placed_on DESC, o.id DESC"
+    ).fetchall()
+    main = html(
+        "<table><thead><tr><th>Order</th><th>Placed</th><th>Status</th><th>Total</th></tr></thead>"
+        "<tbody>{rows}</tbody></table>",
+        rows=[
+            html(
+                '<tr><td><a href="/orders/{i}">Order #{i}</a></td><td>{d}</td><td>{s}</td><td>{t}</td></tr>',
+                i=i,
+                d=d,
+                s=s.capitalize(),
+                t=_money(t),
+            )
+            for i, d, s, t in rows
+        ],
+    )
+    return _page(db, "Your orders", main, current="/orders")
+
+
+def order(db: sqlite3.Connection, req: Req) -> Response:
+    order_id = req.params["id"]
+    row = db.execute(
+        "SELECT placed_on, status, full_name, street, city, postal_code, country, shipping, shipping_cents, "
+        "card_last4 FROM orders WHERE id = ?",
+        (order_id,),
+    ).fetchone()
+    if row is None:
+        raise HttpError(404, "There is no such order.")
+    placed_on, status, name, street, city, postal, country, shipping, shipping_cents, last4 = row
+    items = db.execute(
+        "SELECT p.id, p.name, i.quantity, i.price_cents FROM order_items i JOIN products p ON p.id = i.product_id "
+        "WHERE i.order_id = ? ORDER BY p.name",
+        (order_id,),
+    ).fetchall()
+    subtotal = sum(q * c for _, _, q, c in items)
+    cancel = (
+        html('<p><a href="/orders/{i}?dialog=cancel">Cancel order</a></p>', i=order_id)
+        if status == "processing"
+        else Html("")
+    )
+    main = html(
+        "<p>Placed on {d}. Status: <strong>{s}</strong>.</p>"
+        "<h2>Items</h2><table><thead><tr><th>Product</th><th>Quantity</th><th>Price</th></tr></thead>"
+        "<tbody>{rows}</tbody></table>"
+        "<p>Subtotal: {sub}</p><p>Shipping ({ship}): {shipc}</p><p>Total: <strong>{total}</strong></p>"
+        "<h2>Delivery</h2><address>{name}<br>{street}<br>{postal} {city}<br>{country}</address>"
+        "<p>Paid with the card ending {last4}.</p>{cancel}",
+        d=placed_on,
+        s=status.capitalize(),
+        rows=[
+            html('<tr><td><a href="/product/{i}">{n}</a></td><td>{q}</td><td>{c}</td></tr>', i=i, n=n, q=q, c=_money(c))
+            for i, n, q, c in items
+        ],
+        sub=_money(subtotal),
+        ship=shipping,
+        shipc=_money(shipping_cents),
+        total=_money(subtotal + shipping_cents),
+        name=name,
+        street=street,
+        postal=postal,
+        city=city,
+        country=COUNTRIES.get(country, country),
+        last4=last4,
+        cancel=cancel,
+    )
+    modal = None
+    if req.query.get("dialog") == "cancel" and status == "processing":
+        modal = dialog(
+            "cancel",
+            f"Cancel order #{order_id}?",
+            html(
+                "<p>The items go back on the shelf and your card is refunded.</p>"
+                '<form method="post" action="/orders/{i}/cancel"><button type="submit">Yes, cancel order</button>'
+                '</form><p><a href="/orders/{i}">Keep order</a></p>',
+                i=order_id,
+            ),
+        )
+    notice = f"Thank you! Your order #{order_id} has been placed." if req.query.get("placed") == "1" else None
+    if req.query.get("cancelled") == "1":
+        notice = f"Order #{order_id} has been cancelled."
+    return _page(db, f"Order #{order_id}", main, notice=notice, modal=modal)
+
+
+def cancel_order(db: sqlite3.Connection, req: Req) -> Response:
+    order_id = req.params["id"]
+    row = db.execute("SELECT status FROM orders WHERE id = ?", (order_id,)).fetchone()
+    if row is None:
+        raise HttpError(404, "There is no such order.")
+    if row[0] != "processing":
+        raise HttpError(409, f"Order #{order_id} is {row[0]}: only orders still processing can be cancelled.")
+    db.execute("UPDATE orders SET status = 'cancelled' WHERE id = ?", (order_id,))
+    db.execute(
+        "UPDATE products SET stock = stock + (SELECT quantity FROM order_items WHERE order_id = ? "
+        "AND product_id = products.id) WHERE id IN (SELECT product_id FROM order_items WHERE order_id = ?)",
+        (order_id, order_id),
+    )
+    return see_other(f"/orders/{order_id}?cancelled=1")
+
+
+def create_app(db_path: Path) -> Any:
+    endpoints = [
+        Endpoint("/", home),
+        Endpoint("/category/{slug}", category),
+        Endpoint("/search", search),
+        Endpoint("/product/{id:int}", product),
+        Endpoint("/cart", cart),
+        Endpoint("/cart/add", add_to_cart, ("POST",)),
+        Endpoint("/cart/update", update_cart, ("POST",)),
+        Endpoint("/cart/remove", remove_from_cart, ("POST",)),
+        Endpoint("/checkout", checkout),
+        Endpoint("/checkout", place_order, ("POST",)),
+        Endpoint("/orders", orders),
+        Endpoint("/orders/{id:int}", order),
+        Endpoint("/orders/{id:int}/cancel", cancel_order, ("POST",)),
+    ]
+    return build_app(db_path, endpoints, _error_page)
+
+
+# -- checks ---------------------------------------------------------------------------
+
+
+def _state(db: sqlite3.Connection) -> State:
+    return {
+        "products": keyed(db.execute("SELECT id, name, category_id, price_cents, stock, description FROM products")),
+        "cart_items": keyed(db.execute("SELECT product_id, quantity FROM cart_items")),
+        "orders": keyed(
+            db.execute(
+                "SELECT id, placed_on, status, full_name, street, city, postal_code, country, shipping, "
+                "shipping_cents, card_last4 FROM orders"
+            )
+        ),
+        "order_items": keyed(
+            db.execute("SELECT order_id, product_id, quantity, price_cents FROM order_items"), width=2
+        ),
+    }
+
+
+def _product_ids(db: sqlite3.Connection, names: Mapping[str, int] | list[str]) -> dict[int, str]:
+    """Product id -> name for each name; an unknown name is an authoring error."""
+    out = {}
+    for name in names:
+        row = db.execute("SELECT id FROM products WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise ValueError(f"no product named {name!r} in the shop")
+        out[row[0]] = name
+    return out
+
+
+def _cart_by_name(db: sqlite3.Connection) -> dict[str, int]:
+    rows = db.execute("SELECT p.name, c.quantity FROM cart_items c JOIN products p ON p.id = c.product_id")
+    return dict(rows.fetchall())
+
+
+def check_cart_is(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, cart: dict) -> float:
+    """The cart holds exactly ``cart`` (name -> quantity), and nothing else in the shop changed."""
+    _product_ids(start, list(cart))
+    changed = changes(_state(start), _state(db))
+    return float(set(changed) <= {"cart_items"} and _cart_by_name(db) == cart)
+
+
+def check_order_placed(
+    db: sqlite3.Connection,
+    start: sqlite3.Connection,
+    answer: str | None,
+    *,
+    items: dict,
+    address: dict,
+    shipping: str,
+    card_last4: str,
+) -> float:
+    """Exactly one new order: these items at their prices, this address, shipping and card; stock taken
+    for exactly these items; no other order, order line or product changed (the cart may change)."""
+    ids = _product_ids(start, list(items))
+    before, after = _state(start), _state(db)
+    changed = changes(before, after)
+    orders_ch, lines_ch, products_ch = (changed.get(t) for t in ("orders", "order_items", "products"))
+    if not (set(changed) <= {"orders", "order_items", "products", "cart_items"} and orders_ch and lines_ch):
+        return 0.0
+    if orders_ch.removed or orders_ch.changed or len(orders_ch.added) != 1 or lines_ch.removed or lines_ch.changed:
+        return 0.0
+    ((order_id, row),) = orders_ch.added.items()
+    _, _, status, name, street, city, postal, country, ship, _, last4 = row
+    given = {"full_name": name, "street": street, "city": city, "postal_code": postal, "country": country}
+    if status != "processing" or ship != shipping or last4 != card_last4:
+        return 0.0
+    if {k: normalise(str(v)) for k, v in given.items()} != {k: normalise(str(v)) for k, v in address.items()}:
+        return 0.0
+    prices = {pid: before["products"][pid][3] for pid in ids}
+    want_lines = {(order_id, pid): (order_id, pid, items[name], prices[pid]) for pid, name in ids.items()}
+    if lines_ch.added != want_lines:
+        return 0.0
+    stock_taken = {
+        pid: (old[4] - new[4], old[:4] + old[5:] == new[:4] + new[5:])
+        for pid, (old, new) in (products_ch.changed.items() if products_ch else ())
+    }
+    want_stock = {pid: (items[name], True) for pid, name in ids.items()}
+    return float(stock_taken == want_stock and not (products_ch and (products_ch.added or products_ch.removed)))
+
+
+def check_order_cancelled(
+    db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, order: int
+) -> float:
+    """The order went from processing to cancelled, its items went back to stock, nothing else changed."""
+    before, after = _state(start), _state(db)
+    if order not in before["orders"]:
+        raise ValueError(f"no order {order} in the shop")
+    changed = changes(before, after)
+    if set(changed) != {"orders", "products"}:
+        return 0.0
+    old, new = changed["orders"].changed.get(order, ((), ()))
+    if set(changed["orders"].changed) != {order} or changed["orders"].added or changed["orders"].removed:
+        return 0.0
+    if not (old[2] == "processing" and new[2] == "cancelled" and old[:2] + old[3:] == new[:2] + new[3:]):
+        return 0.0
+    back = {row[1]: row[2] for row in before["order_items"].values() if row[0] == order}
+    products = changed["products"]
+    restored = {pid: new[4] - old[4] for pid, (old, new) in products.changed.items() if old[:4] == new[:4]}
+    return float(restored == back and len(restored) == len(products.changed) and not products.added)
+
+
+def check_price(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, product: str) -> float:
+    """The answer is the product's price in dollars."""
+    (pid,) = _product_ids(start, [product])
+    return float(
+        answer_cents(answer) == start.execute("SELECT price_cents FROM products WHERE id = ?", (pid,)).fetchone()[0]
+    )
+
+
+def check_stock(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, product: str) -> float:
+    """The answer is how many of the product were in stock."""
+    (pid,) = _product_ids(start, [product])
+    return float(answer_int(answer) == start.execute("SELECT stock FROM products WHERE id = ?", (pid,)).fetchone()[0])
+
+
+def check_category_count(
+    db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, category: str
+) -> float:
+    """The answer is the number of products in the category."""
+    row = start.execute(
+        "SELECT count(p.id) FROM categories c LEFT JOIN products p ON p.category_id = c.id WHERE c.name = ?",
+        (category,),
+    ).fetchone()
+    return float(answer_int(answer) == row[0])
+
+
+def check_cheapest(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, category: str) -> float:
+    """The answer is the name of the category's one cheapest product."""
+    rows = start.execute(
+        "SELECT p.name FROM products p JOIN categories c ON c.id = p.category_id WHERE c.name = ? "
+        "AND p.price_cents = (SELECT min(price_cents) FROM products WHERE category_id = c.id)",
+        (category,),
+    ).fetchall()
+    if len(rows) != 1:
+        raise ValueError(f"category {category!r} has no single cheapest product: {rows}")
+    return float(answer_text(answer) == normalise(rows[0][0]))
+
+
+def check_order_total(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, order: int) -> float:
+    """The answer is the order's total, shipping included, in dollars."""
+    row = start.execute(
+        "SELECT o.shipping_cents + sum(i.quantity * i.price_cents) FROM orders o "
+        "JOIN order_items i ON i.order_id = o.id WHERE o.id = ? GROUP BY o.id",
+        (order,),
+    ).fetchone()
+    if row is None:
+        raise ValueError(f"no order {order} in the shop")
+    return float(answer_cents(answer) == row[0])
+
+
+def check_order_with(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, product: str) -> float:
+    """The answer is the number of the one order that holds the product (``1002`` or ``#1002``)."""
+    (pid,) = _product_ids(start, [product])
+    rows = start.execute("SELECT order_id FROM order_items WHERE product_id = ?", (pid,)).fetchall()
+    if len(rows) != 1:
+        raise ValueError(f"{product!r} is in {len(rows)} orders, not one")
+    text = answer_text(answer)
+    return float(text is not None and answer_int(text.removeprefix("#")) == rows[0][0])
+
+
+def check_delivered_spend(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None) -> float:
+    """The answer is the sum of the totals of the delivered orders, in dollars."""
+    row = start.execute(
+        "SELECT coalesce(sum(t), 0) FROM (SELECT o.shipping_cents + sum(i.quantity * i.price_cents) AS t "
+        "FROM orders o JOIN order_items i ON i.order_id = o.id WHERE o.status = 'delivered' GROUP BY o.id)"
+    ).fetchone()
+    return float(answer_cents(answer) == row[0])
+
+
+def holds_cart(db: sqlite3.Connection, *, cart: dict) -> bool:
+    """The cart holds exactly ``cart`` (name -> quantity)."""
+    return _cart_by_name(db) == cart
+
+
+def has_new_order(db: sqlite3.Connection, *, items: dict) -> bool:
+    """An order placed in the episode holds exactly ``items`` (name -> quantity)."""
+    rows = db.execute(
+        "SELECT i.order_id, p.name, i.quantity FROM order_items i JOIN products p ON p.id = i.product_id"
+    ).fetchall()
+    placed: dict[int, dict[str, int]] = {}
+    for order_id, name, quantity in rows:
+        if order_id not in SEED_ORDERS:
+            placed.setdefault(order_id, {})[name] = quantity
+    return items in placed.values()
+
+
+# -- tasks ----------------------------------------------------------------------------
+
+ADA = {"full_name": "Ada Moreau", "street": "12 Elm Road", "city": "Springfield", "postal_code": "62704",
+       "country": "US"}  # fmt: skip
+LENA = {"full_name": "Lena Novak", "street": "Hauptstrasse 5", "city": "Berlin", "postal_code": "10115",
+        "country": "DE"}  # fmt: skip
+
+
+def _checkout_steps(address: Mapping[str, str], shipping: str, card: str, expiry: str, cvc: str) -> list:
+    return [
+        click("link", "Proceed to checkout"),
+        fill("textbox", "Full name", address["full_name"]),
+        fill("textbox", "Street address", address["street"]),
+        fill("textbox", "City", address["city"]),
+        fill("textbox", "Postal code", address["postal_code"]),
+        choose("Country", COUNTRIES[address["country"]]),
+        click("radio", f"{shipping.capitalize()} shipping"),
+        fill("textbox", "Card number", card),
+        fill("textbox", "Expiry date", expiry),
+        fill("textbox", "Security code", cvc),
+        click("button", "Place order"),
+    ]
+
+
+TASKS = [
+    SiteTask(
+        id="price-lamp",
+        prompt="How much does the Aurora Desk Lamp cost? Answer with the price in dollars, like 12.34.",
+        golden=[click("link", "Aurora Desk Lamp"), answer("34.50")],
+        check="price",
+        check_args={"product": "Aurora Desk Lamp"},
+        difficulty=0,
+        family="lookup",
+        writes=False,
+    ),
+    SiteTask(
+        id="add-lamp",
+        prompt="Add one Aurora Desk Lamp to my cart.",
+        golden=[click("button", "Add to cart")],
+        check="cart_is",
+        check_args={"cart": {"Steel Kettle": 1, "Pocket Speaker": 2, "Aurora Desk Lamp": 1}},
+        start="/product/5",
+        difficulty=0,
+        family="cart",
+    ),
+    SiteTask(
+        id="remove-speaker",
+        prompt="Take the Pocket Speaker out of my cart; keep everything else.",
+        golden=[click("button", "Remove Pocket Speaker")],
+        check="cart_is",
+        check_args={"cart": {"Steel Kettle": 1}},
+        start="/cart",
+        difficulty=0,
+        family="cart",
+    ),
+    SiteTask(
+        id="count-kitchen",
+        prompt="How many products does the shop have in its Kitchen category? Answer with a number.",
+        golden=[click("link", "Kitchen"), answer("12")],
+        check="category_count",
+        check_args={"category": "Kitchen"},
+        difficulty=1,
+        family="lookup",
+        writes=False,
+    ),
+    SiteTask(
+        id="kettle-quantity",
+        prompt="I want 3 Steel Kettles instead of 1: change the quantity in my cart.",
+        golden=[fill("spinbutton", "Quantity of Steel Kettle", "3"), click("button", "Update Steel Kettle")],
+        check="cart_is",
+        check_args={"cart": {"Steel Kettle": 3, "Pocket Speaker": 2}},
+        start="/cart",
+        difficulty=1,
+        family="cart",
+    ),
+    SiteTask(
+        id="search-add-copper",
+        prompt="Search the shop for kettles and add two of the copper one to my cart.",
+        golden=[
+            fill("searchbox", "Search products", "kettle"),
+            press("Enter"),
+            click("link", "Copper Kettle"),
+            fill("spinbutton", "Quantity", "2"),
+            click("button", "Add to cart"),
+        ],
+        check="cart_is",
+        check_args={"cart": {"Steel Kettle": 1, "Pocket Speaker": 2, "Copper Kettle": 2}},
+        difficulty=2,
+        family="cart",
+    ),
+    SiteTask(
+        id="cheapest-outdoor",
+        prompt="Which is the cheapest product in the Outdoor category? Answer with its name.",
+        golden=[
+            click("link", "Outdoor"),
+            choose("Sort by", "Price: low to high"),
+            click("button", "Sort"),
+            answer("Camping Mug"),
+        ],
+        check="cheapest",
+        check_args={"category": "Outdoor"},
+        difficulty=2,
+        family="lookup",
+        writes=False,
+    ),
+    SiteTask(
+        id="stock-monitor-stand",
+        prompt="How many Walnut Monitor Stands are left in stock? Answer with a number.",
+        golden=[
+            fill("searchbox", "Search products", "monitor"),
+            click("button", "Search"),
+            click("link", "Walnut Monitor Stand"),
+            answer("4"),
+        ],
+        check="stock",
+        check_args={"product": "Walnut Monitor Stand"},
+        difficulty=2,
+        family="lookup",
+        writes=False,
+    ),
+    SiteTask(
+        id="order-total",
+        prompt="What was the total of my order #1002, shipping included? Answer in dollars, like 12.34.",
+        golden=[click("link", "Orders"), click("link", "Order #1002"), answer("107.99")],
+        check="order_total",
+        check_args={"order": 1002},
+        difficulty=2,
+        family="orders",
+        writes=False,
+    ),
+    SiteTask(
+        id="which-order-knife",
+        prompt="In which of my orders did I buy the Santoku Knife? Answer with the order number, like 1234.",
+        golden=[click("link", "Orders"), click("link", "Order #1002"), answer("1002")],
+        check="order_with",
+        check_args={"product": "Santoku Knife"},
+        difficulty=2,
+        family="orders",
+        writes=False,
+    ),
+    SiteTask(
+        id="cancel-order",
+        prompt="Please cancel my order #1003.",
+        golden=[
+            click("link", "Orders"),
+            click("link", "Order #1003"),
+            click("link", "Cancel order"),
+            click("button", "Yes, cancel order"),
+        ],
+        check="order_cancelled",
+        check_args={"order": 1003},
+        difficulty=2,
+        family="orders",
+    ),
+    SiteTask(
+        id="delivered-spend",
+        prompt="How much have I spent in total on my orders that were delivered, shipping included? "
+        "Answer in dollars, like 12.34.",
+        golden=[
+            click("link", "Orders"),
+            click("link", "Order #1001"),
+            click("link", "Orders"),
+            click("link", "Order #1004"),
+            answer("190.99"),
+        ],
+        check="delivered_spend",
+        difficulty=3,
+        family="orders",
+        writes=False,
+    ),
+    SiteTask(
+        id="checkout-cart",
+        prompt="Check out my cart as it is. Ship it to Ada Moreau, 12 Elm Road, Springfield, 62704, United States, "
+        "with standard shipping, and pay with card 4242 4242 4242 4242, expiry 12/27, security code 123.",
+        golden=[click("link", "Cart"), *_checkout_steps(ADA, "standard", "4242 4242 4242 4242", "12/27", "123")],
+        check="order_placed",
+        check_args={
+            "items": {"Steel Kettle": 1, "Pocket Speaker": 2},
+            "address": ADA,
+            "shipping": "standard",
+            "card_last4": "4242",
+        },
+        difficulty=3,
+        family="checkout",
+        subgoals=[("new_order", {"items": {"Steel Kettle": 1, "Pocket Speaker": 2}})],
+    ),
+    SiteTask(
+        id="buy-backpack-only",
+        prompt="Buy one Trail Backpack 30L and nothing else: what is in my cart now should not be ordered. "
+        "Send it by express shipping to Lena Novak, Hauptstrasse 5, Berlin, 10115, Germany, and pay with card "
+        "5555 5555 5555 4444, expiry 03/28, security code 737.",
+        golden=[
+            fill("searchbox", "Search products", "backpack"),
+            press("Enter"),
+            click("link", "Trail Backpack 30L"),
+            click("button", "Add to cart"),
+            press("Escape"),
+            click("link", "Cart"),
+            click("button", "Remove Steel Kettle"),
+            click("button", "Remove Pocket Speaker"),
+            *_checkout_steps(LENA, "express", "5555 5555 5555 4444", "03/28", "737"),
+        ],
+        check="order_placed",
+        check_args={"items": {"Trail Backpack 30L": 1}, "address": LENA, "shipping": "express", "card_last4": "4444"},
+        difficulty=3,
+        family="checkout",
+        subgoals=[
+            ("cart_holds", {"cart": {"Trail Backpack 30L": 1}}),
+            ("new_order", {"items": {"Trail Backpack 30L": 1}}),
+        ],
+    ),
+]
+
+SITE = Site(
+    name="shop",
+    schema=SCHEMA,
+    seed=seed,
+    create_app=create_app,
+    checks={
+        "cart_is": check_cart_is,
+        "order_placed": check_order_placed,
+        "order_cancelled": check_order_cancelled,
+        "price": check_price,
+        "stock": check_stock,
+        "category_count": check_category_count,
+        "cheapest": check_cheapest,
+        "order_total": check_order_total,
+        "order_with": check_order_with,
+        "delivered_spend": check_delivered_spend,
+    },
+    tasks=TASKS,
+    subgoals={"cart_holds": holds_cart, "new_order": has_new_order},
+)
