@@ -38,10 +38,9 @@ def answer_text(answer: str | None) -> str | None:
     """The answer as one normalised value, or None when there is none."""
     if answer is None:
         return None
-    text = normalise(answer)
+    text = normalise(answer).removesuffix(".").strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
-        text = text[1:-1].strip()
-    text = text.removesuffix(".").strip()
+        text = text[1:-1].strip().removesuffix(".").strip()
     return text or None
 
 

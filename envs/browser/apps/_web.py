@@ -7,7 +7,7 @@ them as `Endpoint`s; `build_app` wraps each so that:
 
 - the database file is opened per request (``mode=rw``: a missing file is an error,
   never a new empty database), and a handler that raises rolls back what it wrote;
-- a POST body must be ``application/x-www-form-urlencoded`` (415), at most
+- a POST body, if any, must be ``application/x-www-form-urlencoded`` (415), at most
   `MAX_FORM_BYTES` (413), ASCII with percent-escapes that decode as UTF-8 and at most
   `MAX_FORM_FIELDS` fields (400): a lone surrogate or stray byte is a 400 page;
 - a path id past `MAX_ID` is a 404 (it never reaches SQLite as an overflow);
@@ -166,9 +166,6 @@ def _checked_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def _read_form(request: Request) -> ImmutableMultiDict[str, str]:
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/x-www-form-urlencoded":
-        raise HttpError(415, "Send the form as application/x-www-form-urlencoded.")
     declared = request.headers.get("content-length", "")
     if len(declared) > 12 or (declared.isdigit() and int(declared) > MAX_FORM_BYTES):
         raise HttpError(413, f"The form is too large: at most {MAX_FORM_BYTES // 1024} KB.")
@@ -177,6 +174,9 @@ async def _read_form(request: Request) -> ImmutableMultiDict[str, str]:
         body += chunk
         if len(body) > MAX_FORM_BYTES:
             raise HttpError(413, f"The form is too large: at most {MAX_FORM_BYTES // 1024} KB.")
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if body and kind != "application/x-www-form-urlencoded":
+        raise HttpError(415, "Send the form as application/x-www-form-urlencoded.")
     try:
         pairs = parse_qsl(
             body.decode("ascii"),

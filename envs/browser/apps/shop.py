@@ -538,7 +538,8 @@ def _postal_error(country: str, code: str) -> str | None:
     compact = code.replace(" ", "").upper()
     if compact.isascii() and compact.isalnum() and ok(compact):
         return None
-    return f"Postal code must be {what} for {COUNTRIES[country]}."
+    where = COUNTRIES[country]
+    return f"Postal code must be {what} for {'the ' if country in ('US', 'GB') else ''}{where}."
 
 
 def checkout(db: sqlite3.Connection, req: Req) -> Response:

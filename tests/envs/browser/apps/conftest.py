@@ -4,6 +4,7 @@ runs golden actions with raw Playwright."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import socket
 import sqlite3
@@ -12,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urljoin
 
 import pytest
@@ -111,7 +113,7 @@ def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[Site],
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Any]:
     sync_api = pytest.importorskip("playwright.sync_api")
     executable = shutil.which("chromium")
     if executable is None:
@@ -125,25 +127,25 @@ def browser() -> Iterator[object]:
         playwright.stop()
 
 
-def run_golden(page: object, origin: str, task: SiteTask) -> str | None:
+def run_golden(page: Any, origin: str, task: SiteTask) -> str | None:
     """Drive ``task``'s golden actions from its start page; returns the answer it gives, if any."""
-    page.goto(urljoin(origin, task.start))  # type: ignore[attr-defined]
+    page.goto(urljoin(origin, task.start))
     given = None
     for action in task.golden:
         if action.tool == "answer":
             given = action.text
         elif action.tool == "goto":
-            page.goto(urljoin(origin, action.text))  # type: ignore[attr-defined]
+            page.goto(urljoin(origin, action.text))
         elif action.tool == "back":
-            page.go_back()  # type: ignore[attr-defined]
+            page.go_back()
         elif action.tool == "scroll":
-            page.mouse.wheel(0, -600 if action.text == "up" else 600)  # type: ignore[attr-defined]
+            page.mouse.wheel(0, -600 if action.text == "up" else 600)
         elif action.tool == "press":
-            page.keyboard.press(action.text)  # type: ignore[attr-defined]
+            page.keyboard.press(action.text)
         else:
             assert action.target is not None
             target = action.target
-            element = page.get_by_role(target.role, name=target.name, exact=True).nth(target.nth)  # type: ignore[attr-defined]
+            element = page.get_by_role(target.role, name=target.name, exact=True).nth(target.nth)
             if action.tool == "click":
                 element.click()
             elif action.tool == "fill":
@@ -152,5 +154,53 @@ def run_golden(page: object, origin: str, task: SiteTask) -> str | None:
                 element.select_option(label=action.text)
             else:
                 raise AssertionError(f"unknown tool {action.tool!r}")
-        page.wait_for_load_state()  # type: ignore[attr-defined]
+        page.wait_for_load_state()
     return given
+
+
+@dataclass
+class Episode:
+    """A site's app under Starlette's TestClient over a fresh database, and its start copy."""
+
+    site: Site
+    client: Any
+    db: Path
+    start: Path
+
+    def task(self, task_id: str) -> SiteTask:
+        return next(t for t in self.site.tasks if t.id == task_id)
+
+    def score(self, task_id: str, answer: str | None = None, **args: object) -> float:
+        """The task's check on the episode so far (``args`` replace its check arguments)."""
+        task = self.task(task_id)
+        db = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
+        start = sqlite3.connect(f"file:{self.start}?mode=ro", uri=True)
+        try:
+            return self.site.checks[task.check](db, start, answer, **{**task.check_args, **args})
+        finally:
+            db.close()
+            start.close()
+
+    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        db = sqlite3.connect(self.db)
+        try:
+            return db.execute(sql, params).fetchall()
+        finally:
+            db.close()
+
+
+@pytest.fixture
+def episode(tmp_path: Path) -> Callable[..., Episode]:
+    """``episode(site, seed=0)``: a fresh database for the site and a TestClient on its app."""
+    from starlette.testclient import TestClient
+
+    made = itertools.count()
+
+    def make(site: Site, seed: int = 0) -> Episode:
+        n = next(made)
+        start = build_db(site, seed, tmp_path / f"{site.name}-{n}-start.sqlite")
+        db = tmp_path / f"{site.name}-{n}.sqlite"
+        shutil.copyfile(start, db)
+        return Episode(site, TestClient(site.create_app(db)), db, start)
+
+    return make
