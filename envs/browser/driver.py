@@ -46,6 +46,7 @@ CHROMIUM_ARGS = (
     "--disable-dev-shm-usage",
 )
 LAUNCH_TIMEOUT_S = 30.0
+CLOSE_TIMEOUT_S = 5.0
 
 
 def chromium_path() -> str:
@@ -80,13 +81,17 @@ class Driver:
             future.cancel()
             raise InfraError(f"the browser did not finish {what} within {timeout_s:g} s") from None
 
-    async def browser(self) -> Browser:
-        """The live browser, launched (or relaunched) here. On the loop."""
+    async def browser(self, *, verify: bool = False) -> Browser:
+        """The live browser, launched (or relaunched) here. On the loop. ``verify``: prove it
+        answers (open and close a context) rather than trust its connected flag, which stays
+        up for a while when the Playwright driver process dies."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._browser is not None and self._browser.is_connected():
-                return self._browser
+                if not verify or await _answers(self._browser):
+                    return self._browser
+                await self._discard_playwright()  # the browser answers nothing: restart it all
             await self._discard_browser()
             try:
                 self._browser = await self._launch()
@@ -112,14 +117,15 @@ class Driver:
     async def _discard_browser(self) -> None:
         browser, self._browser = self._browser, None
         if browser is not None:
-            with contextlib.suppress(PlaywrightError):
-                await browser.close()
+            with contextlib.suppress(Exception):  # a dead connection fails in its own ways
+                await asyncio.wait_for(browser.close(), CLOSE_TIMEOUT_S)
 
     async def _discard_playwright(self) -> None:
+        await self._discard_browser()
         playwright, self._playwright = self._playwright, None
         if playwright is not None:
             with contextlib.suppress(Exception):  # its transport may be broken in any way
-                await playwright.stop()
+                await asyncio.wait_for(playwright.stop(), CLOSE_TIMEOUT_S)
 
     def connected(self) -> bool:
         return self._browser is not None and self._browser.is_connected()
@@ -139,6 +145,15 @@ class Driver:
         self._thread.join(LAUNCH_TIMEOUT_S)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+async def _answers(browser: Browser) -> bool:
+    try:
+        context = await asyncio.wait_for(browser.new_context(), CLOSE_TIMEOUT_S)
+        await asyncio.wait_for(context.close(), CLOSE_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - any failure means it does not answer
+        return False
+    return True
 
 
 async def _run(work: Callable[[], Awaitable[T]]) -> T:

@@ -12,6 +12,8 @@ never shown to the page or the agent (no agent action can set a header or run sc
 The dispatcher also refuses a redirect that leaves the site's origin (403 in its
 place): Playwright's request interception sees only the first request of a redirect
 chain, so the env's route guard cannot stop it; here it never reaches the browser.
+And it refuses proxy requests (an absolute URL, CONNECT) and WebSockets: the
+browser's proxy for every host but the site is this server (session.py).
 
 Databases (`SeedCache`): a site's seed database is built once per (site, seed) by
 running ``site.schema`` and ``site.seed(db, seed)`` on an empty SQLite file, kept
@@ -87,6 +89,10 @@ class Dispatcher:
         app = self.apps.get(token) if token else None
         if app is None:
             await _plain(send, 403, "This page belongs to no live episode.")
+            return
+        if not scope.get("raw_path", b"/").startswith(b"/") or scope.get("method") == "CONNECT":
+            # A proxy request (the browser's proxy for anything off the site is this server): never served.
+            await _plain(send, 403, "Only this site's own pages are served here.")
             return
         await app({**scope, "headers": headers}, receive, self._guard_redirects(scope, send))
 

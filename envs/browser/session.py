@@ -11,7 +11,11 @@ refused: a navigation with an empty 204 answer (the page stays where it was, no
 error page), any other request aborted. WebSockets are refused outright, service
 workers blocked (their requests would bypass routing), downloads refused, and
 popups closed (one tab per episode). Redirects are checked by the site server
-(server.py), since routing sees only a chain's first request.
+(server.py), since routing sees only a chain's first request. Below routing, the
+context's proxy for every host but the site is the site's own server, which refuses
+proxy requests: Chromium's speculative connections (a preconnect for a link the
+agent is about to click, or for a stylesheet the page names) open no socket to any
+other port either.
 
 Faults (`Session._fault`): a crashed page, a browser that died, a site server that
 stopped, a page that did not load within the navigation timeout, or a network
@@ -84,6 +88,9 @@ _RESTORE_FORM = """(state) => {
   }
   window.scrollTo(state.scroll[0], state.scroll[1]);
 }"""
+_GONE = ("has been closed", "Connection closed", "Target crashed", "Target closed", "Browser closed")
+"""What Playwright says when the page, the browser or its own driver is gone: never the agent's doing
+(an agent cannot close its page; popups are other pages)."""
 _OPTIONS = "(e) => e instanceof HTMLSelectElement ? Array.from(e.options, (o) => o.label) : null"
 
 
@@ -135,6 +142,9 @@ class Session:
                 service_workers="block",
                 accept_downloads=False,
                 extra_http_headers={EPISODE_HEADER: token},
+                # Everything but the site goes to a proxy that is the site's own server, which
+                # refuses it: even a preconnect the route guard cannot see reaches no other port.
+                proxy={"server": origin, "bypass": f"<-loopback>,{origin.split('//', 1)[1]}"},
                 storage_state=storage,  # type: ignore[arg-type]  # Playwright's TypedDict of the same JSON
             )
             self.context = context
@@ -318,6 +328,8 @@ class Session:
             return InfraError("the browser died")
         if self.page is None or self.page.is_closed():
             return InfraError(f"the page was closed during {what}")
+        if any(marker in text for marker in _GONE):
+            return InfraError(f"the browser failed during {what}: {text}")
         if not self.server_alive():
             return InfraError("the site's server is down")
         full = str(error)
