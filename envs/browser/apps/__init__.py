@@ -4,11 +4,13 @@
 - `mail`: a webmail with an inbox in pages, reading, replying, labels, archive and search;
 - `booking`: meeting-room booking with validation in the page, editing and cancelling.
 
-Each module exposes ``SITE`` (an `agentenv.envs.browser.site.Site`), also exported here
-as `SHOP`, `MAIL` and `BOOKING`; `SITES` maps their names to them. The apps need
-Starlette (the ``services`` extra). Shared pieces: `_web` (requests, forms), `_html`
-(escaped markup, layout, fields), `_verify` (answers and database changes for the
-checks), `_golden` (golden-action constructors).
+Each site is two modules: ``shop`` (schema, seed, checks, tasks) and ``_shop_app`` (the
+web app), and the same for ``mail`` and ``booking``. Each site module exposes ``SITE``
+(an `agentenv.envs.browser.site.Site`), also exported here as `SHOP`, `MAIL` and
+`BOOKING`; `SITES` maps their names to them. The apps need Starlette (the ``services``
+extra). Shared pieces: `_web` (requests, forms), `_html` (escaped markup, layout,
+fields), `_verify` (answers and database changes for the checks), `_golden`
+(golden-action constructors).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ and vary, facts that hold for every seed, and SQL that is never built at run tim
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import sqlite3
 from collections import Counter
@@ -95,7 +96,10 @@ def test_every_task_holds_for_every_seed(site: Site, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", [*(__import__(f"agentenv.envs.browser.apps.{n}", fromlist=["_"]) for n in SITES), _web, _verify]
+    "module",
+    [importlib.import_module(f"agentenv.envs.browser.apps.{m}") for n in SITES for m in (n, f"_{n}_app")]
+    + [_web, _verify],
+    ids=lambda m: m.__name__.rsplit(".", 1)[-1],
 )
 def test_sql_is_literal(module: ModuleType) -> None:
     """Every execute() takes a literal SQL string (or the schema): values go in as parameters."""
