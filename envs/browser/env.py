@@ -404,8 +404,13 @@ class BrowserEnv(Env[BrowserState]):
     def _do(self, work: Callable[[Session], Awaitable[str]], *, line: int | None = None) -> str:
         """Run one action in the browser and show its result: what it did and the page now."""
         timeout = self.settings.action_timeout_s + 2 * self.settings.navigation_timeout_s + 5
+        before = self._session.view if self._session is not None else None
         try:
             said = self._run(work, timeout, "the action")
+        except ToolError as e:
+            if self._session is not None and self._session.view is not before:  # the page changed: show it
+                raise ToolError(f"{e}\n{self._page_text()}") from None
+            raise
         finally:
             self._sync(line)
         self._check_subgoals()

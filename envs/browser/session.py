@@ -235,7 +235,10 @@ class Session:
 
     async def press(self, key: str) -> str:
         async def press() -> str:
-            await self._page().keyboard.press(key)
+            # On the focused element (the page's body when nothing has the focus) rather than
+            # the bare keyboard: an element's press waits for a navigation it starts (Enter in
+            # a form), as click does, so the view shows the page it leads to.
+            await self._page().locator("body, body :focus").last.press(key)
             return f"Pressed {key}."
 
         return await self._act(press)
@@ -295,7 +298,11 @@ class Session:
             left = await self._stay_on_site(page)
             await self.look()
         except PlaywrightError as e:
-            raise self._fault(e, "the action") from None
+            fault = self._fault(e, "the action")
+            if isinstance(fault, ToolError):  # the page may have changed under the action: show it as it is
+                with contextlib.suppress(PlaywrightError):
+                    await self.look()
+            raise fault from None
         notes = [said] if said else []
         notes += [f"The page showed a dialog: {text!r} (accepted)." for text in self._dialogs]
         if self._popups:
@@ -337,6 +344,11 @@ class Session:
             return InfraError(f"a page of the site did not load in time ({text})")
         if "net::ERR_" in full:
             return InfraError(f"the site did not answer: {text}")
+        if isinstance(error, PlaywrightTimeoutError):
+            return ToolError(
+                f"the element did not take the action within {self.settings.action_timeout_s:g} s "
+                "(it is hidden, covered, or gone from the page)"
+            )
         return ToolError(_agent_text(text))
 
     async def _guard(self, route: Route) -> None:
