@@ -167,7 +167,8 @@ def _message_list(
         )
         for i, folder, sender, recipients, subject, sent_at, read, starred in rows
     ]
-    back = f"{path}?{urlencode(extra)}" if extra else path
+    here = {**extra, "page": str(page_no)} if page_no > 1 else dict(extra)
+    back = f"{path}?{urlencode(here)}" if here else path
     return html(
         '<form method="post" action="/bulk"><input type="hidden" name="back" value="{back}">'
         '<div role="toolbar" aria-label="Selected messages">'

@@ -498,7 +498,8 @@ def place_order(db: sqlite3.Connection, req: Req) -> Response:
     lines = _cart(db)
     if not lines:
         return see_other("/cart")
-    values = {k: req.form.get(k, "")[:200] for k in CheckoutForm.model_fields if k != "card_number"}
+    # The card number and security code are never sent back in a page.
+    values = {k: req.form.get(k, "")[:200] for k in CheckoutForm.model_fields if k not in ("card_number", "cvc")}
     form = validate(CheckoutForm, req.form)
     if isinstance(form, dict):
         return _checkout_page(db, values, form)

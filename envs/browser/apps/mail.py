@@ -224,8 +224,8 @@ def check_labelled(
     label: str,
     create: bool = False,
 ) -> float:
-    """Exactly these messages gained the label (created in the episode when ``create``, with exactly that
-    name); no other label or message changed."""
+    """Exactly these messages gained the label (the one label created in the episode when ``create``;
+    names compared whitespace and case aside); no other label or message changed."""
     ids = [_message_id(start, s) for s in subjects]
     before, after = _state(start), _state(db)
     changed = changes(before, after)
@@ -237,7 +237,7 @@ def check_labelled(
     if create:
         if labels_ch is None or labels_ch.removed or labels_ch.changed:
             return 0.0
-        if list(labels_ch.added.values()) != [(label_id, label)]:
+        if [normalise(name) for _, name in labels_ch.added.values()] != [normalise(label)]:
             return 0.0
     elif labels_ch:
         return 0.0

@@ -71,6 +71,7 @@ def test_shop_checkout_shows_each_problem_and_places_no_order(episode, change, m
     r = ep.client.post("/checkout", data={**CHECKOUT, **change})
     assert r.status_code == 422 and message in errors_shown(r.text)
     assert 'aria-invalid="true"' in r.text and "Place order" in r.text
+    assert "4242 4242 4242 424" not in r.text and 'value="123"' not in r.text  # card and code never echoed
     assert ep.query("SELECT count(*) FROM orders") == [(4,)]
 
 
@@ -184,6 +185,7 @@ def test_mail_inbox_pages(episode) -> None:
         assert f"Page {n} of 4" in text
         assert ("Previous page" in text) == (n > 1) and ("Next page" in text) == (n < 4)
     assert counts == [10, 10, 10, 4]
+    assert 'name="back" value="/folder/inbox?page=2"' in ep.client.get("/folder/inbox?page=2").text
     assert "Page 4 of 4" in ep.client.get("/folder/inbox?page=999").text  # past the end: the last page
     first = ep.client.get("/folder/inbox").text
     assert first.index("Planning offsite") < first.index("Invoice 2291")  # newest first

@@ -200,7 +200,7 @@ def test_mail_label_checks_want_the_one_label_on_the_right_messages(episode) -> 
 def test_mail_new_label_on_more_messages_or_beside_other_labels_scores_zero(episode) -> None:
     receipts = [17, 26]
     ep = episode(MAIL)
-    ep.client.post("/labels", data={"name": "Receipts"})
+    ep.client.post("/labels", data={"name": " receipts "})  # whitespace and case aside
     for message_id in receipts:
         ep.client.post(f"/message/{message_id}/labels", data={"label": ["4"]})
     assert ep.score("receipts-label") == 1.0
