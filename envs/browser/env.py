@@ -381,12 +381,13 @@ class BrowserEnv(Env[BrowserState]):
             db.chmod(0o600)
         except OSError as e:
             raise InfraError(f"could not prepare the episode database: {e}") from None
-        app = self._apps.get(site.name)
+        app = self._apps.get(str(db))  # keyed by path: after a shutdown the data directory is a new one
         if app is None:
-            app = self._apps[site.name] = site.create_app(db)
+            app = self._apps[str(db)] = site.create_app(db)
         self._token = server.register(app)
-        if self._driver is None:
-            self._driver = drivers.driver()
+        current = drivers.driver()
+        if self._driver is not current:  # first use, or the driver was shut down since: start afresh
+            self._driver, self._session = current, None
         if self._session is None:
             self._session = Session(self.settings, self._server_alive)
         session, token, origin = self._session, self._token, server.origin
@@ -570,7 +571,7 @@ def _refused(reason: str) -> PydanticCustomError:
 
 
 def _unit(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+    if not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:  # a bool is 0 or 1
         raise ValueError(f"{what} must give a number in [0, 1], got {value!r:.100}")
     return float(value)
 

@@ -132,3 +132,10 @@ def test_a_fault_in_one_episode_leaves_the_others_alone(make_env):
     assert_infra(step(first, "click", ref=ref(first.messages, "link", "About")))
     obs, *_, info = step(second, "click", ref=ref(second.messages, "link", "About"))
     assert info["error"] is None and "Questions? Write to" in text_of(obs[-1])
+
+
+def test_an_env_outlives_a_shutdown_of_the_browser_and_servers(env):
+    from agentenv.envs.browser import shutdown
+
+    shutdown()
+    assert_recovers(env)
