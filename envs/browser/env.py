@@ -248,6 +248,8 @@ class BrowserEnv(Env[BrowserState]):
             line, edge = max(0, start - (end - start) + 2), start == 0
         dy = self.settings.viewport[1] * 4 // 5
         said = self._do(lambda s: s.scroll(dy if direction == "down" else -dy), line=None if edge else line)
+        if start == 0 and end >= len(view.lines):
+            return f"The whole page is in the view already.\n{said}"
         if edge:
             return f"Already at the {'end' if direction == 'down' else 'top'} of the page.\n{said}"
         return said

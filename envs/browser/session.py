@@ -262,11 +262,20 @@ class Session:
         """What a snapshot keeps of the browser side (see the module docstring)."""
         context, page = self.context, self._page()
         assert context is not None
-        try:
-            storage = await context.storage_state()
-            form = await page.evaluate(_CAPTURE_FORM)
-        except PlaywrightError as e:
-            raise self._fault(e, "saving the page") from None
+        for attempt in (1, 2):
+            try:
+                storage = await context.storage_state()
+                form = await page.evaluate(_CAPTURE_FORM)
+                break
+            except PlaywrightError as e:
+                if attempt == 1 and "context was destroyed" in str(e):  # a navigation raced it
+                    with contextlib.suppress(PlaywrightError):
+                        await page.wait_for_load_state("domcontentloaded")
+                    continue
+                fault = self._fault(e, "saving the page")  # never the agent's doing: a snapshot must not fail on it
+                raise (
+                    fault if isinstance(fault, InfraError) else InfraError(f"could not save the page: {fault}")
+                ) from None
         return {"storage": _without_origin(dict(storage), self.origin), "form": form}
 
     async def evaluate(self, expression: str) -> Any:
