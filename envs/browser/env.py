@@ -77,7 +77,8 @@ class BrowserState(State):
     line: int = 0
     """First line of the page view shown (``scroll`` moves it; a new page starts at 0)."""
     db_seed: int = 0
-    """The seed the episode's database was filled with."""
+    """The seed the episode's database was filled with: the reset's seed (gymnasium's
+    ``np_random_seed``), so a seeded reset always gets the same data."""
     reached: list[int] = []
     """Indices of the task's subgoals reached so far."""
     answer: str | None = None

@@ -204,22 +204,23 @@ class SeedCache:
     def __init__(self, root: Path, limit: int = MAX_SEED_DBS) -> None:
         self.root = root
         self.limit = limit
-        self._paths: OrderedDict[tuple[int, int], Path] = OrderedDict()
+        # Keyed by the site object's id, and holding the site: no other site can get its id meanwhile.
+        self._paths: OrderedDict[tuple[int, int], tuple[Site, Path]] = OrderedDict()
         self._lock = threading.Lock()
 
     def path(self, site: Site, seed: int) -> Path:
         """The read-only seed database of ``site`` for ``seed``, built on first use."""
         key = (id(site), seed)
         with self._lock:
-            path = self._paths.get(key)
-            if path is not None and path.exists():
+            found = self._paths.get(key)
+            if found is not None and found[1].exists():
                 self._paths.move_to_end(key)
-                return path
+                return found[1]
             path = self.root / f"{safe_name(site.name)}-{id(site):x}-{seed}.sqlite"
             _build(site, seed, path)
-            self._paths[key] = path
+            self._paths[key] = (site, path)
             while len(self._paths) > self.limit:  # live episodes keep theirs through a hard link
-                _, old = self._paths.popitem(last=False)
+                _, (_, old) = self._paths.popitem(last=False)
                 old.unlink(missing_ok=True)
             return path
 
