@@ -5,17 +5,17 @@ them through `Driver.call`. A `Session` lives as long as its env; each episode
 `open`s a fresh context (cookies, storage and cache isolated), the previous one
 closed in the background.
 
-The guard (`Session._guard`): every request of the context goes through
-``context.route("**/*")``. Requests to the site's origin go on; anything else is
-refused: a navigation with an empty 204 answer (the page stays where it was, no
-error page), any other request aborted. WebSockets are refused outright, service
-workers blocked (their requests would bypass routing), downloads refused, and
-popups closed (one tab per episode). Redirects are checked by the site server
-(server.py), since routing sees only a chain's first request. Below routing, the
-context's proxy for every host but the site is the site's own server, which refuses
-proxy requests: Chromium's speculative connections (a preconnect for a link the
-agent is about to click, or for a stylesheet the page names) open no socket to any
-other port either.
+The guard (`Session._guard`): ``context.route`` with a pattern that matches every URL
+but the site's origin's (Playwright's server matches it, so the site's own requests
+pay no round trip to this process). What it catches is refused: a navigation with an
+empty 204 answer (the page stays where it was, no error page), any other request
+aborted. WebSockets are refused outright, service workers blocked (their requests
+would bypass routing), downloads refused, and popups closed (one tab per episode).
+Redirects are checked by the site server (server.py), since routing sees only a
+chain's first request. Below routing, the context's proxy for every host but the
+site is the site's own server, which refuses proxy requests: Chromium's speculative
+connections (a preconnect for a link the agent is about to click, or for a
+stylesheet the page names) open no socket to any other port either.
 
 Faults (`Session._fault`): a crashed page, a browser that died, a site server that
 stopped, a page that did not load within the navigation timeout, or a network
@@ -150,7 +150,9 @@ class Session:
             self.context = context
             context.set_default_timeout(ms)
             context.set_default_navigation_timeout(self.settings.navigation_timeout_s * 1000)
-            await context.route("**/*", self._guard)
+            # Every URL but the site's: the site's own requests are let through by Playwright's
+            # server without a round trip to this process (the pattern is matched there).
+            await context.route(re.compile(f"^(?!{re.escape(origin)}/)"), self._guard)
             await context.route_web_socket(re.compile(".*"), self._refuse_socket)
             page = await context.new_page()
             page.on("popup", self._on_popup)
