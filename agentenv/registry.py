@@ -342,6 +342,25 @@ def _register_builtins() -> None:
         oracle="agentenv.envs.tools.env:oracle",
         domain="agentenv.envs.tools.domains.calendar:DOMAIN",
     )
+    for name, what in (
+        ("shop", "Shop on a web store: search, compare, fill a cart and check out with a validated address."),
+        ("mail", "Use a webmail: find, read, reply to, label and archive messages."),
+        ("booking", "Book, move and cancel meeting rooms through forms with validation."),
+    ):
+        register(
+            f"browser-{name}-v0",
+            "agentenv.envs.browser.env:BrowserEnv",
+            description=f"{what} A real browser (Chromium) on a local app over SQLite.",
+            oracle="agentenv.envs.browser.oracle:oracle",
+            sites=f"agentenv.envs.browser.apps.{name}:SITE",
+        )
+    register(
+        "browser-v0",
+        "agentenv.envs.browser.env:BrowserEnv",
+        description="Every browser site's tasks (shop, mail, booking) in one env: Chromium on local apps over SQLite.",
+        oracle="agentenv.envs.browser.oracle:oracle",
+        sites=[f"agentenv.envs.browser.apps.{name}:SITE" for name in ("shop", "mail", "booking")],
+    )
     register(
         "code-v0",
         "agentenv.envs.code:CodeEnv",
