@@ -451,6 +451,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         if hard_end or done or turn + 1 >= self.max_turns:
             terminated, truncated, failure, task_rewards = self._end_of_step(act, done=done)
             self._ended = terminated or truncated
+            error_kind = act.error_kind  # a verifier's infrastructure failure sets it
         else:  # the common case: the episode goes on
             terminated = truncated = False
             failure, task_rewards = None, {}

@@ -140,6 +140,19 @@ def test_infra_failure_truncates_and_is_not_scored(counter):
         counter.step(ADD1)
 
 
+def test_a_verifier_that_fails_for_infrastructure_reasons_is_an_infra_end_and_says_so():
+    class LostBackend(CounterEnv):
+        def verify(self, task):
+            raise agentenv.InfraError("the database is gone")
+
+    env = LostBackend()
+    env.reset(options={"task": "t0"})
+    _, _, terminated, truncated, info = env.step(tool_call_text("submit"))
+    assert (terminated, truncated, info["failure"], info["success"]) == (False, True, "infra", None)
+    assert info["error_kind"] == "infra" and info["error"] == "the database is gone"
+    assert env.transitions[-1].error_kind == "infra" and "task" not in info["rewards"]
+
+
 def test_structured_and_multiple_calls(counter):
     counter.reset(options={"task": "t2"})
     structured = {
