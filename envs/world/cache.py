@@ -1,0 +1,127 @@
+"""The response cache: accepted replies, keyed by world, tool, arguments, state and model.
+
+One SQLite table, ``responses(key, world, tool, model_id, reply, created)``; the key
+is `agentenv.envs.world.keys.cache_key`. Only replies that passed validation are
+stored, as the canonical ``{"observation", "state_patch"}`` JSON, so a seeded
+episode replays exactly from the cache, with no model call, in this run or a later
+one. A file is shared by every env and process that opens it (WAL mode, a busy
+timeout); ``WorldCache()`` with no path is in memory, shared by the envs of this
+process that are handed the same object.
+
+Concurrent misses of one key are coalesced (`claim`): the first caller asks the
+model while the others wait for its answer, so the G episodes of a GRPO group that
+start in the same state make one model call, not G.
+
+A cache that fails (a full disk, a corrupt file) never fails a step: a read that
+fails is a miss, a write that fails is logged and dropped. Left out: eviction (the
+table grows with distinct calls), sharing over a network.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["WorldCache"]
+
+logger = logging.getLogger("agentenv.envs.world")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    world TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    model_id TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+class WorldCache:
+    """Accepted world-model replies, in SQLite (see the module docstring)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        """
+        Args:
+            path: The SQLite file (created if missing, parent folders too); None: in memory.
+        """
+        self.path = None if path is None else Path(path)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(
+            ":memory:" if self.path is None else str(self.path), check_same_thread=False, isolation_level=None
+        )
+        self._db.execute("PRAGMA busy_timeout = 10000")
+        if self.path is not None:
+            self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute(_SCHEMA)
+        self._pending: dict[str, threading.Event] = {}
+        self._closed = False
+
+    def get(self, key: str) -> str | None:
+        """The stored reply, or None (a read that fails counts as a miss)."""
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT reply FROM responses WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as e:
+            logger.warning("world cache read failed (%s); treated as a miss", e)
+            return None
+        return None if row is None else str(row[0])
+
+    def put(self, key: str, world: str, tool: str, model_id: str, reply: str) -> None:
+        """Store an accepted reply; the first one stored for a key stays."""
+        try:
+            with self._lock:
+                self._db.execute(
+                    "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?)",
+                    (key, world, tool, model_id, reply, time.time()),
+                )
+        except sqlite3.Error as e:
+            logger.warning("world cache write failed (%s); the reply is not kept", e)
+
+    def delete(self, key: str) -> None:
+        """Drop an entry (one that no longer validates)."""
+        try:
+            with self._lock:
+                self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+        except sqlite3.Error as e:
+            logger.warning("world cache delete failed (%s)", e)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    @contextmanager
+    def claim(self, key: str, timeout_s: float) -> Iterator[bool]:
+        """Hold ``key`` while asking the model: True for the caller that should ask; a caller
+        arriving meanwhile waits (up to ``timeout_s``) for it to finish, then gets False and
+        reads the cache (and asks itself if the first caller stored nothing)."""
+        with self._lock:
+            event = self._pending.get(key)
+            if event is None:
+                event = self._pending[key] = threading.Event()
+                owner = True
+            else:
+                owner = False
+        if not owner:
+            event.wait(timeout_s)
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
+            event.set()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
