@@ -76,7 +76,12 @@ class Emulator:
         self.world, self.model, self.cache, self.metrics = world, model, cache, metrics
         self.max_attempts = max_attempts
         self.call_timeout_s = call_timeout_s
-        self.world_key = f"{world.name}:{world.fingerprint}"
+
+    @property
+    def world_key(self) -> str:
+        """The world's part of the cache key: its name and fingerprint (which a new tool or
+        invariant changes)."""
+        return f"{self.world.name}:{self.world.fingerprint}"
 
     def call(
         self,

@@ -90,16 +90,16 @@ def _get_engine() -> Any:
 
 def _compiled(rule: Any, name: str) -> Any:
     """The compiled rule (compiled once per distinct rule text)."""
+    problem = _safejson.problem(rule, max_depth=MAX_RULE_DEPTH)
+    if problem is not None:
+        raise PredicateError(f"predicate {name!r}: {problem[1]} (at {problem[0] or 'the top'})")
     try:
         key = json.dumps(rule, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as e:
+    except (TypeError, ValueError) as e:
         raise PredicateError(f"predicate {name!r}: the rule is not JSON data ({e})") from None
     found = _compiled_rules.get(key)
     if found is not None:
         return found
-    problem = _safejson.problem(rule, max_depth=MAX_RULE_DEPTH)
-    if problem is not None:
-        raise PredicateError(f"predicate {name!r}: {problem[1]} (at {problem[0] or 'the top'})")
     if _count_nodes(rule) > MAX_RULE_NODES:
         raise PredicateError(f"predicate {name!r}: the rule has more than {MAX_RULE_NODES} values")
     import datalogic_py
