@@ -114,7 +114,7 @@ class Emulator:
                 tool_description=tool.description,
                 arguments_schema=tool.args_model.model_json_schema(),
                 arguments=args,
-                may_change=[b.pattern for b in writes],
+                may_change=[b.shown for b in writes],
                 state=state if tool.reads is None else select(state, bind_all(tool.reads, args)),
                 state_is_slice=tool.reads is not None,
                 history=history,

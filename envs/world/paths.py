@@ -67,7 +67,15 @@ class PathPattern:
     def bind(self, arguments: Mapping[str, Any]) -> _Bound:
         """The pattern with the call's argument values in place of their placeholders."""
         regexes: list[str | re.Pattern[str]] = []
+        shown = []
         for token in self.tokens:
+            shown.append(
+                escape(
+                    _PLACEHOLDER.sub(
+                        lambda m: m.group(0) if m.group(0) == "*" else _token_value(arguments, m.group(1)), token
+                    )
+                )
+            )
             if _PLACEHOLDER.search(token) is None:
                 regexes.append(token)  # a literal token: compared as a string (the fast path)
                 continue
@@ -78,13 +86,15 @@ class PathPattern:
                 last = m.end()
             parts.append(re.escape(token[last:]))
             regexes.append(re.compile("".join(parts), re.DOTALL))
-        return _Bound(self.pattern, tuple(regexes))
+        return _Bound(self.pattern, tuple(regexes), "".join("/" + t for t in shown))
 
 
 @dataclass(frozen=True, slots=True)
 class _Bound:
     pattern: str
     tokens: tuple[str | re.Pattern[str], ...]
+    shown: str
+    """The pointer with the arguments in place ("*" left as is): what a world model is told."""
 
     def covers(self, tokens: Sequence[str]) -> bool:
         """Whether a pointer with these tokens is at or below this path."""

@@ -164,7 +164,7 @@ def validate_change(
     for i, op in enumerate(patch):
         for key in ("path", "from") if op["op"] == "move" else ("path",):
             if op["op"] != "test" and not allowed(op[key], writes):
-                where = ", ".join(b.pattern for b in writes) or "nothing (the tool is read-only)"
+                where = ", ".join(b.shown for b in writes) or "nothing (the tool is read-only)"
                 raise Rejected(
                     "forbidden_path", f"state_patch/{i} writes {op[key][:200]!r}; {tool.name!r} may change {where}"
                 )

@@ -35,6 +35,14 @@ def test_wildcards_match_one_token_and_argument_values_are_literal() -> None:
     assert allowed("/notes/.*", literal) and not allowed("/notes/x", literal)
 
 
+def test_a_bound_pattern_shows_the_pointer_with_the_arguments_in_place() -> None:
+    assert [b.shown for b in bound("/files/{path}", "/files/{path}~1*", "/a/*", path="/tmp/x")] == [
+        "/files/~1tmp~1x",
+        "/files/~1tmp~1x~1*",
+        "/a/*",
+    ]
+
+
 def test_malformed_pointers_are_never_allowed() -> None:
     b = bound("/notes/{t}", t="x")
     assert not allowed("notes/x", b)
