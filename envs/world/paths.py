@@ -41,6 +41,8 @@ def split_pointer(pointer: str) -> list[str]:
     if not pointer.startswith("/"):
         raise ValueError(f"a JSON Pointer starts with '/', got {pointer[:80]!r}")
     tokens = pointer[1:].split("/")
+    if "~" not in pointer:
+        return tokens
     for token in tokens:
         if re.search(r"~(?![01])", token):
             raise ValueError(f"bad escape in JSON Pointer token {token[:80]!r} ('~' must be '~0' or '~1')")

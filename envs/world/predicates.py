@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv import _safejson
@@ -34,7 +34,8 @@ MAX_RULE_NODES = 2000
 OPS_BUDGET = 200_000
 """Operations one evaluation may charge; past it the predicate fails with an error."""
 MAX_DATA_DEPTH = 64
-"""Data nested deeper is not evaluated (world states are validated shallower than this)."""
+"""Data a rule reads must nest no deeper (the engine recurses): the env's states and replies
+are checked against this before any rule reads them."""
 _FAMILIES = ["Core", "ExtArray", "ExtObject", "ExtString", "ExtControl", "ExtMath"]
 
 
@@ -56,11 +57,15 @@ class Predicate:
     """The JSON Logic rule; None for a Python predicate."""
     fn: Callable[[Any], Any] | None = None
     description: str = ""
+    compiled: Any = field(default=None, repr=False, compare=False)
+    """The engine's compiled rule (`rule_predicate` fills it)."""
 
     def test(self, data: Any) -> bool:
+        """Whether the predicate holds on ``data``: JSON data, no deeper than `MAX_DATA_DEPTH`
+        (the env passes validated states); `PredicateError` when evaluation fails."""
         if self.fn is not None:
             return bool(self.fn(data))
-        return _evaluate(self.rule, data, self.name)
+        return _evaluate(self.compiled or _compiled(self.rule, self.name), data, self.name)
 
     def to_json(self) -> dict[str, Any]:
         """The predicate as spec data; a Python predicate has none."""
@@ -71,8 +76,7 @@ class Predicate:
 
 def rule_predicate(name: str, rule: Any, description: str = "") -> Predicate:
     """A `Predicate` from a JSON Logic rule, checked now: `PredicateError` names what is wrong."""
-    _compiled(rule, name)
-    return Predicate(name, rule=rule, description=description)
+    return Predicate(name, rule=rule, description=description, compiled=_compiled(rule, name))
 
 
 _engine: Any = None
@@ -117,13 +121,9 @@ def _compiled(rule: Any, name: str) -> Any:
     return compiled
 
 
-def _evaluate(rule: Any, data: Any, name: str) -> bool:
+def _evaluate(compiled: Any, data: Any, name: str) -> bool:
     import datalogic_py
 
-    compiled = _compiled(rule, name)
-    problem = _safejson.problem(data, max_depth=MAX_DATA_DEPTH)
-    if problem is not None:
-        raise PredicateError(f"predicate {name!r}: the data cannot be evaluated: {problem[1]}")
     try:
         result, _ = compiled.evaluate_metered(data, OPS_BUDGET)
     except datalogic_py.DataLogicError as e:

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentenv import _safejson
-from agentenv.envs.world.paths import _Bound, allowed
+from agentenv.envs.world.paths import _Bound, allowed, split_pointer
 from agentenv.envs.world.predicates import PredicateError
 from agentenv.envs.world.schema import SchemaError
 from agentenv.envs.world.world import Response, World, WorldTool
@@ -40,6 +40,8 @@ __all__ = ["MAX_REPLY_CHARS", "REJECTION_KINDS", "Accepted", "Rejected", "extrac
 MAX_REPLY_CHARS = 200_000
 """A longer reply is refused before parsing (an observation is at most 16,000 characters)."""
 MAX_REPLY_DEPTH = 64
+MAX_STATE_DEPTH = 64
+"""A state may nest at most this deep (rules and schema checks recurse over it)."""
 REJECTION_KINDS = (
     "too_large",
     "not_json",
@@ -168,10 +170,10 @@ def validate_change(
                 raise Rejected(
                     "forbidden_path", f"state_patch/{i} writes {op[key][:200]!r}; {tool.name!r} may change {where}"
                 )
+    for i, op in enumerate(patch):  # the state was shallow enough before: only new values can deepen it
+        if "value" in op and len(split_pointer(op["path"])) + _nesting(op["value"]) > MAX_STATE_DEPTH:
+            raise Rejected("schema", f"state_patch/{i} would nest the state more than {MAX_STATE_DEPTH} deep")
     after = _apply(patch, before)
-    found = _safejson.problem(after, max_depth=MAX_REPLY_DEPTH)
-    if found is not None:
-        raise Rejected("schema", f"{found[0] or 'the state'}: {found[1]}")
     try:
         after = world.schema.validate(after)
     except SchemaError as e:
@@ -195,17 +197,66 @@ def validate_change(
 
 
 def _apply(patch: list[dict[str, Any]], before: dict[str, Any]) -> Any:
+    """The patched state, sharing every part the patch does not touch with ``before``
+    (copying the whole state per step would cost more than the rest of the validation):
+    before each operation the containers on its paths are copied, unless this call made
+    them, and the operation is applied to those copies in place."""
     import jsonpatch
     import jsonpointer
 
-    if not patch:
-        return copy.deepcopy(before)
+    doc: Any = copy.copy(before)
+    made = [doc]  # the containers this call copied (held, so their ids stay theirs)
     try:
-        return jsonpatch.JsonPatch(patch).apply(before, in_place=False)
+        for op in patch:
+            for key in ("from", "path") if op["op"] == "move" else ("path",):
+                doc = _copy_along(doc, op[key], made)
+            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
+        return doc
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as e:
         raise Rejected("patch", f"the patch does not apply: {str(e)[:300]}") from None
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as e:
         raise Rejected("patch", f"the patch does not apply: {type(e).__name__}: {str(e)[:300]}") from None
+
+
+def _nesting(value: Any) -> int:
+    """How deep ``value`` nests (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+        else:
+            deepest = max(deepest, depth)
+    return deepest
+
+
+def _copy_along(doc: Any, pointer: str, made: list[Any]) -> Any:
+    """Copy, in ``doc``, each container on the way to ``pointer``'s parent and the target
+    itself when it is one (an operation below it mutates it), unless already made here."""
+    own = {id(c) for c in made}
+    tokens = split_pointer(pointer)
+    node = doc
+    for token in tokens:
+        if isinstance(node, dict):
+            if token not in node:
+                return doc
+            key: Any = token
+        elif isinstance(node, list):
+            if not token.isdigit() or int(token) >= len(node):
+                return doc
+            key = int(token)
+        else:
+            return doc
+        child = node[key]
+        if isinstance(child, (dict, list)) and id(child) not in own:
+            child = copy.copy(child)
+            made.append(child)
+            own.add(id(child))
+            node[key] = child
+        node = child
+    return doc
 
 
 def _shape_message(error: ValidationError) -> str:

@@ -300,8 +300,8 @@ class World:
         for inv in self.invariants:
             try:
                 if inv.fn is not None:
-                    data = typed if typed is not None else self.schema.typed(state_json)
-                    ok = inv.test(data)
+                    typed = typed if typed is not None else self.schema.typed(state_json)
+                    ok = inv.test(typed)
                 else:
                     ok = inv.test(state_json)
             except PredicateError as e:

@@ -140,3 +140,21 @@ def test_a_state_breaking_an_invariant_is_invariant(world: World) -> None:
 
 def test_extract_json_returns_the_first_object() -> None:
     assert extract_json('noise {"a": 1} {"b": 2}') == {"a": 1}
+
+
+def test_applying_a_patch_shares_untouched_parts_and_never_mutates_the_original() -> None:
+    from agentenv.envs.world.validate import _apply
+
+    before = {"a": {"x": {"y": [1, 2]}}, "b": {}, "c": {"big": list(range(100))}}
+    frozen = copy.deepcopy(before)
+    patch = [
+        {"op": "move", "from": "/a/x", "path": "/b/x"},
+        {"op": "add", "path": "/b/x/z", "value": 3},  # mutates what the move took from before
+        {"op": "add", "path": "/b/x/y/-", "value": 9},
+        {"op": "copy", "from": "/b/x", "path": "/a/w"},
+        {"op": "remove", "path": "/b/x/y/0"},
+    ]
+    after = _apply(patch, before)
+    assert before == frozen
+    assert after == {"a": {"w": {"y": [1, 2, 9], "z": 3}}, "b": {"x": {"y": [2, 9], "z": 3}}, "c": frozen["c"]}
+    assert after["c"] is before["c"]  # untouched parts are shared, not copied
