@@ -4,9 +4,10 @@ episodes vs 1, and the validation cost per step.
     .venv/bin/python bench/world_env.py [--rounds 3] [--steps 40] [--episodes 32] [--delay-ms 20]
 
 The world model is `OpenAIWorldModel` talking to a local server that speaks the OpenAI
-chat protocol (tests/openai_server.py) and answers every request after a fixed delay
-(20 ms) with the faithful reply, computed from the request's JSON document: a key-value
-world whose one emulated tool, ``put(key, value)``, may write only ``/kv/{key}``. So a
+chat protocol (tests/openai_server.py, in a process of its own, as a model server would
+be) and answers every request after a fixed delay (20 ms) with the faithful reply,
+computed from the request's JSON document: a key-value world whose one emulated tool,
+``put(key, value)``, may write only ``/kv/{key}``. So a
 cold step is the HTTP round trip, the delay, and the env's own work (prompt, validation,
 cache write); a warm step replays the same seeded episode, every reply from the cache.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -72,6 +74,22 @@ def faithful(delay_s: float):
         return chat_reply(json.dumps({"observation": "stored", "state_patch": patch}), delay_s=delay_s)
 
     return answer
+
+
+def serve(delay_ms: float) -> None:
+    """The server process: print the base URL, answer until stdin closes."""
+    server = OpenAIServer(faithful(delay_ms / 1e3)).start()
+    print(server.base_url, flush=True)
+    sys.stdin.read()
+    server.stop()
+
+
+def start_server(delay_ms: float) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(delay_ms)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
 
 
 def episode(env: WorldEnv, steps: int, tag: str) -> float:
@@ -124,14 +142,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=40, help="steps per episode")
     parser.add_argument("--episodes", type=int, default=32, help="concurrent episodes")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="the server's answer delay")
+    parser.add_argument("--serve", type=float, default=None, help=argparse.SUPPRESS)  # the server process
     args = parser.parse_args(argv)
+    if args.serve is not None:
+        return serve(args.serve)
     if min(args.rounds, args.steps, args.episodes) < 1 or args.delay_ms < 0:
         parser.error("counts must be >= 1 and the delay >= 0")
 
     t_start = time.perf_counter()
-    server = OpenAIServer(faithful(args.delay_ms / 1e3)).start()
+    server, base_url = start_server(args.delay_ms)
     world = kv_world()
-    model = OpenAIWorldModel(server.base_url, "bench-model", concurrency=max(64, args.episodes))
+    model = OpenAIWorldModel(base_url, "bench-model", concurrency=max(64, args.episodes))
     cold, warm, one, many = [], [], [], []
     try:
         for r in range(args.rounds):
@@ -144,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
             many.append(concurrent(world, model, args.episodes, args.steps, r))
     finally:
         model.close()
-        server.stop()
+        server.communicate(timeout=30)  # closes its stdin: the server stops
     checks = [
         validation_us(world_, task, 2000)
         for world_, task in (

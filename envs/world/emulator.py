@@ -112,7 +112,7 @@ class Emulator:
                 world_description=self.world.description,
                 tool=tool.name,
                 tool_description=tool.description,
-                arguments_schema=tool.args_model.model_json_schema(),
+                arguments_schema=tool.arguments_schema,
                 arguments=args,
                 may_change=[b.shown for b in writes],
                 state=state if tool.reads is None else select(state, bind_all(tool.reads, args)),

@@ -68,33 +68,53 @@ class PathPattern:
 
     def bind(self, arguments: Mapping[str, Any]) -> _Bound:
         """The pattern with the call's argument values in place of their placeholders."""
-        regexes: list[str | re.Pattern[str]] = []
+        matchers: list[Matcher] = []
         shown = []
         for token in self.tokens:
-            shown.append(
-                escape(
-                    _PLACEHOLDER.sub(
-                        lambda m: m.group(0) if m.group(0) == "*" else _token_value(arguments, m.group(1)), token
-                    )
-                )
-            )
-            if _PLACEHOLDER.search(token) is None:
-                regexes.append(token)  # a literal token: compared as a string (the fast path)
-                continue
-            parts, last = [], 0
+            pieces: list[str | None] = []  # literal text, and None for a "*"
+            last = 0
             for m in _PLACEHOLDER.finditer(token):
-                parts.append(re.escape(token[last : m.start()]))
-                parts.append(".*" if m.group(0) == "*" else re.escape(_token_value(arguments, m.group(1))))
+                pieces.append(token[last : m.start()])
+                pieces.append(None if m.group(0) == "*" else _token_value(arguments, m.group(1)))
                 last = m.end()
-            parts.append(re.escape(token[last:]))
-            regexes.append(re.compile("".join(parts), re.DOTALL))
-        return _Bound(self.pattern, tuple(regexes), "".join("/" + t for t in shown))
+            pieces.append(token[last:])
+            shown.append(escape("".join("*" if p is None else p for p in pieces)))
+            matchers.append(_matcher(pieces))
+        return _Bound(self.pattern, tuple(matchers), "".join("/" + t for t in shown))
+
+
+@dataclass(frozen=True, slots=True)
+class _Prefix:
+    """Matches tokens that start with ``prefix`` (a token ending in its only "*")."""
+
+    prefix: str
+
+
+Matcher = str | _Prefix | re.Pattern[str]
+
+
+def _matcher(pieces: list[str | None]) -> Matcher:
+    """The cheapest test for a token made of literal pieces and "*"s (None)."""
+    stars = pieces.count(None)
+    if stars == 0:
+        return "".join(p for p in pieces if p is not None)  # compared as a string
+    if stars == 1 and pieces[-2] is None and pieces[-1] == "":
+        return _Prefix("".join(p for p in pieces[:-2] if p is not None))
+    return re.compile("".join(".*" if p is None else re.escape(p) for p in pieces), re.DOTALL)
+
+
+def _matches(want: Matcher, got: str) -> bool:
+    if isinstance(want, str):
+        return want == got
+    if isinstance(want, _Prefix):
+        return got.startswith(want.prefix)
+    return want.fullmatch(got) is not None
 
 
 @dataclass(frozen=True, slots=True)
 class _Bound:
     pattern: str
-    tokens: tuple[str | re.Pattern[str], ...]
+    tokens: tuple[Matcher, ...]
     shown: str
     """The pointer with the arguments in place ("*" left as is): what a world model is told."""
 
@@ -102,13 +122,7 @@ class _Bound:
         """Whether a pointer with these tokens is at or below this path."""
         if len(tokens) < len(self.tokens):
             return False
-        for want, got in zip(self.tokens, tokens, strict=False):
-            if isinstance(want, str):
-                if want != got:
-                    return False
-            elif want.fullmatch(got) is None:
-                return False
-        return True
+        return all(_matches(want, got) for want, got in zip(self.tokens, tokens, strict=False))
 
     def matches(self, tokens: Sequence[str]) -> bool:
         """Whether a pointer with these tokens is exactly this path."""
@@ -138,19 +152,19 @@ def select(state: Any, bound: Sequence[_Bound]) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
-def _walk(node: Any, tokens: Sequence[str | re.Pattern[str]], at: str) -> Iterator[tuple[str, Any]]:
+def _walk(node: Any, tokens: Sequence[Matcher], at: str) -> Iterator[tuple[str, Any]]:
     if not tokens:
         yield at, node
         return
     head, rest = tokens[0], tokens[1:]
     if isinstance(node, dict):
-        keys: Iterable[str] = [head] if isinstance(head, str) else [k for k in node if head.fullmatch(k)]
+        keys: Iterable[str] = [head] if isinstance(head, str) else [k for k in node if _matches(head, k)]
         for key in keys:
             if key in node:
                 yield from _walk(node[key], rest, f"{at}/{escape(key)}")
     elif isinstance(node, list):
         for i, item in enumerate(node):
-            if (head == str(i)) if isinstance(head, str) else head.fullmatch(str(i)):
+            if _matches(head, str(i)):
                 yield from _walk(item, rest, f"{at}/{i}")
 
 

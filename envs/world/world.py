@@ -109,7 +109,7 @@ class WorldTaskPayload(BaseModel):
     golden: list[GoldenStep] = []
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WorldTool:
     """One tool of a world."""
 
@@ -129,12 +129,17 @@ class WorldTool:
     def emulated(self) -> bool:
         return self.impl is None
 
+    @functools.cached_property
+    def arguments_schema(self) -> dict[str, Any]:
+        """The argument model's JSON Schema (what the world model is shown)."""
+        return self.args_model.model_json_schema()
+
     def describe(self) -> dict[str, Any]:
         """What identifies the tool's behaviour (its part of the world's fingerprint)."""
         return {
             "name": self.name,
             "description": self.description,
-            "arguments": self.args_model.model_json_schema(),
+            "arguments": self.arguments_schema,
             "writes": [p.pattern for p in self.writes],
             "reads": None if self.reads is None else [p.pattern for p in self.reads],
             "postconditions": [_predicate_id(p) for p in self.postconditions],
