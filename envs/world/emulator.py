@@ -44,6 +44,8 @@ __all__ = ["Emulator", "run_code"]
 
 logger = logging.getLogger("agentenv.envs.world")
 _FEEDBACK_CHARS = 400
+HISTORY_CHARS = 2000
+"""Each earlier observation is cut to this many characters in a prompt."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +119,7 @@ class Emulator:
                 may_change=[b.shown for b in writes],
                 state=state if tool.reads is None else select(state, bind_all(tool.reads, args)),
                 state_is_slice=tool.reads is not None,
-                history=history,
+                history=[_shortened(h) for h in history],
                 key=key,
                 state_hash=digest,
             )
@@ -222,6 +224,14 @@ def run_code(world: World, tool: WorldTool, state: dict[str, Any], args: BaseMod
         return validate_change(observation, patch, world, tool, bind_all(tool.writes, arguments), state, arguments)
     except Rejected as e:
         raise RuntimeError(f"code tool {tool.name!r} made a change it may not make: {e}") from None
+
+
+def _shortened(item: HistoryItem) -> HistoryItem:
+    """A history item whose observation fits a prompt (a `cat` of a big file would not)."""
+    if len(item.observation) <= HISTORY_CHARS:
+        return item
+    cut = len(item.observation) - HISTORY_CHARS
+    return item.model_copy(update={"observation": f"{item.observation[:HISTORY_CHARS]}... [{cut} more characters]"})
 
 
 def _reply(accepted: Accepted) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -211,16 +212,16 @@ def load_world(source: str) -> World:
     return found
 
 
-_scripted: dict[int, tuple[World, ScriptedWorldModel]] = {}
+_scripted: weakref.WeakKeyDictionary[World, ScriptedWorldModel] = weakref.WeakKeyDictionary()
 _cache: WorldCache | None = None
 
 
 def scripted_model(world: World) -> ScriptedWorldModel:
     """The scripted model of ``world``'s golden responses (built once per world object)."""
-    found = _scripted.get(id(world))
-    if found is None or found[0] is not world:
-        found = _scripted[id(world)] = (world, ScriptedWorldModel.from_world(world))
-    return found[1]
+    found = _scripted.get(world)
+    if found is None:
+        found = _scripted[world] = ScriptedWorldModel.from_world(world)
+    return found
 
 
 def shared_cache() -> WorldCache:

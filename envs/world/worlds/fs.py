@@ -9,7 +9,8 @@ state needs no model, and a model could only get them wrong. ``mkdir``, ``touch`
 postconditions that pin what a change must be when there is one (``write_file``
 writes exactly the given text, ``cp`` copies exactly, ...). Invariants: every entry's
 parent is a directory, keys are normalised absolute paths, directories hold no
-text, at most 2,000 entries.
+text, at most 500 entries and 64,000 characters of text in all (the commands that
+change files are shown the whole state: it must fit a prompt).
 
 32 tasks over four levels (0: one command; 1: two; 2: read, then write what was
 read; 3: four or more), each with golden actions and, for emulated commands, the
@@ -33,7 +34,9 @@ from agentenv.envs.world.world import Args, Response, World, respond, world_task
 
 __all__ = ["WORLD", "FsState", "Node"]
 
-MAX_ENTRIES = 2000
+MAX_ENTRIES = 500
+MAX_TEXT = 64_000
+"""Characters of text in all files together: a state the world model is shown whole stays small."""
 
 
 def _normalise(path: str) -> str:
@@ -46,14 +49,14 @@ def _normalise(path: str) -> str:
 
 
 AbsPath = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_normalise)]
-Text = Annotated[str, Field(max_length=20_000)]
+Text = Annotated[str, Field(max_length=15_000)]
 
 
 class Node(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["file", "dir"]
-    content: str = Field(default="", max_length=100_000)
+    content: str = Field(default="", max_length=MAX_TEXT)
 
 
 class FsState(State):
@@ -285,7 +288,11 @@ WORLD.invariant(
     "every key is a normalised absolute path",
 )
 WORLD.invariant("directories_hold_no_text", lambda s: all(n.content == "" for n in s.files.values() if n.kind == "dir"))
-WORLD.invariant("bounded", lambda s: len(s.files) <= MAX_ENTRIES, f"at most {MAX_ENTRIES} entries")
+WORLD.invariant(
+    "bounded",
+    lambda s: len(s.files) <= MAX_ENTRIES and sum(len(n.content) for n in s.files.values()) <= MAX_TEXT,
+    f"at most {MAX_ENTRIES} entries and {MAX_TEXT} characters of text",
+)
 
 
 # -- golden answers and goals, in the shell's words -----------------------------------------

@@ -162,3 +162,24 @@ def test_generated_actions_never_escape_step_nor_pass_for_infra(env_id: str) -> 
     assert sum(kinds.values()) >= 480
     assert env.metrics.failures == 0
     env.close()
+
+
+def test_the_fs_state_cannot_be_bloated_past_what_a_prompt_holds() -> None:
+    """write_file is shown the whole state: an agent growing it without bound could make every
+    later prompt overflow the model's context (an infra failure an action caused)."""
+    big = "y" * 15_000
+
+    def faithful_write(request: WorldRequest) -> str:
+        path = request.arguments["path"]
+        patch = [{"op": "add", "path": "/files/" + path.replace("/", "~1"), "value": {"kind": "file", "content": big}}]
+        return json.dumps({"observation": "", "state_patch": patch})
+
+    metrics = WorldMetrics()
+    env = agentenv.make(
+        "world-fs-v0", model=FakeModel(faithful_write, "w"), cache=WorldCache(), metrics=metrics, max_attempts=1
+    )
+    env.reset(options={"task": "fs-write-hello"})
+    infos = [env.step(tool_call_text("write_file", path=f"/tmp/f{i}", content=big))[-1] for i in range(5)]
+    assert [i["error"] for i in infos[:4]] == [None] * 4
+    assert infos[4]["failure"] == "infra" and "bounded" in infos[4]["error"]
+    assert sum(len(n["content"]) for n in env.state.world["files"].values()) <= 64_000

@@ -189,3 +189,23 @@ def test_failures_are_counted_per_policy(make_env, policy_id: str) -> None:
     env.reset(options={"task": "todo"})
     env.step(ADD)
     assert set(metrics.summary()["world/by_policy"]) == {policy_id}
+
+
+def test_long_observations_are_cut_in_the_prompts_history(make_env) -> None:
+    long_text = "x" * 90
+    model = FakeModel(
+        lambda r: json.dumps(
+            {
+                "observation": long_text * 50 if r.tool == "read_note" else "saved",
+                "state_patch": [] if r.tool == "read_note" else GOOD["state_patch"],
+            }
+        )
+    )
+    env = make_env(model=model)
+    env.reset(options={"task": "two"})
+    env.step(ADD)
+    obs, *_ = env.step(tool_call_text("read_note", title="todo"))
+    assert obs[0]["content"] == long_text * 50  # the agent sees it all
+    env.step(tool_call_text("read_note", title="other"))
+    shown = model.requests[-1].history[-1].observation
+    assert len(shown) < 2100 and shown.endswith("[2500 more characters]")
