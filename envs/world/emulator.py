@@ -35,6 +35,7 @@ from agentenv import InfraError, json_diff
 from agentenv.envs.world.cache import WorldCache
 from agentenv.envs.world.keys import cache_key, canonical_json, state_hash
 from agentenv.envs.world.metrics import WorldMetrics
+from agentenv.envs.world.models import WorldModelError
 from agentenv.envs.world.paths import bind_all, select
 from agentenv.envs.world.prompt import HistoryItem, WorldRequest
 from agentenv.envs.world.validate import Accepted, Rejected, validate, validate_change
@@ -173,8 +174,6 @@ class Emulator:
 
     def _reply(self, request: WorldRequest, attempt: int, *, task: str, policy: str) -> Any:
         """The model's reply text, asked in a worker thread under the deadline."""
-        from agentenv.envs.world.models import WorldModelError
-
         box: dict[str, Any] = {}
 
         def ask() -> None:

@@ -285,10 +285,11 @@ class World:
         return tasks
 
     def task_start(self, task: Task) -> dict[str, Any]:
-        """The canonical world state ``task`` starts from (its setup applied)."""
+        """The canonical world state ``task`` starts from (its setup applied): a copy of its own,
+        so nothing an episode does can reach the world's initial state."""
         payload = task_payload(task)
         if not payload.setup:
-            return self.initial_state
+            return json.loads(json.dumps(self.initial_state))
         import jsonpatch
 
         try:
