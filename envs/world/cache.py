@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["WorldCache"]
+__all__ = ["WorldCache", "open_cache"]
 
 logger = logging.getLogger("agentenv.envs.world")
 _SCHEMA = """
@@ -125,3 +125,18 @@ class WorldCache:
             if not self._closed:
                 self._closed = True
                 self._db.close()
+
+
+_open: dict[Path | None, WorldCache] = {}
+_open_lock = threading.Lock()
+
+
+def open_cache(path: str | Path | None = None) -> WorldCache:
+    """This process's cache for ``path`` (None: in memory), opened on first use: the envs of a
+    process that name the same file share one connection, so their equal misses coalesce."""
+    key = None if path is None else Path(path).resolve()
+    with _open_lock:
+        cache = _open.get(key)
+        if cache is None or cache._closed:
+            cache = _open[key] = WorldCache(key)
+        return cache

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, tool_call_text
-from agentenv.envs.world.cache import WorldCache
+from agentenv.envs.world.cache import WorldCache, open_cache
 from agentenv.envs.world.emulator import Emulator, run_code
 from agentenv.envs.world.metrics import WorldMetrics, world_metrics
 from agentenv.envs.world.models import ScriptedWorldModel, WorldModel
@@ -88,8 +88,9 @@ class WorldEnv(Env[WorldEnvState]):
             tasks: Default: the world's tasks.
             model: The world model (default: the scripted model of the world's golden
                 responses, which answers the golden runs and nothing else).
-            cache: A `WorldCache`, or the path of its SQLite file (shared across runs);
-                default: one in-memory cache shared by this process's envs.
+            cache: A `WorldCache`, or the path of its SQLite file (shared across runs; the
+                envs of a process naming one file share its connection); default: one
+                in-memory cache shared by this process's envs.
             metrics: Where the emulator counts (default: this process's for the world).
             policy_id: The name the metrics count this env's world-model trouble under.
             max_attempts: Replies asked of the model per tool call before the episode
@@ -102,7 +103,7 @@ class WorldEnv(Env[WorldEnvState]):
         if not isinstance(model, WorldModel):
             raise TypeError(f"model must have model_id and propose(request), got {type(model).__name__}")
         if not isinstance(cache, WorldCache):
-            cache = shared_cache() if cache is None else WorldCache(cache)
+            cache = open_cache(cache)
         self.policy_id = policy_id
         self.metrics = metrics if metrics is not None else world_metrics(self.world.name)
         self.emulator = Emulator(
@@ -213,7 +214,6 @@ def load_world(source: str) -> World:
 
 
 _scripted: weakref.WeakKeyDictionary[World, ScriptedWorldModel] = weakref.WeakKeyDictionary()
-_cache: WorldCache | None = None
 
 
 def scripted_model(world: World) -> ScriptedWorldModel:
@@ -222,14 +222,6 @@ def scripted_model(world: World) -> ScriptedWorldModel:
     if found is None:
         found = _scripted[world] = ScriptedWorldModel.from_world(world)
     return found
-
-
-def shared_cache() -> WorldCache:
-    """The in-memory cache the envs of this process share by default."""
-    global _cache
-    if _cache is None:
-        _cache = WorldCache()
-    return _cache
 
 
 def oracle() -> ScriptedPolicy:

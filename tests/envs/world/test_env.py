@@ -209,3 +209,10 @@ def test_long_observations_are_cut_in_the_prompts_history(make_env) -> None:
     env.step(tool_call_text("read_note", title="other"))
     shown = model.requests[-1].history[-1].observation
     assert len(shown) < 2100 and shown.endswith("[2500 more characters]")
+
+
+def test_envs_naming_one_cache_file_share_one_cache(make_env, tmp_path: Path) -> None:
+    a = make_env(model=FakeModel([GOOD]), cache=tmp_path / "c.sqlite")
+    b = make_env(model=FakeModel([GOOD]), cache=str(tmp_path / "x" / ".." / "c.sqlite"))
+    assert a.emulator.cache is b.emulator.cache
+    assert make_env(model=FakeModel([GOOD]), cache=None).emulator.cache is not a.emulator.cache
