@@ -98,27 +98,27 @@ class WorldCache:
             return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     @contextmanager
-    def claim(self, key: str, timeout_s: float) -> Iterator[bool]:
-        """Hold ``key`` while asking the model: True for the caller that should ask; a caller
-        arriving meanwhile waits (up to ``timeout_s``) for it to finish, then gets False and
-        reads the cache (and asks itself if the first caller stored nothing)."""
-        with self._lock:
-            event = self._pending.get(key)
-            if event is None:
-                event = self._pending[key] = threading.Event()
-                owner = True
-            else:
-                owner = False
-        if not owner:
-            event.wait(timeout_s)
-            yield False
-            return
-        try:
-            yield True
-        finally:
+    def claim(self, key: str, timeout_s: float) -> Iterator[None]:
+        """Hold ``key`` while asking the model. A caller that finds it held waits (up to
+        ``timeout_s``) until it is released, then holds it in turn: it reads the cache again
+        and asks the model itself only if the first caller stored nothing."""
+        deadline = time.monotonic() + timeout_s
+        mine: threading.Event | None = None
+        while mine is None:
             with self._lock:
-                self._pending.pop(key, None)
-            event.set()
+                held = self._pending.get(key)
+                if held is None:
+                    mine = self._pending[key] = threading.Event()
+                    break
+            if not held.wait(max(0.0, deadline - time.monotonic())):
+                break  # the holder is stuck: go ahead without the key (a duplicate call at worst)
+        try:
+            yield
+        finally:
+            if mine is not None:
+                with self._lock:
+                    del self._pending[key]
+                mine.set()
 
     def close(self) -> None:
         with self._lock:

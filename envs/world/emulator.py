@@ -105,11 +105,11 @@ class Emulator:
         hit = self._cached(key, tool, writes, state, args)
         if hit is not None:
             return Outcome(hit, True, 0)
-        with self.cache.claim(key, self.call_timeout_s * self.max_attempts) as owner:
-            if not owner:  # another episode asked the same question meanwhile
-                hit = self._cached(key, tool, writes, state, args)
-                if hit is not None:
-                    return Outcome(hit, True, 0)
+        with self.cache.claim(key, self.call_timeout_s * self.max_attempts):
+            # Again: another episode may have asked the same question since the first look.
+            hit = self._cached(key, tool, writes, state, args)
+            if hit is not None:
+                return Outcome(hit, True, 0)
             request = WorldRequest(
                 world=self.world.name,
                 world_description=self.world.description,
