@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv import _safejson
+from agentenv.envs.world._extra import need
 
 __all__ = ["MAX_RULE_DEPTH", "MAX_RULE_NODES", "OPS_BUDGET", "Predicate", "PredicateError", "rule_predicate"]
 
@@ -86,9 +87,7 @@ _compiled_rules: dict[str, Any] = {}
 def _get_engine() -> Any:
     global _engine
     if _engine is None:
-        import datalogic_py
-
-        _engine = datalogic_py.Engine(families=_FAMILIES)
+        _engine = need("datalogic_py").Engine(families=_FAMILIES)
     return _engine
 
 
@@ -106,8 +105,7 @@ def _compiled(rule: Any, name: str) -> Any:
         return found
     if _count_nodes(rule) > MAX_RULE_NODES:
         raise PredicateError(f"predicate {name!r}: the rule has more than {MAX_RULE_NODES} values")
-    import datalogic_py
-
+    datalogic_py = need("datalogic_py")
     engine = _get_engine()
     try:
         compiled = engine.compile_checked(rule)
@@ -122,7 +120,7 @@ def _compiled(rule: Any, name: str) -> Any:
 
 
 def _evaluate(compiled: Any, data: Any, name: str) -> bool:
-    import datalogic_py
+    datalogic_py = need("datalogic_py")
 
     try:
         result, _ = compiled.evaluate_metered(data, OPS_BUDGET)

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from agentenv.envs.world._extra import need
+
 __all__ = ["JSONSchemaState", "ModelState", "SchemaError", "StateSchema"]
 
 
@@ -63,8 +65,7 @@ class JSONSchemaState:
     """A JSON Schema (draft 2020-12) as the state schema."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        import jsonschema
-
+        jsonschema = need("jsonschema")
         if not isinstance(schema, dict):
             raise SchemaError(f"the state schema is a JSON object, got {type(schema).__name__}")
         try:

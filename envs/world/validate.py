@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentenv import _safejson
+from agentenv.envs.world._extra import need
 from agentenv.envs.world.paths import _Bound, allowed, split_pointer
 from agentenv.envs.world.predicates import PredicateError
 from agentenv.envs.world.schema import SchemaError
@@ -201,9 +202,7 @@ def _apply(patch: list[dict[str, Any]], before: dict[str, Any]) -> Any:
     (copying the whole state per step would cost more than the rest of the validation):
     before each operation the containers on its paths are copied, unless this call made
     them, and the operation is applied to those copies in place."""
-    import jsonpatch
-    import jsonpointer
-
+    jsonpatch, jsonpointer = need("jsonpatch"), need("jsonpointer")
     doc: Any = copy.copy(before)
     made = [doc]  # the containers this call copied (held, so their ids stay theirs)
     try:

@@ -39,6 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentenv import Task, TaskMeta, TaskSet, _safejson
+from agentenv.envs.world._extra import EXTRA, need
 from agentenv.envs.world.paths import PathPattern
 from agentenv.envs.world.predicates import Predicate, PredicateError, rule_predicate
 from agentenv.envs.world.schema import ModelState, SchemaError, StateSchema
@@ -175,6 +176,8 @@ class World:
         """
         if not name or not isinstance(name, str):
             raise ValueError(f"a world has a non-empty name, got {name!r}")
+        for module in EXTRA:  # fail here, with the fix, rather than at the first step
+            need(module)
         self.name = name
         self.schema: StateSchema = ModelState(state) if isinstance(state, type) else state
         if isinstance(initial_state, BaseModel):
@@ -290,10 +293,8 @@ class World:
         payload = task_payload(task)
         if not payload.setup:
             return json.loads(json.dumps(self.initial_state))
-        import jsonpatch
-
         try:
-            state = jsonpatch.apply_patch(self.initial_state, payload.setup)
+            state = need("jsonpatch").apply_patch(self.initial_state, payload.setup)
         except Exception as e:  # noqa: BLE001 - jsonpatch raises several kinds; all mean a bad setup
             raise ValueError(f"task {task.id!r}: the setup patch does not apply: {e}") from None
         try:
