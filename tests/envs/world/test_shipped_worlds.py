@@ -6,6 +6,7 @@ passes; the scripted model answers the golden runs and nothing else."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -96,3 +97,56 @@ def test_step_rewards_come_from_validated_progress_on_subgoals() -> None:
     assert [r["subgoals"] for r in rewards] == pytest.approx([0.5 / 3, 0.5 / 3, 0.5 / 3, 0.0])
     assert terminated and rewards[-1]["task"] == 1.0
     env.close()
+
+
+@pytest.mark.parametrize(
+    "reply, kind",
+    [
+        ({"observation": "error: no account A99", "state_patch": []}, None),  # a faithful refusal
+        (
+            {
+                "observation": "Transferred.",
+                "state_patch": [
+                    {"op": "replace", "path": "/accounts/A1/balance_cents", "value": 249000},
+                    {"op": "replace", "path": "/accounts/A3/balance_cents", "value": 121500},  # 500 too many
+                    {
+                        "op": "add",
+                        "path": "/ledger/-",
+                        "value": {"kind": "transfer", "account": "A1", "to": "A3", "amount_cents": 1000},
+                    },
+                ],
+            },
+            "postcondition",
+        ),
+        (
+            {
+                "observation": "Transferred.",
+                "state_patch": [
+                    {"op": "replace", "path": "/accounts/A1/balance_cents", "value": 249000},
+                    {"op": "replace", "path": "/accounts/A3/balance_cents", "value": 121000},
+                ],  # the ledger entry forgotten
+            },
+            "postcondition",
+        ),
+        (
+            {"observation": "ok", "state_patch": [{"op": "replace", "path": "/ledger", "value": []}]},
+            "forbidden_path",
+        ),
+    ],
+    ids=["refusal", "wrong-amount", "no-ledger-entry", "ledger-rewrite"],
+)
+def test_bank_transfers_must_move_exactly_the_amount_and_record_it(reply: dict, kind: str | None) -> None:
+    from agentenv.envs.world import Rejected
+    from agentenv.envs.world.paths import bind_all
+    from agentenv.envs.world.validate import validate
+
+    world = bank.world()
+    tool = world.tools["transfer"]
+    for source in ("A99", "A1") if kind is None else ("A1",):
+        args = {"from_account": source, "to_account": "A3", "amount_cents": 1000}
+        if kind is None:
+            assert validate(json.dumps(reply), world, tool, bind_all(tool.writes, args), world.initial_state, args)
+            continue
+        with pytest.raises(Rejected) as err:
+            validate(json.dumps(reply), world, tool, bind_all(tool.writes, args), world.initial_state, args)
+        assert err.value.kind == kind
