@@ -157,20 +157,27 @@ def _check_snapshot(env: Env, seed: int, plan: Sequence[Action]) -> None:
             if terminated or truncated:
                 return
         blob = env.snapshot().model_dump_json()
-        rest = [
-            (_dump(r[0]), r[1], r[2], r[3], _dump(r[4]), _dump(env.state.model_dump(mode="json")))
-            for r in (env.step(a) for a in plan[k:])
-            if True
-        ]
+        rest = _play_rest(env, plan[k:])
         restored = env.restore(Snapshot.model_validate_json(blob))
         if _dump(restored) != _dump(json.loads(blob)["messages"]):
             _fail(f"restore at turn {k} does not return the saved conversation")
-        again = [
-            (_dump(r[0]), r[1], r[2], r[3], _dump(r[4]), _dump(env.state.model_dump(mode="json")))
-            for r in (env.step(a) for a in plan[k:])
-        ]
+        again = _play_rest(env, plan[k:])
         if rest != again:
             _fail(f"restoring the snapshot taken at turn {k} and replaying the same actions gives different results")
+
+
+def _play_rest(env: Env, actions: Sequence[Action]) -> list[tuple[Any, ...]]:
+    """Step ``actions`` until the episode ends (a plan may end it early: an infra failure,
+    a streak of invalid actions); what each step returned, and the state after it."""
+    record: list[tuple[Any, ...]] = []
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        record.append(
+            (_dump(obs), reward, terminated, truncated, _dump(info), _dump(env.state.model_dump(mode="json")))
+        )
+        if terminated or truncated:
+            break
+    return record
 
 
 def _check_bad_actions(env: Env, seed: int) -> None:

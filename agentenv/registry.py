@@ -362,6 +362,20 @@ def _register_builtins() -> None:
         sites=[f"agentenv.envs.browser.apps.{name}:SITE" for name in ("shop", "mail", "booking")],
     )
     register(
+        "world-fs-v0",
+        "agentenv.envs.world.env:WorldEnv",
+        description="A Unix-like shell whose commands a language model emulates (ls and cat in code), validated state.",
+        oracle="agentenv.envs.world.env:oracle",
+        world="agentenv.envs.world.worlds.fs:WORLD",
+    )
+    register(
+        "world-bank-v0",
+        "agentenv.envs.world.env:WorldEnv",
+        description="A bank's back office, every tool emulated by a language model, from a YAML world spec.",
+        oracle="agentenv.envs.world.env:oracle",
+        world="agentenv.envs.world.worlds.bank:world",
+    )
+    register(
         "code-v0",
         "agentenv.envs.code:CodeEnv",
         description="Write, run and fix Python in a sandbox; hidden tests, run in a fresh sandbox, decide.",

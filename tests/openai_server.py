@@ -42,6 +42,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     """Wait this long before answering (cut short when the server stops)."""
+    drop: bool = False
+    """Close the connection without answering (a server that died mid-request)."""
 
 
 Script = Callable[[Request], Reply]
@@ -147,6 +149,9 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             self._send(server._answer(Request(self.path, headers, body)))
 
         def _send(self, reply: Reply) -> None:
+            if reply.drop:
+                self.close_connection = True
+                return
             payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
             try:
                 self.send_response(reply.status)

@@ -80,3 +80,9 @@ def test_state_must_json_round_trip():
 
     # sets dump to lists and come back as sets: this one round-trips, so it passes
     check_env(SetEnv(), actions=[tool_call_text("submit")])
+
+
+def test_a_plan_that_ends_the_episode_early_is_checked_up_to_its_end():
+    # 666 ends the episode as infra on the first action; the rest of the plan is never stepped
+    plan = [tool_call_text("add", amount=666), tool_call_text("add", amount=1), tool_call_text("submit")]
+    assert check_env(CounterEnv(), actions=plan).passed == ("determinism", "snapshot", "bad actions", "episode end")

@@ -1,0 +1,237 @@
+"""The emulator: one tool call in, one validated change out, or an infra failure with the reason.
+
+For an emulated tool `Emulator.call`:
+
+1. builds the cache key (world fingerprint, tool, canonical arguments, state hash,
+   model id) and returns the cached reply when there is one, validated again
+   against the current state (cheap; a reply that no longer validates, after a
+   change to the validation code, is dropped and asked again);
+2. otherwise asks the world model with the prompt of `agentenv.envs.world.prompt`,
+   in a worker thread with a deadline (a model that hangs cannot hang `step`);
+3. validates the reply (`agentenv.envs.world.validate`); a rejected reply is asked
+   again with the reasons fed back, up to ``max_attempts`` replies in all;
+4. stores the accepted reply in the cache, or raises `InfraError` naming the last
+   reason: the episode ends as infra, and the failure is counted in the metrics
+   for the task and the policy. A model that gives no reply at all (its transport
+   gave up after its own retries, it raised, it hung) is an infra failure at once.
+
+The canonical state is never touched here: the caller swaps it for
+``Accepted.state``. Code tools go through `run_code`: the function gets a copy of
+the typed state, and its change (a diff) is validated like a proposal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentenv import InfraError, json_diff
+from agentenv.envs.world.cache import WorldCache
+from agentenv.envs.world.keys import cache_key, canonical_json, state_hash
+from agentenv.envs.world.metrics import WorldMetrics
+from agentenv.envs.world.models import WorldModelError
+from agentenv.envs.world.paths import bind_all, select
+from agentenv.envs.world.prompt import HistoryItem, WorldRequest
+from agentenv.envs.world.validate import Accepted, Rejected, validate, validate_change
+from agentenv.envs.world.world import World, WorldTool
+
+__all__ = ["Emulator", "run_code"]
+
+logger = logging.getLogger("agentenv.envs.world")
+_FEEDBACK_CHARS = 400
+HISTORY_CHARS = 2000
+"""Each earlier observation is cut to this many characters in a prompt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """An accepted change and what it took."""
+
+    accepted: Accepted
+    cached: bool
+    rejected: int
+    """Replies rejected before this one."""
+
+
+class Emulator:
+    """Runs emulated calls of one world against one model, cache and metrics."""
+
+    def __init__(
+        self,
+        world: World,
+        model: Any,
+        cache: WorldCache,
+        metrics: WorldMetrics,
+        *,
+        max_attempts: int = 3,
+        call_timeout_s: float = 120.0,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        if not call_timeout_s > 0:
+            raise ValueError(f"call_timeout_s must be > 0, got {call_timeout_s}")
+        self.world, self.model, self.cache, self.metrics = world, model, cache, metrics
+        self.max_attempts = max_attempts
+        self.call_timeout_s = call_timeout_s
+
+    @property
+    def world_key(self) -> str:
+        """The world's part of the cache key: its name and fingerprint (which a new tool or
+        invariant changes)."""
+        return f"{self.world.name}:{self.world.fingerprint}"
+
+    def call(
+        self,
+        tool: WorldTool,
+        args: dict[str, Any],
+        state: dict[str, Any],
+        history: list[HistoryItem],
+        *,
+        task: str,
+        policy: str,
+    ) -> Outcome:
+        """The accepted change of one emulated call (see the module docstring); `InfraError` otherwise."""
+        self.metrics.request()
+        writes = bind_all(tool.writes, args)
+        digest = state_hash(state)
+        model_id = str(self.model.model_id)
+        key = cache_key(self.world_key, tool.name, args, digest, model_id)
+        hit = self._cached(key, tool, writes, state, args)
+        if hit is not None:
+            return Outcome(hit, True, 0)
+        with self.cache.claim(key, self.call_timeout_s * self.max_attempts):
+            # Again: another episode may have asked the same question since the first look.
+            hit = self._cached(key, tool, writes, state, args)
+            if hit is not None:
+                return Outcome(hit, True, 0)
+            request = WorldRequest(
+                world=self.world.name,
+                world_description=self.world.description,
+                tool=tool.name,
+                tool_description=tool.description,
+                arguments_schema=tool.arguments_schema,
+                arguments=args,
+                may_change=[b.shown for b in writes],
+                state=state if tool.reads is None else select(state, bind_all(tool.reads, args)),
+                state_is_slice=tool.reads is not None,
+                history=[_shortened(h) for h in history],
+                key=key,
+                state_hash=digest,
+            )
+            accepted, rejected = self._ask(request, tool, writes, state, args, task=task, policy=policy)
+            self.cache.put(key, self.world_key, tool.name, model_id, canonical_json(_reply(accepted)))
+            return Outcome(accepted, False, rejected)
+
+    def _cached(
+        self, key: str, tool: WorldTool, writes: list[Any], state: dict[str, Any], args: dict[str, Any]
+    ) -> Accepted | None:
+        text = self.cache.get(key)
+        if text is None:
+            return None
+        try:
+            accepted = validate(text, self.world, tool, writes, state, args)
+        except Rejected:
+            self.metrics.stale_hit()
+            self.cache.delete(key)
+            return None
+        self.metrics.hit()
+        return accepted
+
+    def _ask(
+        self,
+        request: WorldRequest,
+        tool: WorldTool,
+        writes: list[Any],
+        state: dict[str, Any],
+        args: dict[str, Any],
+        *,
+        task: str,
+        policy: str,
+    ) -> tuple[Accepted, int]:
+        reasons: list[str] = []
+        for attempt in range(self.max_attempts):
+            request = request.model_copy(update={"attempt": attempt, "rejected_attempts": list(reasons)})
+            text = self._reply(request, attempt, task=task, policy=policy)
+            try:
+                accepted = validate(text, self.world, tool, writes, state, args)
+            except Rejected as e:
+                self.metrics.reject(e.kind, task, policy)
+                reasons.append(f"attempt {attempt + 1}: {e.kind}: {e.message[:_FEEDBACK_CHARS]}")
+                continue
+            self.metrics.accept()
+            return accepted, attempt
+        self.metrics.fail(task, policy)
+        raise InfraError(
+            f"the world model gave no valid reply for {tool.name!r} in {self.max_attempts} attempts; "
+            f"last: {reasons[-1]}"
+        )
+
+    def _reply(self, request: WorldRequest, attempt: int, *, task: str, policy: str) -> Any:
+        """The model's reply text, asked in a worker thread under the deadline."""
+        box: dict[str, Any] = {}
+
+        def ask() -> None:
+            try:
+                box["reply"] = self.model.propose(request)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
+                box["error"] = e
+
+        start = time.perf_counter()
+        worker = threading.Thread(target=ask, name="agentenv-world-model", daemon=True)
+        worker.start()
+        worker.join(self.call_timeout_s)
+        self.metrics.call(time.perf_counter() - start, retry=attempt > 0)
+        if worker.is_alive():
+            self._give_up("timeout", task, policy)
+            raise InfraError(f"the world model did not answer within {self.call_timeout_s} s")
+        error = box.get("error")
+        if isinstance(error, WorldModelError):
+            self._give_up(error.kind, task, policy)
+            raise InfraError(f"the world model failed: {error}")
+        if error is not None:
+            if not isinstance(error, Exception):
+                raise error  # KeyboardInterrupt and the like are the caller's
+            logger.warning("world model %s raised %s", self.model.model_id, type(error).__name__, exc_info=error)
+            self._give_up("error", task, policy)
+            raise InfraError(f"the world model raised {type(error).__name__}: {str(error)[:300]}")
+        return box.get("reply")
+
+    def _give_up(self, kind: str, task: str, policy: str) -> None:
+        self.metrics.model_error(kind)
+        self.metrics.fail(task, policy)
+
+
+def run_code(world: World, tool: WorldTool, state: dict[str, Any], args: BaseModel) -> Accepted:
+    """A code tool's call: its observation, and its change to a copy of the state, validated.
+    `ToolError` from the tool passes through (the agent sees it); a change the tool may not
+    make is a bug of the world, raised as `RuntimeError`."""
+    assert tool.impl is not None
+    typed = world.schema.typed(json.loads(json.dumps(state)))  # a private copy the code may change
+    observation = tool.impl(typed, args)
+    if not isinstance(observation, str):
+        raise TypeError(f"code tool {tool.name!r} returned {type(observation).__name__}, expected the observation text")
+    after = typed.model_dump(mode="json") if isinstance(typed, BaseModel) else typed
+    patch = json_diff(state, after)
+    arguments = args.model_dump(mode="json")
+    try:
+        return validate_change(observation, patch, world, tool, bind_all(tool.writes, arguments), state, arguments)
+    except Rejected as e:
+        raise RuntimeError(f"code tool {tool.name!r} made a change it may not make: {e}") from None
+
+
+def _shortened(item: HistoryItem) -> HistoryItem:
+    """A history item whose observation fits a prompt (a `cat` of a big file would not)."""
+    if len(item.observation) <= HISTORY_CHARS:
+        return item
+    cut = len(item.observation) - HISTORY_CHARS
+    return item.model_copy(update={"observation": f"{item.observation[:HISTORY_CHARS]}... [{cut} more characters]"})
+
+
+def _reply(accepted: Accepted) -> dict[str, Any]:
+    return {"observation": accepted.observation, "state_patch": accepted.patch}

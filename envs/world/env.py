@@ -1,0 +1,237 @@
+"""`WorldEnv`: an agent acting in a world whose tools a language model emulates.
+
+The env owns the canonical state (`WorldEnvState.world`, valid against the world's
+schema and invariants at every step); the world model only proposes an observation
+and a JSON patch, which count once `agentenv.envs.world.validate` accepts them
+(see `agentenv.envs.world.emulator`). Code tools run their code on a copy of the
+state; their change is validated the same way.
+
+Rewards. Task: the goal (JSON Logic) on the final canonical state, 1 or 0. Step:
+``subgoals``, potential-based shaping over the task's sub-goals: each step earns
+``subgoal_weight * (share of sub-goals that hold after it - share before)``, so an
+episode earns in all the share at its end minus the share at its start, and
+undoing and redoing a sub-goal earns nothing. Only validated state counts, so a
+rejected proposal earns nothing. ``emulator_rejections`` (weight 0) counts the
+replies rejected in the step: a diagnostic the trainer's metrics show.
+
+Faults. A world model that gives no valid reply within its attempts, raises, hangs
+or cannot be reached ends the episode as ``infra``, with the reason, and is counted
+in `WorldMetrics` for the task and the policy. Anything an action alone causes (bad
+arguments, an unknown tool, a tool error) is the policy's: a format or tool error.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, tool_call_text
+from agentenv.envs.world.cache import WorldCache, open_cache
+from agentenv.envs.world.emulator import Emulator, run_code
+from agentenv.envs.world.metrics import WorldMetrics, world_metrics
+from agentenv.envs.world.models import ScriptedWorldModel, WorldModel
+from agentenv.envs.world.predicates import Predicate, rule_predicate
+from agentenv.envs.world.prompt import HistoryItem
+from agentenv.envs.world.world import FINISH_TOOL, Args, World, WorldTaskPayload, WorldTool, task_payload
+from agentenv.tools import ToolSpec, spec_from_model
+
+__all__ = ["WorldEnv", "WorldEnvState", "load_world", "oracle"]
+
+_TOOL_ATTR = "world:"  # prefix of the per-instance callers the core dispatches to
+
+
+class WorldEnvState(State):
+    """The episode: the canonical world state and what the agent did to it."""
+
+    world: dict[str, Any]
+    """The world's canonical state (JSON), valid against its schema and invariants."""
+    history: list[HistoryItem] = []
+    """Every successful tool call of the episode (the world model is shown the last few)."""
+    potential: float = 0.0
+    """The share of the task's sub-goals that hold now (the step reward's potential)."""
+
+
+class Finish(Args):
+    """No arguments."""
+
+
+class WorldEnv(Env[WorldEnvState]):
+    state_type = WorldEnvState
+    payload_type = WorldTaskPayload
+    reward_weights: ClassVar[Mapping[str, float]] = {"emulator_rejections": 0.0}
+    subgoal_weight: float = 0.5
+    """The step reward a whole episode's sub-goal progress is worth (see the module doc)."""
+    history_turns: int = 8
+    """Earlier calls the world model is shown."""
+
+    def __init__(
+        self,
+        world: World | str,
+        tasks: TaskSet | Sequence[Task] | None = None,
+        *,
+        model: WorldModel | None = None,
+        cache: WorldCache | str | Path | None = None,
+        metrics: WorldMetrics | None = None,
+        policy_id: str = "policy",
+        max_attempts: int = 3,
+        call_timeout_s: float = 120.0,
+        **kwargs: Any,
+    ) -> None:
+        """
+        Args:
+            world: A `World`, ``"module:attribute"`` naming one (or a function returning one),
+                or the path of a world spec (.yaml, .yml, .json).
+            tasks: Default: the world's tasks.
+            model: The world model (default: the scripted model of the world's golden
+                responses, which answers the golden runs and nothing else).
+            cache: A `WorldCache`, or the path of its SQLite file (shared across runs; the
+                envs of a process naming one file share its connection); default: one
+                in-memory cache shared by this process's envs.
+            metrics: Where the emulator counts (default: this process's for the world).
+            policy_id: The name the metrics count this env's world-model trouble under.
+            max_attempts: Replies asked of the model per tool call before the episode
+                ends as infra.
+            call_timeout_s: Longest wait for one reply.
+            kwargs: Passed to `Env` (max_turns, parser, tool_prompt, render_mode, lean).
+        """
+        self.world: World = load_world(world) if isinstance(world, str) else world
+        model = model if model is not None else scripted_model(self.world)
+        if not isinstance(model, WorldModel):
+            raise TypeError(f"model must have model_id and propose(request), got {type(model).__name__}")
+        if not isinstance(cache, WorldCache):
+            cache = open_cache(cache)
+        self.policy_id = policy_id
+        self.metrics = metrics if metrics is not None else world_metrics(self.world.name)
+        self.emulator = Emulator(
+            self.world, model, cache, self.metrics, max_attempts=max_attempts, call_timeout_s=call_timeout_s
+        )
+        self.instructions = f"{self.world.instructions}\nCall {FINISH_TOOL} when you are done."
+        self.max_turns = self.world.max_turns
+        self.tools = {  # type: ignore[misc]  # per instance: the tools are the world's
+            **{name: _spec(tool) for name, tool in self.world.tools.items()},
+            FINISH_TOOL: spec_from_model(
+                FINISH_TOOL, "Say you are done; the episode ends.", Finish, method_name="_finish", terminal=True
+            ),
+        }
+        for tool in self.world.tools.values():
+            setattr(self, _TOOL_ATTR + tool.name, functools.partial(self._world_call, tool))
+        self._rejections = 0
+        self._goals: dict[str, tuple[Predicate, list[Predicate]]] = {}
+        super().__init__(tasks, **kwargs)
+
+    @property
+    def model(self) -> WorldModel:
+        model: WorldModel = self.emulator.model
+        return model
+
+    # -- hooks -----------------------------------------------------------------------
+
+    def default_tasks(self) -> TaskSet:
+        return self.world.tasks
+
+    def initial_state(self, task: Task) -> WorldEnvState:
+        start = self.world.task_start(task)
+        self._rejections = 0
+        return WorldEnvState(world=start, potential=self._potential(task, start))
+
+    def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
+        rejections, self._rejections = self._rejections, 0
+        before = self.state.potential
+        self.state.potential = after = self._potential(self.task, self.state.world)
+        return {"subgoals": self.subgoal_weight * (after - before), "emulator_rejections": float(rejections)}
+
+    def verify(self, task: Task) -> float:
+        goal, _ = self._predicates(task)
+        return float(goal.test(self.state.world))
+
+    def is_done(self) -> bool:
+        return self.world.stop_on_goal and self._predicates(self.task)[0].test(self.state.world)
+
+    # -- tools -------------------------------------------------------------------------
+
+    def _finish(self) -> str:
+        return "done"
+
+    def _world_call(self, tool: WorldTool, **fields: Any) -> str:
+        args_model = tool.args_model.model_construct(**fields)  # the core validated the fields
+        args = args_model.model_dump(mode="json")
+        state = self.state.world
+        if tool.emulated:
+            history = self.state.history[-self.history_turns :] if self.history_turns else []
+            outcome = self.emulator.call(tool, args, state, history, task=self.task.id, policy=self.policy_id)
+            self._rejections += outcome.rejected
+            accepted = outcome.accepted
+        else:
+            accepted = run_code(self.world, tool, state, args_model)
+        self.state.world = accepted.state
+        self.state.history.append(HistoryItem(tool=tool.name, arguments=args, observation=accepted.observation))
+        return accepted.observation
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _predicates(self, task: Task) -> tuple[Predicate, list[Predicate]]:
+        found = self._goals.get(task.id)
+        if found is None or len(self._goals) > 4096:
+            payload = task_payload(task)
+            found = (
+                rule_predicate(f"{task.id}:goal", payload.goal),
+                [rule_predicate(f"{task.id}:{s.name}", s.rule) for s in payload.subgoals],
+            )
+            self._goals[task.id] = found
+        return found
+
+    def _potential(self, task: Task, state: dict[str, Any]) -> float:
+        _, subgoals = self._predicates(task)
+        if not subgoals:
+            return 0.0
+        return sum(s.test(state) for s in subgoals) / len(subgoals)
+
+
+def _spec(tool: WorldTool) -> ToolSpec:
+    return spec_from_model(tool.name, tool.description, tool.args_model, method_name=_TOOL_ATTR + tool.name)
+
+
+def load_world(source: str) -> World:
+    """The world named by ``source``: ``"module:attribute"`` (a `World`, or a function
+    returning one) or the path of a world spec file."""
+    if source.endswith((".yaml", ".yml", ".json")) and ":" not in source.replace("\\", "/").split("/")[-1]:
+        from agentenv.envs.world.spec import load_spec
+
+        return load_spec(source)
+    module_name, sep, attr = source.partition(":")
+    if not sep or not attr:
+        raise ValueError(f"a world is 'module:attribute' or a spec file path (.yaml, .json), got {source!r}")
+    found = getattr(importlib.import_module(module_name), attr, None)
+    if callable(found) and not isinstance(found, World):
+        found = found()
+    if not isinstance(found, World):
+        raise TypeError(f"{source!r} is {type(found).__name__}, expected an agentenv.envs.world.World")
+    return found
+
+
+_scripted: weakref.WeakKeyDictionary[World, ScriptedWorldModel] = weakref.WeakKeyDictionary()
+
+
+def scripted_model(world: World) -> ScriptedWorldModel:
+    """The scripted model of ``world``'s golden responses (built once per world object)."""
+    found = _scripted.get(world)
+    if found is None:
+        found = _scripted[world] = ScriptedWorldModel.from_world(world)
+    return found
+
+
+def oracle() -> ScriptedPolicy:
+    """Replays the task's golden actions, one per turn, then ``finish``."""
+
+    def act(conv: Any) -> str:
+        golden = conv.task.payload["golden"]
+        if conv.turn >= len(golden):
+            return tool_call_text(FINISH_TOOL)
+        step = golden[conv.turn]
+        return tool_call_text(step["tool"], **step.get("arguments", {}))
+
+    return ScriptedPolicy(act)

@@ -1,0 +1,99 @@
+"""Golden runs: a task's golden actions played on canonical state, without any model.
+
+`golden_run` applies each golden step (a code tool's code, an emulated tool's golden
+response) with the same validation the env uses, and `check_task` requires of a
+task: its setup applies, the invariants hold at its start, its goal does not, every
+golden step is accepted, and the goal holds after the last one. Worlds check their
+tasks with it when first read; the proposer admits drafted worlds with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentenv import Task, ToolError
+from agentenv.envs.world.emulator import run_code
+from agentenv.envs.world.keys import state_hash
+from agentenv.envs.world.paths import bind_all
+from agentenv.envs.world.predicates import PredicateError, rule_predicate
+from agentenv.envs.world.validate import Rejected, validate_change
+from agentenv.envs.world.world import Response, World, task_payload
+
+__all__ = ["GoldenRecord", "check_task", "golden_run"]
+
+
+@dataclass(frozen=True, slots=True)
+class GoldenRecord:
+    tool: str
+    arguments: dict[str, Any]
+    """Canonical (validated by the tool's argument model)."""
+    response: Response | None
+    state_hash: str
+    """Of the state the step starts from."""
+    after: dict[str, Any]
+
+
+def golden_run(world: World, task: Task) -> list[GoldenRecord]:
+    """Each golden step of ``task`` and the state it leads to; ValueError naming the step
+    that does not apply."""
+    payload = task_payload(task)
+    state = world.task_start(task)
+    records = []
+    for i, step in enumerate(payload.golden):
+        where = f"task {task.id!r}, golden step {i} ({step.tool})"
+        tool = world.tools.get(step.tool)
+        if tool is None:
+            raise ValueError(f"{where}: the world has no tool {step.tool!r}")
+        try:
+            args_model = tool.args_model.model_validate(step.arguments)
+        except ValidationError as e:
+            raise ValueError(f"{where}: invalid arguments: {e.errors()[0]['msg']}") from None
+        args = args_model.model_dump(mode="json")
+        before = state
+        try:
+            if tool.emulated:
+                if step.response is None:
+                    raise ValueError(f"{where}: an emulated tool's golden step needs a response")
+                writes = bind_all(tool.writes, args)
+                accepted = validate_change(
+                    step.response.observation, step.response.state_patch, world, tool, writes, before, args
+                )
+            else:
+                if step.response is not None:
+                    raise ValueError(f"{where}: a code tool's golden step has no response (the code answers)")
+                accepted = run_code(world, tool, before, args_model)
+        except Rejected as e:
+            raise ValueError(f"{where}: the golden response is refused: {e}") from None
+        except ToolError as e:
+            raise ValueError(f"{where}: the code tool refused the call: {e}") from None
+        state = accepted.state
+        records.append(GoldenRecord(step.tool, args, step.response, state_hash(before), state))
+    return records
+
+
+def check_task(world: World, task: Task) -> None:
+    """ValueError unless ``task`` is sound (see the module docstring)."""
+    payload = task_payload(task)
+    try:
+        goal = rule_predicate(f"{task.id}:goal", payload.goal)
+        subgoals = [rule_predicate(f"{task.id}:{s.name}", s.rule) for s in payload.subgoals]
+    except PredicateError as e:
+        raise ValueError(f"task {task.id!r}: {e}") from None
+    start = world.task_start(task)
+    broken = world.check_invariants(start)
+    if broken is not None:
+        raise ValueError(f"task {task.id!r}: at the start, {broken}")
+    if goal.test(start):
+        raise ValueError(f"task {task.id!r}: the goal already holds at the start")
+    if not payload.golden:
+        raise ValueError(f"task {task.id!r}: no golden actions")
+    records = golden_run(world, task)
+    end = records[-1].after
+    if not goal.test(end):
+        raise ValueError(f"task {task.id!r}: the golden actions do not reach the goal")
+    for sub in subgoals:
+        if not sub.test(end):
+            raise ValueError(f"task {task.id!r}: sub-goal {sub.name!r} does not hold after the golden actions")

@@ -1,0 +1,99 @@
+"""`TransformersWorldModel`: a world model run locally with transformers.
+
+The same prompt as every world model (`agentenv.envs.world.prompt`), rendered with
+the tokenizer's chat template (plain "role: content" lines for a tokenizer without
+one), generated with ``model.generate`` (greedy by default; with a temperature,
+sampled under a seed drawn from the call's cache key, so a call's answer does not
+depend on what ran before it), decoded, and read by the same JSON extraction and
+validation as an endpoint's reply. One generation at a time per model (a lock):
+a transformers model is not made to be called from several threads at once.
+
+torch and transformers are imported when the model is built, never at import.
+Left out: batching concurrent calls, constrained decoding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any
+
+from agentenv.envs.world.models import WorldModelError
+from agentenv.envs.world.prompt import WorldRequest, messages
+
+__all__ = ["TransformersWorldModel"]
+
+
+class TransformersWorldModel:
+    """Emulates a world's tools with a local causal LM and its tokenizer."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_new_tokens: int = 1024,
+        temperature: float = 0.0,
+        model_id: str | None = None,
+    ) -> None:
+        """
+        Args:
+            model: A transformers causal LM (already on its device).
+            tokenizer: Its tokenizer.
+            max_new_tokens: Most tokens per reply.
+            temperature: 0 (greedy) or a sampling temperature.
+            model_id: The cache identity; default: the model's name or path and its config's hash.
+        """
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        self.hf_model, self.tokenizer = model, tokenizer
+        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        if model_id is None:
+            config = getattr(model, "config", None)
+            text = config.to_json_string() if config is not None else type(model).__name__
+            name = getattr(model, "name_or_path", "") or type(model).__name__
+            model_id = f"transformers:{name}:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+        self.model_id = f"{model_id}:t={temperature}:n={max_new_tokens}"
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_pretrained(cls, path: str, **kwargs: Any) -> TransformersWorldModel:
+        """Load a local model folder (or hub id, where a hub is reachable) and its tokenizer."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path)
+        model.eval()
+        return cls(model, tokenizer, model_id=f"transformers:{path}", **kwargs)
+
+    def prompt_text(self, request: WorldRequest) -> str:
+        """The prompt as the model reads it."""
+        chat = messages(request)
+        if getattr(self.tokenizer, "chat_template", None):
+            return str(self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True))
+        return "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant: "
+
+    def propose(self, request: WorldRequest) -> str:
+        import torch
+
+        text = self.prompt_text(request)
+        ids = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        device = next(self.hf_model.parameters()).device
+        pad = self.tokenizer.pad_token_id
+        eos = self.tokenizer.eos_token_id
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": self.max_new_tokens,
+            "do_sample": self.temperature > 0,
+            "pad_token_id": pad if pad is not None else eos,
+        }
+        if self.temperature > 0:
+            kwargs["temperature"] = self.temperature
+        with self._lock, torch.inference_mode(), torch.random.fork_rng():
+            torch.manual_seed(int(request.key[:8] or "0", 16) + request.attempt)
+            try:
+                out = self.hf_model.generate(ids.to(device), attention_mask=torch.ones_like(ids).to(device), **kwargs)
+            except (RuntimeError, ValueError) as e:  # out of memory, a bad config: no reply
+                raise WorldModelError(f"generation failed: {type(e).__name__}: {str(e)[:300]}") from None
+        return str(self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))

@@ -1,0 +1,155 @@
+"""The shipped worlds: world-fs-v0 (hybrid) and world-bank-v0 (a spec, all emulated).
+
+Each has at least 30 tasks over four difficulty levels; the oracle replays every
+task's golden actions through the scripted world model to reward 1; `check_env`
+passes; the scripted model answers the golden runs and nothing else."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+import agentenv
+from agentenv import check_env, tool_call_text
+from agentenv.envs.world import ScriptedWorldModel, WorldCache, WorldEnv, WorldMetrics, load_spec
+from agentenv.envs.world.worlds import bank, fs
+
+IDS = ["world-fs-v0", "world-bank-v0"]
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_at_least_30_tasks_over_four_levels_with_golden_actions(env_id: str) -> None:
+    env = agentenv.make(env_id)
+    levels = Counter(t.metadata.difficulty for t in env.tasks)
+    assert len(env.tasks) >= 30
+    assert sorted(levels) == [0, 1, 2, 3] and min(levels.values()) >= 5
+    assert all(t.payload["golden"] for t in env.tasks)
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_the_oracle_solves_every_task_through_the_scripted_model(env_id: str) -> None:
+    metrics = WorldMetrics()
+    env_kwargs = {"cache": WorldCache(), "metrics": metrics}
+    tasks = agentenv.make(env_id).tasks
+    trajs = agentenv.rollout(env_id, agentenv.spec(env_id).make_oracle(), tasks=list(tasks), env_kwargs=env_kwargs)
+    assert [t.task_reward for t in trajs] == [1.0] * len(tasks)
+    assert all(t.success and t.failure.value == "none" for t in trajs)
+    summary = metrics.summary()
+    assert summary["world/rejected"] == 0 and summary["world/failures"] == 0
+    assert summary["world/model_calls"] + summary["world/cache_hits"] == summary["world/requests"] > 0
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_check_env_passes_on_golden_actions_and_on_made_up_ones(env_id: str) -> None:
+    env = agentenv.make(env_id, cache=WorldCache(), metrics=WorldMetrics())
+    task = env.tasks[len(env.tasks) - 1]  # a level-3 task
+
+    def golden(e: WorldEnv) -> list[str]:
+        return [tool_call_text(s["tool"], **s["arguments"]) for s in e.task.payload["golden"]]
+
+    env.reset(options={"task": task})
+    seed = next(s for s in range(200) if env.reset(seed=s)[1]["task_id"] == task.id)
+    report = check_env(env, seed=seed, actions=golden)
+    assert report.passed == ("determinism", "snapshot", "bad actions", "episode end")
+    # One call of each tool with made-up arguments: invalid ones are format errors, valid calls
+    # of emulated tools are misses of the scripted model (infra), deterministically.
+    assert check_env(env).passed == report.passed
+    env.close()
+
+
+def test_the_scripted_model_answers_golden_states_only() -> None:
+    model = ScriptedWorldModel.from_world(fs.WORLD)
+    env = WorldEnv(fs.WORLD, model=model, cache=WorldCache(), metrics=(metrics := WorldMetrics()))
+    env.reset(options={"task": "fs-mkdir-projects"})
+    _, _, _, truncated, info = env.step(tool_call_text("mkdir", path="/home/user/elsewhere"))
+    assert truncated and info["failure"] == "infra" and "no reply" in info["error"]
+    assert metrics.model_errors["no_entry"] == 1 and metrics.by_task["fs-mkdir-projects"]["failures"] == 1
+    env.close()
+
+
+def test_fs_ls_and_cat_are_code_and_never_call_the_model() -> None:
+    model = ScriptedWorldModel()  # an empty table: any model call would fail
+    env = WorldEnv(fs.WORLD, model=model, cache=WorldCache(), metrics=WorldMetrics())
+    env.reset(options={"task": "fs-extract-errors"})
+    obs, _, _, _, info = env.step(tool_call_text("cat", path="/home/user/logs/app.log"))
+    assert info["error"] is None and "ERROR disk full" in obs[0]["content"]
+    obs, _, _, _, info = env.step(tool_call_text("ls", path="/home/user//logs/"))
+    assert obs[0]["content"] == "app.log\nold.log"
+    obs, _, _, _, info = env.step(tool_call_text("cat", path="/nope"))
+    assert info["error_kind"] == "tool" and "No such file" in obs[0]["content"]
+    assert model.calls == 0
+    env.close()
+
+
+def test_the_bank_spec_loads_with_no_python_of_its_own() -> None:
+    world = load_spec(bank.SPEC)
+    assert world.name == "bank" and all(t.emulated for t in world.tools.values())
+    assert {"no_negative_balance", "closed_accounts_are_empty"} <= {i.name for i in world.invariants}
+
+
+def test_step_rewards_come_from_validated_progress_on_subgoals() -> None:
+    env = agentenv.make("world-fs-v0", cache=WorldCache(), metrics=WorldMetrics())
+    env.reset(options={"task": "fs-archive-logs"})  # 3 sub-goals, then the goal
+    rewards = []
+    for step in env.task.payload["golden"]:
+        _, _, terminated, _, info = env.step(tool_call_text(step["tool"], **step["arguments"]))
+        rewards.append(info["rewards"])
+    assert [r["subgoals"] for r in rewards] == pytest.approx([0.5 / 3, 0.5 / 3, 0.5 / 3, 0.0])
+    assert terminated and rewards[-1]["task"] == 1.0
+    env.close()
+
+
+@pytest.mark.parametrize(
+    "reply, kind",
+    [
+        ({"observation": "error: no account A99", "state_patch": []}, None),  # a faithful refusal
+        (
+            {
+                "observation": "Transferred.",
+                "state_patch": [
+                    {"op": "replace", "path": "/accounts/A1/balance_cents", "value": 249000},
+                    {"op": "replace", "path": "/accounts/A3/balance_cents", "value": 121500},  # 500 too many
+                    {
+                        "op": "add",
+                        "path": "/ledger/-",
+                        "value": {"kind": "transfer", "account": "A1", "to": "A3", "amount_cents": 1000},
+                    },
+                ],
+            },
+            "postcondition",
+        ),
+        (
+            {
+                "observation": "Transferred.",
+                "state_patch": [
+                    {"op": "replace", "path": "/accounts/A1/balance_cents", "value": 249000},
+                    {"op": "replace", "path": "/accounts/A3/balance_cents", "value": 121000},
+                ],  # the ledger entry forgotten
+            },
+            "postcondition",
+        ),
+        (
+            {"observation": "ok", "state_patch": [{"op": "replace", "path": "/ledger", "value": []}]},
+            "forbidden_path",
+        ),
+    ],
+    ids=["refusal", "wrong-amount", "no-ledger-entry", "ledger-rewrite"],
+)
+def test_bank_transfers_must_move_exactly_the_amount_and_record_it(reply: dict, kind: str | None) -> None:
+    from agentenv.envs.world import Rejected
+    from agentenv.envs.world.paths import bind_all
+    from agentenv.envs.world.validate import validate
+
+    world = bank.world()
+    tool = world.tools["transfer"]
+    for source in ("A99", "A1") if kind is None else ("A1",):
+        args = {"from_account": source, "to_account": "A3", "amount_cents": 1000}
+        if kind is None:
+            assert validate(json.dumps(reply), world, tool, bind_all(tool.writes, args), world.initial_state, args)
+            continue
+        with pytest.raises(Rejected) as err:
+            validate(json.dumps(reply), world, tool, bind_all(tool.writes, args), world.initial_state, args)
+        assert err.value.kind == kind
