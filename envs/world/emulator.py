@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentenv import InfraError, json_diff
+from agentenv import InfraError, ToolError, json_diff
 from agentenv.envs.world.cache import WorldCache
 from agentenv.envs.world.keys import cache_key, canonical_json, state_hash
 from agentenv.envs.world.metrics import WorldMetrics
@@ -192,6 +192,12 @@ class Emulator:
             raise InfraError(f"the world model did not answer within {self.call_timeout_s} s")
         error = box.get("error")
         if isinstance(error, WorldModelError):
+            if error.kind == "no_entry":
+                # A table with no row for this call: the action alone decides that, so it is the
+                # agent's error, not the world's. As infra it would let one off-script call
+                # leave any episode unscored.
+                self.metrics.model_error(error.kind)
+                raise ToolError(f"{request.tool} cannot be carried out here: this world has no outcome for it")
             self._give_up(error.kind, task, policy)
             raise InfraError(f"the world model failed: {error}")
         if error is not None:

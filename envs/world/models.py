@@ -3,8 +3,8 @@
 A world model is anything with a ``model_id`` (part of every cache key: two models
 never share answers) and ``propose(request) -> str``, the reply text, which the
 emulator validates. It raises `WorldModelError` when it cannot answer at all (the
-endpoint is down after its retries, no scripted entry): the episode then ends as
-``infra``, counted in the world metrics. Built in: `ScriptedWorldModel` (here),
+endpoint is down after its retries): the episode then ends as ``infra``, counted in
+the world metrics (a scripted table's miss is the exception, see below). Built in: `ScriptedWorldModel` (here),
 `OpenAIWorldModel` (an OpenAI-compatible endpoint), `TransformersWorldModel` (a
 local transformers model).
 
@@ -12,7 +12,10 @@ The scripted model is test and oracle machinery, and honest about it: a table
 from (tool, canonical arguments, state hash) to a reply, with optional entries for
 any state or any arguments, and nothing else. `ScriptedWorldModel.from_world`
 fills it with every task's golden responses, keyed by the states the golden runs
-pass through, so a golden run replays exactly and anything else is a miss.
+pass through, so a golden run replays exactly and anything else is a miss. A miss
+is refused to the agent as a tool error (counted as ``no_entry``), not an infra
+failure: whether a call has a row depends on the action alone, and an action must
+never be able to end an episode unscored.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ __all__ = ["ScriptedWorldModel", "WorldModel", "WorldModelError"]
 class WorldModelError(Exception):
     """The world model gave no reply (not a wrong one: those are validation failures).
     ``kind`` names the cause for the metrics: timeout, connection, rate_limited,
-    server_error, refused, bad_response, no_entry, error."""
+    server_error, refused, bad_response, no_entry, error. Each ends the episode as
+    ``infra`` but ``no_entry`` (a scripted table's miss), which the agent sees as a tool error."""
 
     def __init__(self, message: str, kind: str = "error") -> None:
         super().__init__(message)

@@ -55,18 +55,32 @@ def test_check_env_passes_on_golden_actions_and_on_made_up_ones(env_id: str) -> 
     report = check_env(env, seed=seed, actions=golden)
     assert report.passed == ("determinism", "snapshot", "bad actions", "episode end")
     # One call of each tool with made-up arguments: invalid ones are format errors, valid calls
-    # of emulated tools are misses of the scripted model (infra), deterministically.
+    # of emulated tools are misses of the scripted model (tool errors), deterministically.
     assert check_env(env).passed == report.passed
     env.close()
 
 
-def test_the_scripted_model_answers_golden_states_only() -> None:
+def test_the_scripted_model_answers_golden_states_only_and_refuses_the_rest_to_the_agent() -> None:
+    """An off-script call is the agent's tool error, never infra: otherwise one such call
+    would leave any episode it was failing unscored."""
     model = ScriptedWorldModel.from_world(fs.WORLD)
     env = WorldEnv(fs.WORLD, model=model, cache=WorldCache(), metrics=(metrics := WorldMetrics()))
     env.reset(options={"task": "fs-mkdir-projects"})
-    _, _, _, truncated, info = env.step(tool_call_text("mkdir", path="/home/user/elsewhere"))
-    assert truncated and info["failure"] == "infra" and "no reply" in info["error"]
-    assert metrics.model_errors["no_entry"] == 1 and metrics.by_task["fs-mkdir-projects"]["failures"] == 1
+    before = env.state.world
+    obs, _, terminated, truncated, info = env.step(tool_call_text("mkdir", path="/home/user/elsewhere"))
+    assert not (terminated or truncated) and info["error_kind"] == "tool" and info["failure"] is None
+    assert obs[0]["content"] == "Error: mkdir cannot be carried out here: this world has no outcome for it"
+    assert env.state.world == before
+    assert metrics.model_errors["no_entry"] == 1 and metrics.failures == 0 and not metrics.by_task
+    # The episode goes on, and ends scored.
+    _, _, terminated, _, info = env.step(tool_call_text("mkdir", path="/home/user/projects"))
+    assert terminated and info["success"] is True
+    env.reset(options={"task": "fs-mkdir-projects"})
+    for _ in range(env.max_turns):
+        _, _, terminated, truncated, info = env.step(tool_call_text("mkdir", path="/home/user/elsewhere"))
+        if terminated or truncated:
+            break
+    assert info["failure"] in ("policy", "truncated") and info["success"] is False
     env.close()
 
 
