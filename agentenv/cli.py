@@ -53,6 +53,7 @@ from agentenv.evaluation import POLICY_ERROR_PREFIX, EvalResult, compare, defaul
 from agentenv.evaluation import load as load_result
 from agentenv.policies import PolicyOutput
 from agentenv.registry import EnvSpec
+from agentenv.report import Report, build_eval_report, build_report
 from agentenv.sandboxes.cli import app as sandbox_app
 from agentenv.sandboxes.factory import logger as sandbox_logger
 from agentenv.types import Failure
@@ -420,12 +421,7 @@ def _write_eval_outputs(
         Path(json_out).write_text(result.model_dump_json(indent=1) + "\n", encoding="utf-8")
         console.print(f"wrote the results to {escape(json_out)}", soft_wrap=True)
     if report is not None:
-        from agentenv.report import build_eval_report
-
-        built = build_eval_report(finished, result, report)
-        console.print(
-            f"wrote the report to {escape(str(built.path))} ({built.size_bytes / 1e6:.1f} MB)", soft_wrap=True
-        )
+        _print_report(console, build_eval_report(finished, result, report))
 
 
 def _load_result(path: Path, option: str) -> EvalResult:
@@ -633,8 +629,6 @@ def report_(
     k: Annotated[int | None, typer.Option("--k", "-k", help="For a JSONL file: samples per task.")] = None,
 ) -> None:
     """Write one HTML file with a run's curves, failures, miner and trajectory viewer (opens offline)."""
-    from agentenv.report import build_eval_report, build_report
-
     if embed < 0:
         _fail(f"--embed must be >= 0, got {embed}")
     if not run_dir.exists():
@@ -656,7 +650,7 @@ def report_(
     _print_report(console, built)
 
 
-def _print_report(console: Console, built: Any) -> None:
+def _print_report(console: Console, built: Report) -> None:
     where = f"{built.size_bytes / 1e6:.1f} MB, {built.episodes:,} episodes"
     if built.pages:
         where += (

@@ -281,13 +281,17 @@ def score(
         raise ValueError(f"k must be >= 1, got {k}")
     columns = _per_task(tasks, k)
     rng = np.random.default_rng(seed)
+    overall = _bootstrap(columns, n_bootstrap, confidence, rng)
 
     def grouped(key: Callable[[TaskOutcome], str]) -> dict[str, dict[str, Estimate]]:
         members: dict[str, list[int]] = defaultdict(list)
         for i, t in enumerate(tasks):
             members[key(t)].append(i)
         return {
-            name: _bootstrap({f: v[idx] for f, v in columns.items()}, n_bootstrap, confidence, rng)
+            # A group of every task (one env, one family) is the overall figure: not drawn again.
+            name: overall
+            if len(idx) == len(tasks)
+            else _bootstrap({f: v[idx] for f, v in columns.items()}, n_bootstrap, confidence, rng)
             for name, idx in sorted(members.items(), key=lambda kv: _natural(kv[0]))
         }
 
@@ -301,7 +305,7 @@ def score(
         n_bootstrap=n_bootstrap,
         seed=seed,
         episodes=len(trajs),
-        overall=_bootstrap(columns, n_bootstrap, confidence, rng),
+        overall=overall,
         by_env=grouped(lambda t: t.env_id or "(unnamed)"),
         by_family=grouped(lambda t: t.family),
         by_difficulty=grouped(lambda t: str(t.difficulty)),
