@@ -431,7 +431,8 @@ def build_eval_report(
     target = Path(out)
     index = _index(target, max_embedded, embed_bytes, page_size)
     for number, t in enumerate(trajectories, 1):
-        record = EpisodeRecord.model_validate_json(t.model_dump_json())
+        # Through Python objects, not JSON text: a policy's text may hold a lone surrogate.
+        record = EpisodeRecord.model_validate(t.model_dump(mode="json"))
         index.add(record, source="eval", step=0, where=f"episode {number} of the evaluation")
     built = index.finish()
     sections = [

@@ -49,6 +49,8 @@ MAX_TEXT = 20_000
 MAX_ITEMS = 500
 """Items kept of any one list (state-diff operations, messages, steps)."""
 MAX_DEPTH = 24
+MAX_EPISODE_CHARS = 1_000_000
+"""An episode longer than this after the cuts is cut again, to a twentieth of `MAX_TEXT` a string."""
 PAGE_EPISODES = 200
 MAX_LINE_BYTES = 64 << 20
 """A longer JSONL line is skipped unread: no episode the trainer writes is this big."""
@@ -129,24 +131,32 @@ def read_episodes(file: EpisodeFile, skipped: Skipped) -> Iterator[tuple[int, Ep
                 skipped.line(file.name, number, f"longer than {MAX_LINE_BYTES >> 20} MiB")
                 continue
             try:
-                yield number, EpisodeRecord.model_validate_json(raw)
+                yield number, parse_record(raw)
             except ValidationError as e:
                 skipped.line(file.name, number, _why(e))
+            except ValueError as e:
+                skipped.line(file.name, number, str(e))
+
+
+def parse_record(raw: bytes) -> EpisodeRecord:
+    """One JSONL line as an `EpisodeRecord`. pydantic's JSON parser refuses a lone
+    surrogate escape (``"\\udc80"``), which a policy's text can hold and `json` reads:
+    such a line is read by `json` and then validated, rather than lost."""
+    try:
+        return EpisodeRecord.model_validate_json(raw)
+    except ValidationError as e:
+        if e.errors()[0]["type"] != "json_invalid" or b"\\ud" not in raw.lower():
+            raise
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ValueError("not JSON (cut short?)") from None
+    return EpisodeRecord.model_validate(data)
 
 
 # -- safe JSON for a page ------------------------------------------------------------------
 
-_UNSAFE = str.maketrans(
-    {
-        "<": "\\u003c",
-        ">": "\\u003e",
-        "&": "\\u0026",
-        "\u2028": "\\u2028",
-        "\u2029": "\\u2029",
-        **{chr(c): f"\\u{c:04x}" for c in range(0x7F, 0xA0)},
-    }
-)
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_RARE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def embed_json(value: Any) -> str:
@@ -156,17 +166,34 @@ def embed_json(value: Any) -> str:
     UTF-8; the string keeps its value). These characters only occur inside JSON strings,
     where the escapes mean the same. ``value`` must be plain JSON data (see `plain`)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text.translate(_UNSAFE))
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return _RARE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def plain(value: Any, where: str, depth: int = 0) -> Any:
-    """``value`` as capped, plain JSON data: strings past `MAX_TEXT` and lists past
-    `MAX_ITEMS` cut with a note naming ``where`` the whole is, non-finite floats as
-    None, nesting past `MAX_DEPTH` and odd types as text."""
+def _embed_episode(data: dict[str, Any], where: str) -> str:
+    """An episode's detail as safe JSON. Most episodes are small plain JSON already: taken
+    as they are. A large one (some string or list may need cutting), or one holding a
+    value JSON cannot write (NaN, nesting past the encoder), goes through `plain`."""
+    try:
+        text = embed_json(data)
+        if len(text) <= MAX_TEXT:
+            return text
+    except (ValueError, RecursionError):
+        pass
+    text = embed_json(plain(data, where))
+    if len(text) > MAX_EPISODE_CHARS:  # many long strings: keep less of each
+        text = embed_json(plain(data, where, max_text=MAX_TEXT // 20))
+    return text
+
+
+def plain(value: Any, where: str, depth: int = 0, *, max_text: int = MAX_TEXT) -> Any:
+    """``value`` as capped, plain JSON data: strings past ``max_text`` characters and
+    lists past `MAX_ITEMS` cut with a note naming ``where`` the whole is, non-finite
+    floats as None, nesting past `MAX_DEPTH` and odd types as text."""
     if isinstance(value, str):
-        if len(value) <= MAX_TEXT:
+        if len(value) <= max_text:
             return value
-        return value[:MAX_TEXT] + f"\n… [{len(value) - MAX_TEXT:,} more characters in {where}]"
+        return value[:max_text] + f"\n… [{len(value) - max_text:,} more characters in {where}]"
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -176,13 +203,13 @@ def plain(value: Any, where: str, depth: int = 0) -> Any:
     if depth >= MAX_DEPTH:
         return f"[nested deeper than {MAX_DEPTH} levels; see {where}]"
     if isinstance(value, dict):
-        return {str(k)[:MAX_TEXT]: plain(v, where, depth + 1) for k, v in value.items()}
+        return {str(k)[:max_text]: plain(v, where, depth + 1, max_text=max_text) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        items = [plain(v, where, depth + 1) for v in value[:MAX_ITEMS]]
+        items = [plain(v, where, depth + 1, max_text=max_text) for v in value[:MAX_ITEMS]]
         if len(value) > MAX_ITEMS:
             items.append(f"… [{len(value) - MAX_ITEMS:,} more items in {where}]")
         return items
-    return plain(repr(value), where, depth)
+    return plain(repr(value), where, depth, max_text=max_text)
 
 
 def detail(record: EpisodeRecord, *, source: str, step: int, where: str) -> dict[str, Any]:
@@ -229,8 +256,7 @@ def detail(record: EpisodeRecord, *, source: str, step: int, where: str) -> dict
         "steps": steps,
         "more_steps": max(len(record.transitions) - MAX_ITEMS, 0),
     }
-    result: dict[str, Any] = plain(data, where)
-    return result
+    return data
 
 
 # -- the index -----------------------------------------------------------------------------
@@ -342,7 +368,7 @@ class EpisodeIndex:
         ):
             self.cols[name].append(value)
         self.counts[source].setdefault(step, StepCounts()).add(record)
-        text = embed_json(detail(record, source=source, step=step, where=where))
+        text = _embed_episode(detail(record, source=source, step=step, where=where), where)
         self._keep_for_sample(row, record.failure.value, text)
         if self.everything is not None:
             self.everything.append(text)
