@@ -9,10 +9,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # -- what to install: each a one-line change ------------------------------------
-EXTRAS="dev,train,lora,sandbox,services,datasets"
+# browser: playwright, which the report's browser tests (and the browser env) drive Chromium with.
+EXTRAS="dev,train,lora,sandbox,services,datasets,browser"
 # docker.io: the engine behind the Docker sandbox (scripts/dockerd.sh starts it);
-# debootstrap: builds the sandbox base image without a registry (scripts/build_sandbox_image.sh).
-APT_PACKAGES=(docker.io debootstrap)
+# debootstrap: builds the sandbox base image without a registry (scripts/build_sandbox_image.sh);
+# chromium: Debian's browser, driven by playwright (`playwright install` needs a download).
+APT_PACKAGES=(docker.io debootstrap chromium)
 # torch is pinned to exactly 2.13.0 and installed first: that CPU wheel is on local
 # disk, while an unpinned torch may pull a multi-GB CUDA build.
 PIP_FIRST=("torch==2.13.0")

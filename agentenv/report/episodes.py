@@ -382,6 +382,8 @@ class EpisodeIndex:
 
     def _keep_for_sample(self, row: int, kind: str, text: str) -> None:
         """Bottom-k by a hash of the row, per failure kind: a deterministic, stratified sample."""
+        if self.max_embedded == 0:
+            return
         key = (row * 2654435761) % 2**32
         heap = self.sample[kind]
         item = (-key, row, text)

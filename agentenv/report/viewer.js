@@ -223,7 +223,7 @@
       box.appendChild(turn(s, at >= 0 ? msgs[at] : null, observations));
     });
     if (d.more_steps) { box.appendChild(el("p", { cls: "muted", text: d.more_steps + " more steps in " + d.where })); }
-    var raw = el("details", { cls: "raw" }, [el("summary", { text: "raw record (JSON)" })]);
+    var raw = el("details", { cls: "raw record" }, [el("summary", { text: "raw record (JSON)" })]);
     raw.addEventListener("toggle", function () {
       if (raw.open && raw.childNodes.length === 1) { raw.appendChild(pre(json(d))); }
     });
