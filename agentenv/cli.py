@@ -384,7 +384,8 @@ def eval_(
     if baseline is not None:
         result.comparison = compare(baseline, result, confidence=confidence)
     _print_eval(console, result, finished, out)
-    _write_eval_outputs(console, result, finished, json_out=json_out, report=report)
+    cited = out if out is not None and not append else None  # appended: its lines are not this run's numbers
+    _write_eval_outputs(console, result, finished, json_out=json_out, report=report, out=cited)
     if result.policy_failures:
         first = next(t.error for t in finished if (t.error or "").startswith(POLICY_ERROR_PREFIX))
         _fail(
@@ -414,6 +415,7 @@ def _write_eval_outputs(
     *,
     json_out: str | None,
     report: Path | None,
+    out: Path | None,
 ) -> None:
     if json_out == "-":
         print(result.model_dump_json(indent=1))
@@ -421,7 +423,8 @@ def _write_eval_outputs(
         Path(json_out).write_text(result.model_dump_json(indent=1) + "\n", encoding="utf-8")
         console.print(f"wrote the results to {escape(json_out)}", soft_wrap=True)
     if report is not None:
-        _print_report(console, build_eval_report(finished, result, report))
+        source = out.name if out is not None else "the evaluation"
+        _print_report(console, build_eval_report(finished, result, report, source=source))
 
 
 def _load_result(path: Path, option: str) -> EvalResult:
@@ -626,6 +629,9 @@ def report_(
     embed: Annotated[
         int, typer.Option(help="Episodes embedded in the page at most; the rest load from RUN_DIR/report_files/.")
     ] = 1000,
+    pages: Annotated[
+        bool, typer.Option("--pages/--no-pages", help="Write the episodes not embedded to sidecar pages.")
+    ] = True,
     k: Annotated[int | None, typer.Option("--k", "-k", help="For a JSONL file: samples per task.")] = None,
 ) -> None:
     """Write one HTML file with a run's curves, failures, miner and trajectory viewer (opens offline)."""
@@ -635,11 +641,17 @@ def report_(
         _fail(f"no such directory: {run_dir}")
     try:
         if run_dir.is_dir():
-            built = build_report(run_dir, out, max_embedded=embed)
+            built = build_report(run_dir, out, max_embedded=embed, pages=pages)
         else:  # the trajectories of an evaluation (eval --out): scored as one
             result = load_result(run_dir, k=k)
-            target = out or run_dir.with_suffix(".html")
-            built = build_eval_report(agentenv.Trajectory.read_jsonl(run_dir), result, target, max_embedded=embed)
+            built = build_eval_report(
+                agentenv.Trajectory.read_jsonl(run_dir),
+                result,
+                out or run_dir.with_suffix(".html"),
+                source=run_dir.name,
+                max_embedded=embed,
+                pages=pages,
+            )
     except ValueError as e:
         _fail(str(e))
     except OSError as e:

@@ -86,7 +86,13 @@ def test_wheel_installs_only_agentenv(tmp_path: Path) -> None:
     [wheel] = wheels.glob("agentenv-*.whl")
 
     names = zipfile.ZipFile(wheel).namelist()
-    for expected in ("agentenv/envs/arithmetic.py", "agentenv/sandboxes/__init__.py", "agentenv/trainers/__init__.py"):
+    for expected in (
+        "agentenv/envs/arithmetic.py",
+        "agentenv/sandboxes/__init__.py",
+        "agentenv/trainers/__init__.py",
+        "agentenv/report/viewer.js",  # inlined into every report
+        "agentenv/report/report.css",
+    ):
         assert expected in names
     top_level = {n.split("/")[0] for n in names}
     assert not top_level & set(SUBPACKAGES), f"wheel ships top-level packages {top_level & set(SUBPACKAGES)}"

@@ -58,7 +58,7 @@ class Report:
     skipped: list[str]
 
 
-def _index(out: Path, max_embedded: int, embed_bytes: int, page_size: int) -> EpisodeIndex:
+def _index(out: Path, max_embedded: int, embed_bytes: int, page_size: int, pages: bool) -> EpisodeIndex:
     sidecar = out.with_name(out.stem + "_files")
     return EpisodeIndex(
         sidecar,
@@ -66,6 +66,7 @@ def _index(out: Path, max_embedded: int, embed_bytes: int, page_size: int) -> Ep
         max_embedded=max_embedded,
         embed_bytes=embed_bytes,
         page_size=page_size,
+        pages=pages,
     )
 
 
@@ -97,21 +98,23 @@ def build_report(
     max_embedded: int = MAX_EMBEDDED,
     embed_bytes: int = EMBED_BYTES,
     page_size: int = PAGE_EPISODES,
+    pages: bool = True,
 ) -> Report:
     """Write the report of a training run directory to ``out`` (default
     ``RUN_DIR/report.html``); episodes past the embedded sample go to the folder
-    ``<out stem>_files`` next to it. A missing, half-written or corrupt part of the run
-    is skipped and listed at the top of the page. Raises `NotADirectoryError` when
-    ``run_dir`` is not a directory."""
+    ``<out stem>_files`` next to it (``pages=False``: nowhere; the viewer lists them
+    and names their JSONL file and line). A missing, half-written or corrupt part of
+    the run is skipped and listed at the top of the page. Raises `NotADirectoryError`
+    when ``run_dir`` is not a directory."""
     run = Path(run_dir)
     if not run.is_dir():
         raise NotADirectoryError(f"{run} is not a directory (a training run's output_dir)")
     target = Path(out) if out is not None else run / "report.html"
     data = RunDir(run)
-    index = _index(target, max_embedded, embed_bytes, page_size)
+    index = _index(target, max_embedded, embed_bytes, page_size, pages)
     for file in data.files:
         for number, record in read_episodes(file, data.skipped):
-            index.add(record, source=file.source, step=file.step, where=f"{file.name} line {number}")
+            index.add(record, source=file.source, step=file.step, file=file.name, line=number)
     built = index.finish()
     rows = data.numbers()
     sections = [
@@ -421,19 +424,22 @@ def build_eval_report(
     result: EvalResult,
     out: str | Path,
     *,
+    source: str = "the evaluation",
     max_embedded: int = MAX_EMBEDDED,
     embed_bytes: int = EMBED_BYTES,
     page_size: int = PAGE_EPISODES,
+    pages: bool = True,
 ) -> Report:
     """Write the report of an evaluation: its figures with their intervals, by env,
     family and difficulty, failures by kind, the comparison with a baseline if it has
-    one, and the trajectory viewer over its episodes."""
+    one, and the trajectory viewer over its episodes. ``source`` names where the
+    episodes are (a JSONL file, whose lines the viewer then cites)."""
     target = Path(out)
-    index = _index(target, max_embedded, embed_bytes, page_size)
+    index = _index(target, max_embedded, embed_bytes, page_size, pages)
     for number, t in enumerate(trajectories, 1):
         # Through Python objects, not JSON text: a policy's text may hold a lone surrogate.
         record = EpisodeRecord.model_validate(t.model_dump(mode="json"))
-        index.add(record, source="eval", step=0, where=f"episode {number} of the evaluation")
+        index.add(record, source="eval", step=0, file=source, line=number)
     built = index.finish()
     sections = [
         Section("figures", "Figures", _figures(result)),

@@ -320,13 +320,21 @@ class EpisodeIndex:
     page). Memory stays bounded by the sample budget, whatever the number of episodes."""
 
     def __init__(
-        self, sidecar_dir: Path, sidecar_href: str, *, max_embedded: int, embed_bytes: int, page_size: int
+        self,
+        sidecar_dir: Path,
+        sidecar_href: str,
+        *,
+        max_embedded: int,
+        embed_bytes: int,
+        page_size: int,
+        pages: bool = True,
     ) -> None:
         if max_embedded < 0 or embed_bytes < 0 or page_size < 1:
             raise ValueError("max_embedded and embed_bytes must be >= 0 and page_size >= 1")
         self.sidecar_dir, self.sidecar_href = sidecar_dir, sidecar_href
         self.max_embedded, self.embed_bytes, self.page_size = max_embedded, embed_bytes, page_size
-        self.strings = {name: _Strings() for name in ("source", "env", "task", "family", "failure")}
+        self.write_pages = pages
+        self.strings = {name: _Strings() for name in ("source", "env", "task", "family", "failure", "file")}
         self.cols: dict[str, list[Any]] = {
             name: []
             for name in (
@@ -340,6 +348,8 @@ class EpisodeIndex:
                 "failure",
                 "turns",
                 "reward",
+                "file",
+                "line",
             )
         }
         self.everything: list[str] | None = []  # every detail, while all still fit in the page
@@ -351,7 +361,9 @@ class EpisodeIndex:
         self.counts: dict[str, dict[int, StepCounts]] = defaultdict(dict)
         self._clear_old_pages()
 
-    def add(self, record: EpisodeRecord, *, source: str, step: int, where: str) -> None:
+    def add(self, record: EpisodeRecord, *, source: str, step: int, file: str, line: int) -> None:
+        """Index ``record``, line ``line`` of ``file`` (as the page names it), and keep its detail."""
+        where = f"{file} line {line}"
         row = len(self.cols["step"])
         meta = record.task.metadata
         for name, value in (
@@ -365,6 +377,8 @@ class EpisodeIndex:
             ("failure", self.strings["failure"].id(record.failure.value)),
             ("turns", len(record.transitions)),
             ("reward", round(record.total_reward, 4)),
+            ("file", self.strings["file"].id(file)),
+            ("line", line),
         ):
             self.cols[name].append(value)
         self.counts[source].setdefault(step, StepCounts()).add(record)
@@ -393,6 +407,8 @@ class EpisodeIndex:
             heapq.heapreplace(heap, item)
 
     def _to_page(self, text: str) -> None:
+        if not self.write_pages:
+            return
         self.page.append(text)
         if len(self.page) == self.page_size:
             self._write_page()
@@ -409,7 +425,8 @@ class EpisodeIndex:
         self.page = []
 
     def _clear_old_pages(self) -> None:
-        """Pages of an earlier build of this report (only files this module names)."""
+        """Pages of an earlier build of this report (only files this module names): stale
+        once this build's index is written, whether or not it writes pages."""
         if self.sidecar_dir.is_dir():
             for old in self.sidecar_dir.glob("episodes-*.js"):
                 if re.fullmatch(r"episodes-\d{5}\.js", old.name):
@@ -441,7 +458,7 @@ class EpisodeIndex:
         index = {
             "episodes": n,
             "page_size": self.page_size,
-            "sidecar": self.sidecar_href if self.everything is None else None,
+            "sidecar": self.sidecar_href if self.everything is None and self.write_pages else None,
             "strings": {name: s.values for name, s in self.strings.items()},
             "cols": self.cols,
         }

@@ -53,6 +53,11 @@ def cards(items: Sequence[tuple[str, str]]) -> str:
 def _viewer(episodes: BuiltEpisodes) -> str:
     if episodes.embedded == episodes.episodes:
         where = "Every episode is embedded in this file."
+    elif not episodes.pages:
+        where = (
+            f"{episodes.embedded:,} of {episodes.episodes:,} episodes are embedded (a sample stratified by "
+            "failure kind); the others were not written out (no sidecar pages): each names its JSONL file and line."
+        )
     else:
         where = (
             f"{episodes.embedded:,} of {episodes.episodes:,} episodes are embedded (a sample stratified by "

@@ -151,7 +151,11 @@
 
   function load(row, done) {
     if (row in details) { done(null); return; }
-    if (!index.sidecar) { done("this episode is not in the report"); return; }
+    if (!index.sidecar) {
+      done("this episode is not embedded, and the report was written without sidecar pages; its record is " +
+        strings.file[cols.file[row]] + " line " + cols.line[row]);
+      return;
+    }
     var page = Math.floor(row / index.page_size);
     if (waiting[page]) { waiting[page].push(done); return; }
     waiting[page] = [done];

@@ -239,9 +239,12 @@ def test_a_large_run_embeds_a_stratified_sample_and_pages_every_episode(tmp_path
     assert sorted(paged) == list(range(430))  # every episode, in index order
     assert all(paged[int(row)] == episode for row, episode in sample.items())
     assert paged[123]["messages"][0]["content"].startswith("episode 123 ")
-    # A rebuild with everything embedded drops the earlier pages.
-    again = build_report(tmp_path, out)
-    assert again.pages == 0 and not list(report.sidecar_dir.glob("episodes-*.js"))
+    assert index["strings"]["file"][index["cols"]["file"][123]] == "trajectories/step-000003.jsonl"
+    assert index["cols"]["line"][123] == 24
+    # Without pages: the same index and sample, no sidecar, and the earlier pages gone.
+    bare = build_report(tmp_path, out, max_embedded=20, pages=False)
+    assert (bare.pages, bare.sidecar_dir, bare.embedded) == (0, None, report.embedded)
+    assert parse(out)[1]["sidecar"] is None and not list(report.sidecar_dir.glob("episodes-*.js"))
 
 
 def test_the_page_grows_by_a_few_dozen_bytes_an_episode_past_the_sample(tmp_path: Path) -> None:

@@ -172,7 +172,7 @@ def test_hostile_episode_text_is_shown_as_text_and_runs_nothing(tmp_path: Path, 
     assert view.errors == [] and all(url.startswith("file://") for url in view.requests)
 
 
-def test_a_report_moved_without_its_sidecar_folder_says_what_to_keep(tmp_path: Path, opened: Any) -> None:
+def test_an_episode_that_is_not_in_the_report_says_where_it_is(tmp_path: Path, opened: Any) -> None:
     run = tmp_path / "run"
     write_steps(run, {1: [json.dumps(hostile_trajectory().model_dump(mode="json"))]})
     report = build_report(run, max_embedded=0)
@@ -187,6 +187,13 @@ def test_a_report_moved_without_its_sidecar_folder_says_what_to_keep(tmp_path: P
         "(it holds the episodes not embedded)"
     )
     assert [e for e in view.errors if "ERR_FILE_NOT_FOUND" not in e] == []
+
+    bare = build_report(run, tmp_path / "bare.html", max_embedded=0, pages=False)
+    view = opened(bare.path)
+    view.page.click("#ae-rows tr[data-row='0']")
+    message = view.page.wait_for_selector("#ae-episode p.error").text_content()
+    assert str(message).endswith("without sidecar pages; its record is trajectories/step-000001.jsonl line 1")
+    assert view.errors == []
 
 
 def test_an_evaluation_report_renders_and_opens_an_episode(tmp_path: Path, opened: Any) -> None:
