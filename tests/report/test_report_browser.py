@@ -122,6 +122,10 @@ def test_the_run_report_renders_filters_opens_a_lazy_episode_and_is_captured(
     assert view.count_text() == f"{expected} of {n} episodes"
     assert set(view.column(7)) == {kind}
     page.select_option("#f-failure", value="")
+    page.select_option("#f-success", value="0")
+    unsolved = n - sum(index["cols"]["success"])
+    assert view.count_text() == f"{unsolved} of {n} episodes" and set(view.column(6)) == {"no"}
+    page.select_option("#f-success", value="")
     page.select_option("#f-source", label="held-out")
     page.fill("#f-step-from", "2")
     page.fill("#f-step-to", "2")
@@ -203,4 +207,8 @@ def test_an_evaluation_report_renders_and_opens_an_episode(tmp_path: Path, opene
     assert view.page.locator("#figures table.data tbody tr").count() == 2  # pass@1, mean@1
     article = view.open_row(2)
     assert "submit" in str(article.text_content()) and "task 1.000" in str(article.text_content())
+    view.page.select_option("#f-success", value="0")
+    assert view.count_text() == "0 of 6 episodes" and view.column(1) == []
+    view.page.select_option("#f-success", value="1")
+    assert view.count_text() == "6 of 6 episodes"
     assert view.errors == []
