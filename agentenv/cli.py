@@ -42,16 +42,14 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from typer.core import TyperGroup
 
 import agentenv
-from agentenv._eval_tables import comparison_table, figure_tables
+from agentenv._cli_eval import EvalRun, PolicyUnreachable, comparison_table, figure_tables
 from agentenv.env import Env
-from agentenv.evaluation import POLICY_ERROR_PREFIX, EvalResult, compare, default_concurrency, evaluate
+from agentenv.evaluation import POLICY_ERROR_PREFIX, EvalResult, compare, default_concurrency
 from agentenv.evaluation import load as load_result
-from agentenv.policies import PolicyOutput
 from agentenv.registry import EnvSpec
 from agentenv.report import Report, build_eval_report, build_report
 from agentenv.sandboxes.cli import app as sandbox_app
@@ -260,29 +258,6 @@ class EvalSummary:
         return [main, by_difficulty]
 
 
-class _PolicyUnreachable(Exception):
-    """Raised out of the rollout to stop an evaluation whose policy never answered."""
-
-
-class _Reach:
-    """Wraps the policy and counts the actions it gave: an evaluation whose first
-    episodes all fail in the policy, with not one action given, stops there (a closed
-    port, a wrong URL) instead of running every episode into the same wall."""
-
-    def __init__(self, inner: agentenv.Policy) -> None:
-        self.inner = inner
-        self.actions = 0
-
-    def act(self, conversations: Sequence[agentenv.Conversation]) -> list[PolicyOutput]:
-        outputs = self.inner.act(conversations)
-        self.actions += sum(not isinstance(o, agentenv.PolicyFailure) for o in outputs)
-        return outputs
-
-    def check(self, trajectory: agentenv.Trajectory) -> None:
-        if self.actions == 0 and (trajectory.error or "").startswith(POLICY_ERROR_PREFIX):
-            raise _PolicyUnreachable(trajectory.error)
-
-
 @app.command("eval")
 def eval_(
     env_id: Annotated[str, typer.Argument(metavar="ENV", help=_ENV_HELP)],
@@ -336,50 +311,31 @@ def eval_(
 
     # With --json -, stdout is the JSON alone: the progress bar and the tables go to stderr.
     console = Console(highlight=False, stderr=json_out == "-")
-    finished: list[agentenv.Trajectory] = []
-    reach = _Reach(chosen)
-    total = episodes * k
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[solved]} solved"),
-        console=console,
-        transient=True,
-    )
+    watched = EvalRun(chosen, console)
     try:
-        with _sandbox_choice_shown(), progress:
-            bar = progress.add_task(env_id, total=total, solved=0)
-
-            def on_episode(trajectory: agentenv.Trajectory) -> None:
-                finished.append(trajectory)
-                progress.update(bar, advance=1, solved=sum(t.success for t in finished))
-                reach.check(trajectory)
-
-            result = evaluate(
+        with _sandbox_choice_shown():
+            result = watched.run(
                 env_id,
-                reach,
                 n=episodes,
                 k=k,
                 seed=seed,
                 concurrency=concurrency,
                 out=out,
-                on_episode=on_episode,
                 env_kwargs=env_kwargs,
                 label=label,
                 confidence=confidence,
             )
-    except _PolicyUnreachable as e:
+    except PolicyUnreachable as e:
         _fail(f"the policy could not be reached, so nothing was evaluated: {e}", code=EXIT_POLICY_FAILED)
     except KeyboardInterrupt:
         where = f" (written to {out})" if out is not None else ""
-        Console(stderr=True).print(f"interrupted: {len(finished)} of {total} episodes finished{where}")
+        Console(stderr=True).print(f"interrupted: {len(watched.finished)} of {episodes * k} episodes finished{where}")
         raise typer.Exit(code=EXIT_INTERRUPTED) from None
     finally:
         close = getattr(chosen, "close", None)
         if callable(close):
             close()
+    finished = watched.finished
 
     if baseline is not None:
         result.comparison = compare(baseline, result, confidence=confidence)

@@ -1,14 +1,69 @@
-"""The tables ``agentenv eval`` and ``agentenv compare`` print for an `EvalResult` and a
-`Comparison` (rich; imported by the command line only)."""
+"""What ``agentenv eval`` and ``agentenv compare`` need beyond their options: running the
+evaluation behind a progress bar while watching whether the policy answers at all,
+and the tables of an `EvalResult` and a `Comparison` (rich; imported by the command
+line only)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agentenv.evaluation import Comparison, Estimate, EvalResult
+from agentenv.evaluation import POLICY_ERROR_PREFIX, Comparison, Estimate, EvalResult, evaluate
+from agentenv.policies import Conversation, Policy, PolicyFailure, PolicyOutput
+from agentenv.trajectory import Trajectory
 
-__all__ = ["comparison_table", "figure_tables", "format_figure"]
+__all__ = ["EvalRun", "PolicyUnreachable", "comparison_table", "figure_tables", "format_figure"]
+
+
+class PolicyUnreachable(Exception):
+    """Raised out of the rollout to stop an evaluation whose policy never answered."""
+
+
+class EvalRun:
+    """One evaluation behind a progress bar. It wraps the policy and counts the actions
+    it gave: when the first episodes all fail in the policy with not one action given (a
+    closed port, a wrong URL), `run` stops with `PolicyUnreachable` instead of running
+    every episode into the same wall. ``finished`` holds the episodes that ended, also
+    after an interrupt."""
+
+    def __init__(self, policy: Policy, console: Console) -> None:
+        self.inner = policy
+        self.console = console
+        self.actions = 0
+        self.finished: list[Trajectory] = []
+
+    def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]:
+        outputs = self.inner.act(conversations)
+        self.actions += sum(not isinstance(o, PolicyFailure) for o in outputs)
+        return outputs
+
+    def run(self, env_id: str, *, n: int, k: int, **options: Any) -> EvalResult:
+        """`agentenv.evaluation.evaluate` of this policy, with ``options`` passed on."""
+        progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[solved]} solved"),
+            console=self.console,
+            transient=True,
+        )
+        with progress:
+            bar = progress.add_task(env_id, total=n * k, solved=0)
+
+            def on_episode(trajectory: Trajectory) -> None:
+                self.finished.append(trajectory)
+                progress.update(bar, advance=1, solved=sum(t.success for t in self.finished))
+                if self.actions == 0 and (trajectory.error or "").startswith(POLICY_ERROR_PREFIX):
+                    raise PolicyUnreachable(trajectory.error)
+
+            return evaluate(env_id, self, n=n, k=k, on_episode=on_episode, **options)
+
 
 _GROUP_FIGURES = 3  # columns of the by-env/family/difficulty tables: pass@1, pass@k, pass^k
 
