@@ -271,7 +271,7 @@ def eval_(
     out: Annotated[Path | None, typer.Option(help="Write the trajectories here as JSONL.")] = None,
     append: Annotated[bool, typer.Option(help="Append to --out instead of overwriting it.")] = False,
     json_out: Annotated[
-        str | None, typer.Option("--json", metavar="PATH", help="Write the results as JSON here ('-': stdout only).")
+        str | None, typer.Option("--json", metavar="<path>", help="Write the results as JSON here ('-': stdout only).")
     ] = None,
     report: Annotated[Path | None, typer.Option(help="Write an HTML report with a trajectory viewer here.")] = None,
     compare_to: Annotated[
@@ -396,7 +396,9 @@ def compare_(
     b: Annotated[Path, typer.Argument(metavar="B", help="The same, for the other model or checkpoint.")],
     k: Annotated[int | None, typer.Option("--k", "-k", help="Samples per task (default: the smaller k).")] = None,
     confidence: Annotated[float, typer.Option(help="Of the paired bootstrap intervals.")] = 0.95,
-    json_out: Annotated[Path | None, typer.Option("--json", metavar="PATH", help="Write the comparison here.")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", metavar="<path>", help="Write the comparison here.")
+    ] = None,
 ) -> None:
     """Compare two evaluations on the tasks both ran: B - A, paired bootstrap over tasks."""
     if k is not None and k < 1:
@@ -583,7 +585,10 @@ def report_(
     ],
     out: Annotated[Path | None, typer.Option(help="The HTML file (default: RUN_DIR/report.html).")] = None,
     embed: Annotated[
-        int, typer.Option(help="Episodes embedded in the page at most; the rest load from RUN_DIR/report_files/.")
+        int,
+        typer.Option(
+            help="Episodes embedded in the page at most; the rest go to sidecar pages in report_files/ next to it."
+        ),
     ] = 1000,
     pages: Annotated[
         bool, typer.Option("--pages/--no-pages", help="Write the episodes not embedded to sidecar pages.")
