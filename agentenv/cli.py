@@ -1,18 +1,26 @@
-"""The ``agentenv`` command line: list the envs, play one, evaluate a policy on one.
+"""The ``agentenv`` command line: list the envs, play one, evaluate a policy on one,
+compare two evaluations, train, and report on a run.
 
     agentenv list
     agentenv play guess-number-v0 --seed 3
     agentenv eval arithmetic-v0 --policy scripted --episodes 100 --out runs/arith.jsonl
-    agentenv eval arithmetic-v0 --policy openai --base-url http://127.0.0.1:8000/v1 --model NAME
+    agentenv eval arithmetic-v0 --policy openai --base-url http://127.0.0.1:8000/v1 --model NAME -n 50 -k 8 \\
+        --json runs/a.json --report runs/a.html
     agentenv eval my_envs:MyEnv --policy openai ...      # an env that is code: module:Class
+    agentenv compare runs/a.json runs/b.json             # B - A, paired bootstrap over tasks
 
 ENV is a registered id or code, ``module:Class`` or ``module:register_fn`` (see
 `agentenv.registry.resolve`). A mistake a user can make (an unknown env id, a bad
 option value, an unwritable output file) ends with a one-line ``error:`` on stderr
 and exit code 2, never a traceback; an interrupt ends with what was finished and
-code 130. When an env picks its sandbox backend ("auto"), the choice is printed.
+code 130. ``eval`` ends with code 1 when the policy failed: it stops at once when
+the first episodes all failed in the policy before it gave a single action (a
+closed port, a wrong URL), and after the run when any episode was lost to it (its
+figures, printed, leave those out). When an env picks its sandbox backend
+("auto"), the choice is printed.
 
     agentenv train examples/tiny.toml
+    agentenv report runs/tiny                            # runs/tiny/report.html
     agentenv miner show runs/tiny
 
 This module is not imported by ``agentenv/__init__.py``, so typer and rich stay out
@@ -34,13 +42,16 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from typer.core import TyperGroup
 
 import agentenv
+from agentenv._cli_eval import EvalRun, PolicyUnreachable, comparison_table, figure_tables
 from agentenv.env import Env
+from agentenv.evaluation import POLICY_ERROR_PREFIX, EvalResult, compare, default_concurrency
+from agentenv.evaluation import load as load_result
 from agentenv.registry import EnvSpec
+from agentenv.report import Report, build_eval_report, build_report
 from agentenv.sandboxes.cli import app as sandbox_app
 from agentenv.sandboxes.factory import logger as sandbox_logger
 from agentenv.types import Failure
@@ -81,6 +92,7 @@ app.add_typer(sandbox_app, name="sandbox", cls=_Group)
 miner_app = typer.Typer(help="Inspect the failure miner of a training run.", no_args_is_help=True, cls=_Group)
 app.add_typer(miner_app, name="miner")
 
+EXIT_POLICY_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 _OPENAI = "--policy openai"
@@ -252,11 +264,24 @@ def eval_(
     policy: Annotated[PolicyKind, typer.Option(help="scripted: the env's oracle; openai: a chat endpoint.")] = (
         PolicyKind.scripted
     ),
-    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Number of episodes.")] = 10,
+    episodes: Annotated[
+        int, typer.Option("--episodes", "-n", help="Task draws: draw i resets with seed + i, which picks its task.")
+    ] = 10,
+    k: Annotated[int, typer.Option("--k", "-k", help="Samples per draw: same task and seed, k episodes.")] = 1,
     out: Annotated[Path | None, typer.Option(help="Write the trajectories here as JSONL.")] = None,
     append: Annotated[bool, typer.Option(help="Append to --out instead of overwriting it.")] = False,
-    seed: Annotated[int, typer.Option(help="Episode i resets with seed + i.")] = 0,
-    concurrency: Annotated[int | None, typer.Option(help="Episodes live at once (default: all).")] = None,
+    json_out: Annotated[
+        str | None, typer.Option("--json", metavar="<path>", help="Write the results as JSON here ('-': stdout only).")
+    ] = None,
+    report: Annotated[Path | None, typer.Option(help="Write an HTML report with a trajectory viewer here.")] = None,
+    compare_to: Annotated[
+        Path | None, typer.Option(help="A baseline (an --json result or an --out JSONL) to compare with, paired.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Draw i resets with seed + i.")] = 0,
+    concurrency: Annotated[
+        int | None, typer.Option(help=f"Episodes live at once (default: 2 per CPU, here {default_concurrency()}).")
+    ] = None,
+    confidence: Annotated[float, typer.Option(help="Of the bootstrap intervals over tasks.")] = 0.95,
     max_turns: Annotated[int | None, typer.Option(help="Override the env's turn limit.")] = None,
     base_url: Annotated[
         str | None, typer.Option(help="Endpoint, e.g. http://127.0.0.1:8000/v1.", rich_help_panel=_OPENAI)
@@ -266,66 +291,131 @@ def eval_(
         str, typer.Option(help="Environment variable holding the API key.", rich_help_panel=_OPENAI)
     ] = "OPENAI_API_KEY",
 ) -> None:
-    """Run a policy on an env and report success, rewards and failures."""
+    """Run a policy on an env, k samples per task: pass@k, pass^k, mean@k with intervals, failures."""
     env_spec = _spec(env_id)
     env_id = env_spec.id
-    if episodes < 1:
-        _fail(f"--episodes must be >= 1, got {episodes}")
-    if concurrency is not None and concurrency < 1:
-        _fail(f"--concurrency must be >= 1, got {concurrency}")
+    for name, value in (("--episodes", episodes), ("--k", k), ("--concurrency", concurrency)):
+        if value is not None and value < 1:
+            _fail(f"{name} must be >= 1, got {value}")
+    if not 0 < confidence < 1:
+        _fail(f"--confidence must be between 0 and 1, got {confidence}")
     env_kwargs = _env_kwargs(env_spec, max_turns)
+    baseline = _load_result(compare_to, "--compare-to") if compare_to is not None else None
     if out is not None:
-        _prepare_out(out, append=append)
+        _prepare_out(out, append=append, option="--out")
+    for option, path in (("--json", json_out if json_out != "-" else None), ("--report", report)):
+        if path is not None:
+            _prepare_out(Path(path), append=False, option=option)
     chosen = _make_policy(env_spec, policy, base_url=base_url, model=model, api_key_env=api_key_env)
+    label = f"{env_id} · {policy.value} policy" + (f" {model}" if policy is PolicyKind.openai and model else "")
 
-    console = _out()
-    finished: list[agentenv.Trajectory] = []
-    solved = [0]
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[solved]} solved"),
-        console=console,
-        transient=True,
-    )
+    # With --json -, stdout is the JSON alone: the progress bar and the tables go to stderr.
+    console = Console(highlight=False, stderr=json_out == "-")
+    watched = EvalRun(chosen, console)
     try:
-        with _sandbox_choice_shown(), progress:
-            bar = progress.add_task(env_id, total=episodes, solved=0)
-
-            def on_episode(trajectory: agentenv.Trajectory) -> None:
-                finished.append(trajectory)
-                solved[0] += trajectory.success
-                progress.update(bar, advance=1, solved=solved[0])
-
-            agentenv.rollout(
+        with _sandbox_choice_shown():
+            result = watched.run(
                 env_id,
-                chosen,
                 n=episodes,
+                k=k,
                 seed=seed,
                 concurrency=concurrency,
                 out=out,
-                on_episode=on_episode,
                 env_kwargs=env_kwargs,
+                label=label,
+                confidence=confidence,
             )
+    except PolicyUnreachable as e:
+        _fail(f"the policy could not be reached, so nothing was evaluated: {e}", code=EXIT_POLICY_FAILED)
     except KeyboardInterrupt:
         where = f" (written to {out})" if out is not None else ""
-        Console(stderr=True).print(f"interrupted: {len(finished)} of {episodes} episodes finished{where}")
+        Console(stderr=True).print(f"interrupted: {len(watched.finished)} of {episodes * k} episodes finished{where}")
         raise typer.Exit(code=EXIT_INTERRUPTED) from None
     finally:
         close = getattr(chosen, "close", None)
         if callable(close):
             close()
+    finished = watched.finished
 
+    if baseline is not None:
+        result.comparison = compare(baseline, result, confidence=confidence)
+    _print_eval(console, result, finished, out)
+    cited = out if out is not None and not append else None  # appended: its lines are not this run's numbers
+    _write_eval_outputs(console, result, finished, json_out=json_out, report=report, out=cited)
+    if result.policy_failures:
+        first = next(t.error for t in finished if (t.error or "").startswith(POLICY_ERROR_PREFIX))
+        _fail(
+            f"the policy failed in {result.policy_failures} of {result.episodes} episodes (first: {first}); "
+            "they are left out of the figures above",
+            code=EXIT_POLICY_FAILED,
+        )
+
+
+def _print_eval(console: Console, result: EvalResult, finished: list[agentenv.Trajectory], out: Path | None) -> None:
     summary = EvalSummary.of(finished)
-    console.print(f"[bold]{escape(env_id)}[/] · {policy.value} policy")
-    for table in summary.tables():
+    console.print(f"[bold]{escape(result.label)}[/]")
+    for table in [summary.tables()[0], *figure_tables(result)]:
         console.print(table)
     for error in summary.errors[:3]:
         console.print(f"infra error: {escape(error)}", soft_wrap=True)
+    if result.comparison is not None:
+        console.print(comparison_table(result.comparison))
     if out is not None:
         console.print(f"wrote {len(finished)} trajectories to {escape(str(out))}", soft_wrap=True)
+
+
+def _write_eval_outputs(
+    console: Console,
+    result: EvalResult,
+    finished: list[agentenv.Trajectory],
+    *,
+    json_out: str | None,
+    report: Path | None,
+    out: Path | None,
+) -> None:
+    if json_out == "-":
+        print(result.model_dump_json(indent=1))
+    elif json_out is not None:
+        Path(json_out).write_text(result.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        console.print(f"wrote the results to {escape(json_out)}", soft_wrap=True)
+    if report is not None:
+        source = out.name if out is not None else "the evaluation"
+        _print_report(console, build_eval_report(finished, result, report, source=source))
+
+
+def _load_result(path: Path, option: str) -> EvalResult:
+    try:
+        return load_result(path)
+    except ValueError as e:
+        _fail(f"{option}: {e}")
+
+
+@app.command("compare")
+def compare_(
+    a: Annotated[Path, typer.Argument(metavar="A", help="An eval --json result, or an eval --out JSONL.")],
+    b: Annotated[Path, typer.Argument(metavar="B", help="The same, for the other model or checkpoint.")],
+    k: Annotated[int | None, typer.Option("--k", "-k", help="Samples per task (default: the smaller k).")] = None,
+    confidence: Annotated[float, typer.Option(help="Of the paired bootstrap intervals.")] = 0.95,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", metavar="<path>", help="Write the comparison here.")
+    ] = None,
+) -> None:
+    """Compare two evaluations on the tasks both ran: B - A, paired bootstrap over tasks."""
+    if k is not None and k < 1:
+        _fail(f"--k must be >= 1, got {k}")
+    if not 0 < confidence < 1:
+        _fail(f"--confidence must be between 0 and 1, got {confidence}")
+    first, second = _load_result(a, "A"), _load_result(b, "B")
+    if k is not None and k > min(first.k, second.k):
+        _fail(f"--k {k} is more than the samples per task of A ({first.k}) or B ({second.k})")
+    if json_out is not None:
+        _prepare_out(json_out, append=False, option="--json")
+    comparison = compare(first, second, k=k, confidence=confidence)
+    if comparison.matched == 0:
+        _fail(f"A and B share no task (A has {comparison.only_a}, B {comparison.only_b}): nothing to compare")
+    _out().print(comparison_table(comparison))
+    if json_out is not None:
+        json_out.write_text(comparison.model_dump_json(indent=1) + "\n", encoding="utf-8")
 
 
 def _make_policy(
@@ -411,14 +501,14 @@ def _sandbox_choice_shown() -> Iterator[None]:
         sandbox_logger.setLevel(level)
 
 
-def _prepare_out(path: Path, *, append: bool) -> None:
+def _prepare_out(path: Path, *, append: bool, option: str) -> None:
     # Open it now: a bad path fails before any episode runs, and a rerun starts a fresh file.
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a" if append else "w", encoding="utf-8"):
             pass
     except OSError as e:
-        _fail(f"cannot write --out {str(path)!r}: {e.strerror or e}")
+        _fail(f"cannot write {option} {str(path)!r}: {e.strerror or e}")
 
 
 def _mean(values: Any) -> float:
@@ -483,6 +573,64 @@ def _print_curve(history: Sequence[dict[str, Any]], run_dir: str) -> None:
         )
     _out().print(table)
     _out().print(f"run directory: {run_dir} (metrics.jsonl, trajectories/, checkpoints/, final/)")
+
+
+# -- report ----------------------------------------------------------------------
+
+
+@app.command("report")
+def report_(
+    run_dir: Annotated[
+        Path, typer.Argument(metavar="RUN_DIR", help="A training run directory, or a JSONL file of trajectories.")
+    ],
+    out: Annotated[Path | None, typer.Option(help="The HTML file (default: RUN_DIR/report.html).")] = None,
+    embed: Annotated[
+        int,
+        typer.Option(
+            help="Episodes embedded in the page at most; the rest go to sidecar pages in report_files/ next to it."
+        ),
+    ] = 1000,
+    pages: Annotated[
+        bool, typer.Option("--pages/--no-pages", help="Write the episodes not embedded to sidecar pages.")
+    ] = True,
+    k: Annotated[int | None, typer.Option("--k", "-k", help="For a JSONL file: samples per task.")] = None,
+) -> None:
+    """Write one HTML file with a run's curves, failures, miner and trajectory viewer (opens offline)."""
+    if embed < 0:
+        _fail(f"--embed must be >= 0, got {embed}")
+    if not run_dir.exists():
+        _fail(f"no such directory: {run_dir}")
+    try:
+        if run_dir.is_dir():
+            built = build_report(run_dir, out, max_embedded=embed, pages=pages)
+        else:  # the trajectories of an evaluation (eval --out): scored as one
+            result = load_result(run_dir, k=k)
+            built = build_eval_report(
+                agentenv.Trajectory.read_jsonl(run_dir),
+                result,
+                out or run_dir.with_suffix(".html"),
+                source=run_dir.name,
+                max_embedded=embed,
+                pages=pages,
+            )
+    except ValueError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"cannot write the report: {e.strerror or e}")
+    console = _out()
+    for note in built.skipped:
+        Console(stderr=True, highlight=False).print(f"skipped: {escape(note)}", soft_wrap=True)
+    _print_report(console, built)
+
+
+def _print_report(console: Console, built: Report) -> None:
+    where = f"{built.size_bytes / 1e6:.1f} MB, {built.episodes:,} episodes"
+    if built.pages:
+        where += (
+            f"; {built.embedded:,} embedded, the rest in {built.pages} pages in {built.sidecar_dir} "
+            f"({built.sidecar_bytes / 1e6:.1f} MB): keep that folder next to the report"
+        )
+    console.print(f"wrote {escape(str(built.path))} ({escape(where)})", soft_wrap=True)
 
 
 # -- miner -----------------------------------------------------------------------

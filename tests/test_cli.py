@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 import agentenv
 from agentenv.cli import EvalSummary, app
 from agentenv.envs import arithmetic, guess_number
+from agentenv.evaluation import EvalResult, default_concurrency
 from agentenv.types import Failure
 
 runner = CliRunner()
@@ -443,3 +444,151 @@ def test_tables_never_show_a_negative_zero() -> None:
         console.print(table)
     text = console.export_text()
     assert "0.000" in text and "-0.0" not in text
+
+
+# -- eval: k samples, JSON, comparisons, reports, a policy that fails ----------------------
+
+
+def test_eval_k_samples_prints_pass_at_k_with_intervals_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    result = invoke("eval", "arithmetic-v0", "-n", "4", "-k", "3", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    for text in ("pass@1", "pass@3", "pass^3", "mean@3", "disagreement", "95% interval", "by difficulty"):
+        assert text in result.output, text
+    saved = EvalResult.model_validate_json(out.read_text())
+    assert saved.k == 3 and saved.episodes == 12 and saved.overall["pass@3"].value == 1.0
+    assert f"wrote the results to {out}" in result.output
+
+
+def test_eval_json_to_stdout_prints_nothing_else_there() -> None:
+    result = invoke("eval", "arithmetic-v0", "-n", "2", "-k", "2", "--json", "-")
+    assert result.exit_code == 0, result.stderr
+    parsed = EvalResult.model_validate_json(result.stdout)
+    assert parsed.episodes == 4 and "pass@2" in result.stderr  # the tables went to stderr
+
+
+def _results(tmp_path: Path, name: str, rate: float, seed: int) -> Path:
+    import random
+
+    from agentenv.evaluation import score
+
+    rng = random.Random(seed)
+    trajs = [
+        agentenv.Trajectory(
+            env_id="x-v0",
+            task=agentenv.Task(id=f"t{i}", prompt=""),
+            messages=[],
+            transitions=[],
+            success=(ok := rng.random() < rate),
+            task_reward=float(ok),
+            failure=Failure.NONE if ok else Failure.POLICY,
+        )
+        for i in range(40)
+        for _ in range(4)
+    ]
+    path = tmp_path / f"{name}.json"
+    path.write_text(score(trajs, 4, label=name).model_dump_json())
+    return path
+
+
+def test_compare_prints_the_difference_with_its_paired_interval(tmp_path: Path) -> None:
+    weak, strong = _results(tmp_path, "weak", 0.2, 0), _results(tmp_path, "strong", 0.9, 1)
+    out = tmp_path / "cmp.json"
+    result = invoke("compare", str(weak), str(strong), "--json", str(out))
+    assert result.exit_code == 0, result.output
+    assert "B - A on 40 shared tasks" in result.output and "A: weak" in result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("│ pass@1 "))
+    assert "B > A" in row
+    from agentenv.evaluation import Comparison
+
+    saved = Comparison.model_validate_json(out.read_text())
+    assert saved.differences["pass@1"].low is not None and saved.differences["pass@1"].low > 0.5
+
+
+def test_compare_of_evaluations_without_a_shared_task_is_a_usage_error(tmp_path: Path) -> None:
+    a = _results(tmp_path, "a", 0.5, 0)
+    b = tmp_path / "b.jsonl"
+    b.write_text(
+        agentenv.Trajectory(
+            env_id="x-v0",
+            task=agentenv.Task(id="other", prompt=""),
+            messages=[],
+            transitions=[],
+            failure=Failure.POLICY,
+        ).to_json()
+        + "\n"
+    )
+    result = invoke("compare", str(a), str(b))
+    assert result.exit_code == 2 and "share no task" in result.stderr
+    result = invoke("compare", str(a), str(tmp_path / "missing.json"))
+    assert result.exit_code == 2 and "cannot read" in result.stderr
+
+
+def test_eval_compare_to_a_baseline_and_report(tmp_path: Path) -> None:
+    base = tmp_path / "base.json"
+    assert invoke("eval", "arithmetic-v0", "-n", "3", "-k", "2", "--json", str(base)).exit_code == 0
+    report = tmp_path / "eval.html"
+    result = invoke("eval", "arithmetic-v0", "-n", "3", "-k", "2", "--compare-to", str(base), "--report", str(report))
+    assert result.exit_code == 0, result.output
+    assert "B - A on 3 shared tasks" in result.output
+    assert f"wrote {report}" in result.output
+    page = report.read_text()
+    assert 'id="ae-index"' in page and "Comparison" in page and "pass@2" in page
+
+
+def test_eval_with_a_bad_baseline_fails_before_running(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = invoke("eval", "arithmetic-v0", "--compare-to", str(bad))
+    assert result.exit_code == 2 and result.stderr.startswith("error: --compare-to:")
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow  # the policy retries with backoff (about 2-3 s) before it gives up
+def test_eval_stops_with_code_1_when_the_policy_cannot_be_reached(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    result = invoke("eval", "arithmetic-v0", "--policy", "openai", "--base-url", url, "--model", "m", "-n", "40",
+                    "--out", str(out))  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: the policy could not be reached, so nothing was evaluated")
+    assert "Connection refused" in result.stderr
+    assert "pass@1" not in result.output  # no table of infra failures
+    # It stopped after the first episodes instead of running all 40 into the same wall.
+    assert 0 < len(out.read_text().splitlines()) <= default_concurrency()
+
+
+def test_eval_exits_1_when_the_policy_failed_in_some_episodes() -> None:
+    from tests.openai_server import OpenAIServer, Reply, Request, chat_reply, tool_call
+
+    answered = [0]
+
+    def model(request: Request) -> Reply:
+        answered[0] += 1
+        if answered[0] > 4:
+            return Reply({"error": {"message": "model overloaded"}}, status=400)
+        return chat_reply(None, tool_calls=[tool_call("submit", {"answer": 0})])
+
+    server = OpenAIServer(model).start()
+    try:
+        result = invoke("eval", "arithmetic-v0", "--policy", "openai", "--base-url", server.base_url, "--model", "m",
+                        "-n", "12", "--concurrency", "4")  # fmt: skip
+    finally:
+        server.stop()
+    assert result.exit_code == 1, result.output
+    assert "pass@1" in result.output  # the figures of what ran are printed
+    assert "error: the policy failed in 8 of 12 episodes" in result.stderr and "model overloaded" in result.stderr
+
+
+def test_report_of_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    result = invoke("report", str(tmp_path / "nope"))
+    assert result.exit_code == 2 and "no such directory" in result.stderr
+    result = invoke("report", str(tmp_path), "--embed", "-1")
+    assert result.exit_code == 2 and "--embed must be >= 0" in result.stderr

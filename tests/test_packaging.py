@@ -91,6 +91,8 @@ def test_wheel_installs_only_agentenv(tmp_path: Path) -> None:
         "agentenv/sandboxes/__init__.py",
         "agentenv/trainers/__init__.py",
         "agentenv/envs/world/worlds/bank.yaml",  # a world spec: package data
+        "agentenv/report/viewer.js",  # inlined into every report
+        "agentenv/report/report.css",
     ):
         assert expected in names
     top_level = {n.split("/")[0] for n in names}

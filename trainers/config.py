@@ -197,7 +197,8 @@ class GRPOConfig(BaseModel):
     eval_temperature: float = Field(0.0, ge=0.0, le=10.0)
     """Sampling temperature of evaluation episodes (0 = greedy)."""
     save_trajectories: bool = True
-    """Write each step's episodes to output_dir/trajectories/step-NNNNNN.jsonl."""
+    """Write each step's episodes to output_dir/trajectories/step-NNNNNN.jsonl, and each
+    held-out evaluation's to output_dir/evals/step-NNNNNN.jsonl."""
     save_every: int = Field(10, ge=1)
     """Checkpoint every this many steps (and at the end)."""
     keep_checkpoints: int = Field(2, ge=1)

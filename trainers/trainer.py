@@ -4,8 +4,9 @@ Each step: draw groups of tasks, roll out G episodes per task with the
 transformers policy (all live episodes batched per turn), compute task-level and
 step-level advantages, and update the model with the configured loss on the
 token-exact sequences. Metrics go to metrics.jsonl, the console and TensorBoard;
-the episodes of each step to trajectories/step-NNNNNN.jsonl;
-checkpoints to output_dir/checkpoints.
+the episodes of each step to trajectories/step-NNNNNN.jsonl, the held-out episodes
+of each evaluation to evals/step-NNNNNN.jsonl; checkpoints to output_dir/checkpoints.
+``agentenv report`` turns the folder into one HTML page.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 
 import agentenv
 from agentenv.env import Env
+from agentenv.evaluation import success_interval
 from agentenv.miner import MinerSampler
 from agentenv.rollout import rollout
 from agentenv.sampling import Draw, TaskSampler
@@ -227,7 +229,7 @@ class GRPOTrainer:
                 # The reference is the policy RL starts from (on resume: the resumed weights).
                 self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
             if not resumed and cfg.eval_episodes > 0:
-                start = {"eval/success_rate": self.evaluate()}
+                start = self._held_out_metrics()
                 self.history.append({"step": 0, **start})
                 logger.log(0, start)
             while self.step < cfg.steps:
@@ -235,7 +237,7 @@ class GRPOTrainer:
                 self.step += 1
                 last = self.step == cfg.steps
                 if cfg.eval_episodes > 0 and (last or (cfg.eval_every and self.step % cfg.eval_every == 0)):
-                    metrics["eval/success_rate"] = self.evaluate()
+                    metrics.update(self._held_out_metrics())
                 self.history.append({"step": self.step, **metrics})
                 logger.log(self.step, metrics)
                 if self.on_step is not None:
@@ -300,9 +302,16 @@ class GRPOTrainer:
 
     def evaluate(self, episodes: int | None = None) -> float:
         """Success rate on the held-out tasks (the same tasks and seeds every time)."""
+        trajs = self._held_out(episodes)
+        valid = [t for t in trajs if t.failure is not Failure.INFRA]
+        return sum(t.success for t in valid) / len(valid) if valid else float("nan")
+
+    def _held_out(self, episodes: int | None = None) -> list[Trajectory]:
+        """The held-out episodes: each env's test tasks in turn, seeds 0, 1, ..., its share
+        of ``episodes`` by weight."""
         episodes = episodes or self.config.eval_episodes
         total = sum(s.weight for s in self.sources)
-        solved = count = 0
+        trajs: list[Trajectory] = []
         for source in self.sources:
             n = max(1, round(episodes * source.weight / total))
             tasks = [source.test[i % len(source.test)] for i in range(n)] if source.test else []
@@ -311,10 +320,24 @@ class GRPOTrainer:
             self.eval_policy.reset()
             if self.eval_policy.generator is not None:
                 self.eval_policy.generator.manual_seed(self.config.seed)  # the same samples for the same weights
-            trajs = rollout(source.factory, self.eval_policy, tasks=tasks, seeds=list(range(n)))
-            solved += sum(t.success for t in trajs)
-            count += sum(t.failure is not Failure.INFRA for t in trajs)
-        return solved / count if count else float("nan")
+            done = rollout(source.factory, self.eval_policy, tasks=tasks, seeds=list(range(n)))
+            trajs += _labelled(done, source.env_id)
+        return trajs
+
+    def _held_out_metrics(self) -> dict[str, Any]:
+        """``eval/success_rate`` with its 95% bootstrap interval over the held-out tasks
+        (``eval/success_low``, ``eval/success_high``) and ``eval/episodes`` (valid ones);
+        the episodes go to output_dir/evals/step-NNNNNN.jsonl."""
+        trajs = self._held_out()
+        if self.config.save_trajectories:
+            self._write_episodes("evals", self.step, trajs)
+        rate = success_interval(trajs, seed=self.config.seed)
+        return {
+            "eval/success_rate": float("nan") if rate.value is None else rate.value,
+            "eval/success_low": rate.low,
+            "eval/success_high": rate.high,
+            "eval/episodes": sum(t.failure is not Failure.INFRA for t in trajs),
+        }
 
     # -- one step ---------------------------------------------------------------
 
@@ -344,7 +367,7 @@ class GRPOTrainer:
         trajs = [t for g in kept for t in g]
         self.sampler.update(self.step, rolled)
         if cfg.save_trajectories:
-            self._save_trajectories(trajs)
+            self._write_episodes("trajectories", self.step + 1, trajs)
         metrics = rollout_metrics(trajs)
         metrics["zero_variance_frac"] = zero_var / max(groups_seen, 1)
         metrics["groups"] = len(kept)
@@ -383,6 +406,7 @@ class GRPOTrainer:
                 keep_snapshots=self.sampler.keep_snapshots,
             )
             self.policy.reset()  # every episode has ended: free the kept KV cache before the update
+            trajs = _labelled(trajs, self.sources[src].env_id)
             for j, i in enumerate(idx):
                 groups[i] = trajs[j * cfg.group_size : (j + 1) * cfg.group_size]
         timer["generate_s"] += timed.seconds
@@ -572,15 +596,15 @@ class GRPOTrainer:
         enabled = self.device.type == "cuda" and self.config.bf16
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
 
-    def _save_trajectories(self, trajs: Sequence[Trajectory]) -> None:
+    def _write_episodes(self, folder_name: str, step: int, trajs: Sequence[Trajectory]) -> None:
         # One file per step, written whole: a step redone after a resume replaces its file.
-        folder = self.run_dir / "trajectories"
+        folder = self.run_dir / folder_name
         folder.mkdir(parents=True, exist_ok=True)  # train_step() may run without train()
-        tmp = folder / f".step-{self.step + 1:06d}.jsonl.tmp"
+        tmp = folder / f".step-{step:06d}.jsonl.tmp"
         # Snapshots (kept for the miner) would multiply the file's size: left out.
         lines = (t.model_copy(update={"snapshots": []}).to_json() if t.snapshots else t.to_json() for t in trajs)
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        tmp.replace(folder / f"step-{self.step + 1:06d}.jsonl")
+        tmp.replace(folder / f"step-{step:06d}.jsonl")
 
     def _export(self) -> None:
         """The final model (or, with LoRA, its adapter: peft's format) and the tokenizer,
@@ -605,6 +629,15 @@ class _TimedPolicy:
             return self.inner.act(conversations)
         finally:
             self.seconds += time.perf_counter() - start
+
+
+def _labelled(trajs: list[Trajectory], env_id: str | None) -> list[Trajectory]:
+    """The rollout ran an env factory, so its trajectories name no env: name the registered
+    one (reports and evaluations group by it)."""
+    if env_id is not None:
+        for t in trajs:
+            t.env_id = env_id
+    return trajs
 
 
 def _cut_share(traj: Trajectory) -> float:
