@@ -69,8 +69,8 @@ MULTIPLES = (2.0, 10.0)
 FLAT_GAIN = 0.01
 """A fitted gain ``|A - R0|`` below this leaves ``B`` and ``C_mid`` undetermined (said in the notes)."""
 
-_GRID_B = 41
-_GRID_M = 81
+_GRID_B = 25
+_GRID_M = 49
 _LM_ITERATIONS = 60
 
 
