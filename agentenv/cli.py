@@ -17,7 +17,8 @@ code 130. ``eval`` ends with code 1 when the policy failed: it stops at once whe
 the first episodes all failed in the policy before it gave a single action (a
 closed port, a wrong URL), and after the run when any episode was lost to it (its
 figures, printed, leave those out). When an env picks its sandbox backend
-("auto"), the choice is printed.
+("auto"), the choice is printed. ``forecast`` ends with code 1 when the run cannot be
+forecast yet (too few held-out evaluations): it says why and fits nothing.
 
     agentenv train examples/tiny.toml
     agentenv report runs/tiny                            # runs/tiny/report.html
