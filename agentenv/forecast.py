@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +53,6 @@ __all__ = [
     "forecast_rows",
 ]
 
-ComputeAxis = Literal["tokens", "device_hours"]
 COMPUTE_KEYS: dict[str, str] = {"tokens": "compute/tokens", "device_hours": "compute/device_hours"}
 """The compute axes a forecast can use, and the metrics column of each."""
 REWARD_KEY = "eval/success_rate"
@@ -335,13 +334,18 @@ def forecast(
         rmse=float(math.sqrt(float(np.mean(residuals**2)))),
         n_bootstrap=n_bootstrap,
         confidence=confidence,
-        notes=tuple(_notes(curve, x, batch)),
+        notes=tuple(_notes(curve, x, batch, first)),
     )
 
 
-def _notes(curve: Sigmoid, x: np.ndarray, batch: _Batch) -> list[str]:
+def _notes(curve: Sigmoid, x: np.ndarray, batch: _Batch, first: tuple[float, float]) -> list[str]:
     """What a reader must know before trusting the numbers."""
     notes = []
+    if first[0] > 0:
+        notes.append(
+            f"the first evaluation came after training began (at compute {first[0]:.3g}): R0 is its reward, "
+            "not the reward before training"
+        )
     if abs(curve.a - curve.r0) < FLAT_GAIN:
         notes.append(
             f"the fitted gain A - R0 is below {FLAT_GAIN}: the points barely move, so B and C_mid are not determined"

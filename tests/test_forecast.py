@@ -245,3 +245,11 @@ def test_forecast_is_a_plain_data_result():
     assert isinstance(f, Forecast)
     data = json.loads(json.dumps(f.to_dict()))
     assert data["curve"]["a"] == f.a.value and data["points"][0] == list(f.points[0])
+
+
+def test_a_run_without_an_evaluation_before_training_says_whose_reward_r0_is():
+    compute, reward = synthetic(*CURVES[0], seed=0)
+    f = forecast(compute[1:], reward[1:], n_bootstrap=20)
+    assert f.r0 == reward[1]
+    assert any("the first evaluation came after training began" in n for n in f.notes)
+    assert not any("first evaluation" in n for n in forecast(compute, reward, n_bootstrap=20).notes)
