@@ -17,10 +17,12 @@ code 130. ``eval`` ends with code 1 when the policy failed: it stops at once whe
 the first episodes all failed in the policy before it gave a single action (a
 closed port, a wrong URL), and after the run when any episode was lost to it (its
 figures, printed, leave those out). When an env picks its sandbox backend
-("auto"), the choice is printed.
+("auto"), the choice is printed. ``forecast`` ends with code 1 when the run cannot be
+forecast yet (too few held-out evaluations): it says why and fits nothing.
 
     agentenv train examples/tiny.toml
     agentenv report runs/tiny                            # runs/tiny/report.html
+    agentenv forecast runs/tiny                          # reward against compute: ScaleRL's sigmoid
     agentenv miner show runs/tiny
 
 This module is not imported by ``agentenv/__init__.py``, so typer and rich stay out
@@ -30,6 +32,7 @@ of library imports; ``train`` imports torch only when it runs.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 from collections import Counter
@@ -47,11 +50,14 @@ from typer.core import TyperGroup
 
 import agentenv
 from agentenv._cli_eval import EvalRun, PolicyUnreachable, comparison_table, figure_tables
+from agentenv._cli_forecast import forecast_json, print_forecast
 from agentenv.env import Env
 from agentenv.evaluation import POLICY_ERROR_PREFIX, EvalResult, compare, default_concurrency
 from agentenv.evaluation import load as load_result
+from agentenv.forecast import ForecastError, forecast_rows
 from agentenv.registry import EnvSpec
 from agentenv.report import Report, build_eval_report, build_report
+from agentenv.report.rundir import RunDir
 from agentenv.sandboxes.cli import app as sandbox_app
 from agentenv.sandboxes.factory import logger as sandbox_logger
 from agentenv.types import Failure
@@ -93,10 +99,16 @@ miner_app = typer.Typer(help="Inspect the failure miner of a training run.", no_
 app.add_typer(miner_app, name="miner")
 
 EXIT_POLICY_FAILED = 1
+EXIT_NO_FORECAST = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 _OPENAI = "--policy openai"
 _ENV_HELP = "A registered env id (arithmetic-v0, team/name-v0) or code: module:Class, module:register_fn."
+
+
+class ComputeAxis(str, Enum):
+    tokens = "tokens"
+    device_hours = "device_hours"
 
 
 class PolicyKind(str, Enum):
@@ -631,6 +643,48 @@ def _print_report(console: Console, built: Report) -> None:
             f"({built.sidecar_bytes / 1e6:.1f} MB): keep that folder next to the report"
         )
     console.print(f"wrote {escape(str(built.path))} ({escape(where)})", soft_wrap=True)
+
+
+# -- forecast --------------------------------------------------------------------
+
+
+@app.command("forecast")
+def forecast_(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A training run directory (output_dir).")],
+    compute: Annotated[
+        ComputeAxis,
+        typer.Option(help="tokens: generated plus trained (hardware-independent); device_hours: wall time x devices."),
+    ] = ComputeAxis.tokens,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the forecast as one JSON object.")] = False,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap refits for the intervals.")] = 1000,
+    confidence: Annotated[float, typer.Option(help="Of the bootstrap intervals.")] = 0.95,
+    seed: Annotated[int, typer.Option(help="Of the bootstrap.")] = 0,
+) -> None:
+    """Fit ScaleRL's sigmoid of held-out reward against compute: the asymptote A, the
+    efficiency B, the midpoint C_mid, and the reward at 2x and 10x the run's compute.
+    Exit code 1 when the run cannot be forecast yet (too few evaluations): nothing is fitted."""
+    if bootstrap < 1:
+        _fail(f"--bootstrap must be >= 1, got {bootstrap}")
+    if not 0 < confidence < 1:
+        _fail(f"--confidence must be between 0 and 1, got {confidence}")
+    if not run_dir.is_dir():
+        _fail(f"no such directory: {run_dir}" if not run_dir.exists() else f"not a directory: {run_dir}")
+    data = RunDir(run_dir)
+    if not data.rows:
+        _fail(f"{run_dir} has no metrics (metrics.jsonl): nothing to forecast", code=EXIT_NO_FORECAST)
+    skipped = data.skipped.all()
+    for note in skipped:
+        Console(stderr=True, highlight=False).print(f"skipped: {escape(note)}", soft_wrap=True)
+    try:
+        result = forecast_rows(
+            data.numbers(), compute=compute.value, n_bootstrap=bootstrap, confidence=confidence, seed=seed
+        )
+    except ForecastError as e:
+        _fail(f"{run_dir}: {e}; nothing was fitted", code=EXIT_NO_FORECAST)
+    if json_out:
+        print(json.dumps(forecast_json(run_dir, result, skipped), indent=1))
+    else:
+        print_forecast(_out(), run_dir, result)
 
 
 # -- miner -----------------------------------------------------------------------

@@ -34,6 +34,7 @@ from agentenv.sampling import Draw, TaskSampler
 from agentenv.trainers import advantages as adv
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate, turn_advantages
 from agentenv.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from agentenv.trainers.compute import ComputeMeter, world_size
 from agentenv.trainers.config import GRPOConfig
 from agentenv.trainers.logprobs import policy_logprobs
 from agentenv.trainers.losses import batch_share, compute_loss, kl_k3, loss_kwargs, overlong_penalty
@@ -222,6 +223,7 @@ class GRPOTrainer:
         logger = MetricsLogger(self.run_dir, total_steps=cfg.steps, tensorboard=cfg.tensorboard, resume_step=self.step)
         if resumed:  # the curve so far, so a resumed (or finished) run reports it from step 0
             self.history = logger.records()
+        compute = ComputeMeter.resumed(self.history, world_size())  # cumulative, for `agentenv forecast`
         try:
             if not resumed and cfg.sft_steps > 0:
                 self._warm_start(logger)
@@ -229,11 +231,13 @@ class GRPOTrainer:
                 # The reference is the policy RL starts from (on resume: the resumed weights).
                 self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
             if not resumed and cfg.eval_episodes > 0:
-                start = self._held_out_metrics()
+                start = {**compute.totals(), **self._held_out_metrics()}
                 self.history.append({"step": 0, **start})
                 logger.log(0, start)
             while self.step < cfg.steps:
+                began = time.perf_counter()
                 metrics = self.train_step()
+                metrics.update(compute.add(metrics, time.perf_counter() - began))
                 self.step += 1
                 last = self.step == cfg.steps
                 if cfg.eval_episodes > 0 and (last or (cfg.eval_every and self.step % cfg.eval_every == 0)):
@@ -379,7 +383,10 @@ class GRPOTrainer:
         metrics.update({f"time/{k}": v for k, v in timer.items()})
         gen_tokens = sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None)
         metrics["gen_tokens_per_s"] = gen_tokens / max(timer["generate_s"], 1e-9)
-        metrics["train_tokens_per_s"] = metrics.pop("_train_tokens", 0) / max(timer["train_s"], 1e-9)
+        metrics["tokens/trained"] = int(metrics.pop("_train_tokens", 0))
+        metrics["train_tokens_per_s"] = metrics["tokens/trained"] / max(timer["train_s"], 1e-9)
+        # Every group rolled out costs compute, the ones dynamic sampling dropped too.
+        metrics["tokens/generated"] = sum(len(g.token_ids) for t in rolled for g in t.generations if g is not None)
         return metrics
 
     def _rollout_groups(self, draws: Sequence[Draw], timer: dict[str, float], round_: int) -> list[list[Trajectory]]:

@@ -2,11 +2,12 @@
 read, index the episodes, draw the charts, write the page.
 
 The run report's sections: the run at a glance; rewards and success (held-out success
-with its bootstrap interval); optimisation (loss, KL, entropy, clip fraction,
-advantages, gradient, learning rate); throughput and the time split; success by env,
-task family and difficulty over training; failures by kind over time; per-turn
-figures; the failure miner (pools over time, mined tasks, top failing families and
-hardest tasks); every other logged figure; the trajectory viewer.
+with its bootstrap interval); reward against compute (`agentenv.report.forecast`);
+optimisation (loss, KL, entropy, clip fraction, advantages, gradient, learning rate);
+throughput and the time split; success by env, task family and difficulty over
+training; failures by kind over time; per-turn figures; the failure miner (pools over
+time, mined tasks, top failing families and hardest tasks); every other logged figure;
+the trajectory viewer.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 from agentenv.evaluation import Estimate, EvalResult
 from agentenv.report.charts import Series, chart
 from agentenv.report.episodes import PAGE_EPISODES, BuiltEpisodes, EpisodeIndex, EpisodeRecord, read_episodes
+from agentenv.report.forecast import forecast_section
 from agentenv.report.page import Section, cards, html_table, render_page
 from agentenv.report.rundir import RunDir, Skipped
 from agentenv.trajectory import Trajectory
@@ -120,6 +122,7 @@ def build_report(
     sections = [
         Section("overview", "Run", _overview(data, rows, built)),
         Section("curves", "Rewards and success", _grid(_reward_charts(rows))),
+        Section("forecast", "Reward against compute", forecast_section(rows)),
         Section("optimisation", "Optimisation", _grid(_optimisation_charts(rows))),
         Section("throughput", "Throughput and time", _grid(_throughput_charts(rows))),
         Section("groups", "Success by env, family and difficulty", _grid(_group_charts(built))),

@@ -23,7 +23,18 @@ from agentenv.report.charts import MAX_POINTS, Series, chart
 from agentenv.report.episodes import MAX_TEXT, embed_json
 from tests.report.conftest import HOSTILE, hostile_trajectory, write_steps
 
-SECTIONS = ("overview", "curves", "optimisation", "throughput", "groups", "failures", "turns", "miner", "episodes")
+SECTIONS = (
+    "overview",
+    "curves",
+    "forecast",
+    "optimisation",
+    "throughput",
+    "groups",
+    "failures",
+    "turns",
+    "miner",
+    "episodes",
+)
 
 
 class _Page(HTMLParser):

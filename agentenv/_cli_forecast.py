@@ -1,0 +1,68 @@
+"""What ``agentenv forecast`` prints: the fitted parameters with their intervals, the
+predictions, and the notes; or the same as one JSON object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from agentenv.forecast import COMPUTE_KEYS, REWARD_KEY, Forecast, Interval
+
+__all__ = ["forecast_json", "print_forecast"]
+
+UNITS = {"tokens": "tokens", "device_hours": "device-hours"}
+
+
+def compute_text(value: float, axis: str) -> str:
+    """Compute with its unit, to three significant figures."""
+    return f"{value:.3g} {UNITS.get(axis, axis)}"
+
+
+def _interval(i: Interval, fmt: str) -> str:
+    return f"[{i.low:{fmt}}, {i.high:{fmt}}]"
+
+
+def print_forecast(console: Console, run_dir: Path, f: Forecast) -> None:
+    level = f"{f.confidence:.0%}"
+    console.print(
+        f"[bold]forecast[/] · {escape(str(run_dir))} · held-out reward ({REWARD_KEY}) against "
+        f"{COMPUTE_KEYS.get(f.axis, f.axis)}",
+        soft_wrap=True,
+    )
+    console.print(
+        f"R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B), R0 = {f.r0:.3f} fixed at the first evaluation "
+        f"({compute_text(f.r0_point[0], f.axis)}); fitted to {len(f.points)} evaluations after training began, "
+        f"RMSE {f.rmse:.3f}; {level} intervals from {f.n_bootstrap:,} bootstrap refits",
+        soft_wrap=True,
+    )
+    table = Table(title="parameters", title_justify="left")
+    for column in ("parameter", "estimate", f"{level} interval"):
+        table.add_column(column, justify="left" if column == "parameter" else "right")
+    table.add_row("A (asymptote)", f"{f.a.value:.3f}", _interval(f.a, ".3f"))
+    table.add_row("B (efficiency)", f"{f.b.value:.3g}", _interval(f.b, ".3g"))
+    table.add_row(f"C_mid ({UNITS.get(f.axis, f.axis)})", f"{f.c_mid.value:.3g}", _interval(f.c_mid, ".3g"))
+    console.print(table)
+    predictions = Table(title=f"predictions (run: {compute_text(f.run_compute, f.axis)})", title_justify="left")
+    for column in ("at", "compute", "reward", f"{level} interval"):
+        predictions.add_column(column, justify="right")
+    for p in f.predictions:
+        predictions.add_row(
+            f"{p.multiple:g}x", compute_text(p.compute, f.axis), f"{p.reward.value:.3f}", _interval(p.reward, ".3f")
+        )
+    console.print(predictions)
+    for note in f.notes:
+        console.print(f"note: {escape(note)}", soft_wrap=True)
+
+
+def forecast_json(run_dir: Path, f: Forecast, skipped: list[str]) -> dict[str, Any]:
+    return {
+        "run_dir": str(run_dir),
+        "reward_key": REWARD_KEY,
+        "compute_key": COMPUTE_KEYS.get(f.axis, f.axis),
+        **f.to_dict(),
+        "skipped": skipped,
+    }
