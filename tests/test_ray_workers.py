@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from agentenv import ScriptedPolicy, rollout, tool_call_text
+from agentenv import ScriptedPolicy, Trajectory, rollout, tool_call_text
 from agentenv.ray_workers import RayClusterError, RayConfig, RayExecutor
 from tests.toy_envs import CounterEnv
 
@@ -130,3 +130,35 @@ def test_an_unreachable_cluster_is_one_clear_error(local_ray):
         port = s.getsockname()[1]
     with pytest.raises(RayClusterError, match=rf"no Ray cluster answers at 127.0.0.1:{port} .*ray start --head"):
         rollout(COUNTER, ScriptedPolicy(lambda c: ""), n=1, executor=RayExecutor(address=f"127.0.0.1:{port}"))
+
+
+@pytest.mark.slow
+def test_the_trainer_with_ray_takes_the_same_step_as_with_threads(local_ray, tmp_path):
+    """The trainer's ``ray`` option: the same episodes (so the same update) as threads."""
+    torch = pytest.importorskip("torch")
+    from agentenv.trainers import GRPOConfig, GRPOTrainer
+    from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    models, episodes = [], []
+    for name, ray_config in [("threads", None), ("ray", {"actors": 1, "actor_cpus": 0.5})]:
+        cfg = GRPOConfig(
+            output_dir=str(tmp_path / name),
+            steps=1,
+            group_size=2,
+            batch_size=4,
+            max_new_tokens=8,
+            max_seq_len=128,
+            eval_episodes=0,
+            tensorboard=False,
+            resume=False,
+            ray=ray_config,
+        )
+        trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
+        trainer.train()
+        models.append(trainer.model)
+        lines = (tmp_path / name / "trajectories" / "step-000001.jsonl").read_text().splitlines()
+        episodes.append([_comparable(Trajectory.model_validate_json(line)) for line in lines])
+    assert len(episodes[0]) == 4 and episodes[0] == episodes[1]
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.equal(a, b)
