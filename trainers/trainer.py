@@ -327,9 +327,7 @@ class GRPOTrainer:
             self.eval_policy.reset()
             if self.eval_policy.generator is not None:
                 self.eval_policy.generator.manual_seed(self.config.seed)  # the same samples for the same weights
-            done = rollout(
-                source.factory, self.eval_policy, tasks=tasks, seeds=list(range(n)), executor=self.executor
-            )
+            done = rollout(source.factory, self.eval_policy, tasks=tasks, seeds=list(range(n)), executor=self.executor)
             trajs += _labelled(done, source.env_id)
         return trajs
 
