@@ -486,9 +486,19 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
 
 
 def _cause(error: BaseException) -> str:
-    """One line for what Ray raised: the original exception of a failed task, or Ray's first line."""
+    """One line for what Ray raised: the original exception of a failed task, or Ray's
+    first line and, when it wraps another error (a refused token, say), that error's last."""
     cause = getattr(error, "cause", None)
     if isinstance(cause, BaseException) and cause is not error:
         return f"{type(cause).__name__}: {cause}".splitlines()[0]
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0] if lines else ''}"
+    said = f"{type(error).__name__}: {lines[0] if lines else ''}"
+    inner = error
+    for _ in range(20):  # the innermost of a chain (which could loop)
+        if inner.__cause__ is None:
+            break
+        inner = inner.__cause__
+    inner_lines = [line.strip() for line in str(inner).splitlines() if line.strip()]
+    if inner is not error and inner_lines:
+        said += f" ({inner_lines[-1][:400]})"
+    return said

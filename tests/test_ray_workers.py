@@ -84,7 +84,7 @@ def test_without_ray_installed_the_message_says_how_to_install_it(monkeypatch):
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a cluster left running
     yield ray
     ray.shutdown()
 
