@@ -85,10 +85,12 @@ class RayConfig(BaseModel):
     actors: int = Field(2, ge=1)
     """Env actors, each a process on some node with its own envs, sandboxes and services."""
     address: str | None = None
-    """The cluster: None uses the Ray this process already joined, else joins the one named
-    by RAY_ADDRESS or starts a local one with this machine's CPUs; "auto" joins the cluster
-    `ray start` runs on this machine; "HOST:PORT" a head node (its GCS port, 6379 by
-    default); "ray://HOST:10001" a head node through Ray Client."""
+    """The cluster: None joins the one named by RAY_ADDRESS or `ray start` on this machine,
+    else starts a local one with this machine's CPUs; "auto" joins the cluster `ray start`
+    runs on this machine; "local" always starts a new one; "HOST:PORT" a head node (its
+    GCS port, 6379 by default); "ray://HOST:10001" a head node through Ray Client. A Ray
+    this process has joined already (`ray.init`) is used whatever the address, once a
+    given HOST:PORT is seen to answer."""
     actor_cpus: float = Field(1.0, ge=0.0)
     """CPUs Ray reserves for each actor. Envs that wait on I/O need little: 0.25 puts four
     actors on a core."""
@@ -221,12 +223,18 @@ class RayExecutor:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def connect(self) -> None:
+        """Join the cluster (or start a local Ray): a missing Ray or an unreachable
+        address fails here, in seconds. A Ray this process has joined already is used
+        as it is."""
+        _connect(_import_ray(), self.config.address)
+
     def start(self) -> None:
         """Join (or start) the cluster and start the actors, once."""
         if self.actors:
             return
+        self.connect()
         ray = _import_ray()
-        _connect(ray, self.config.address)
         self._actor_class = ray.remote(num_cpus=self.config.actor_cpus, max_restarts=0)(_EnvWorker)
         actors = [self._actor_class.remote() for _ in range(self.config.actors)]
         self._wait_ready(actors)

@@ -123,13 +123,33 @@ def test_a_lost_actor_fails_its_episodes_as_infra_and_is_replaced(executor):
     assert [t.success for t in again] == [True] * 4
 
 
-@pytest.mark.slow
-def test_an_unreachable_cluster_is_one_clear_error(local_ray):
-    with socket.socket() as s:  # a port nobody listens on
+def _closed_port() -> int:
+    with socket.socket() as s:  # bound, then closed: nobody listens there
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_cluster_is_one_clear_error():
+    pytest.importorskip("ray")
+    port = _closed_port()
     with pytest.raises(RayClusterError, match=rf"no Ray cluster answers at 127.0.0.1:{port} .*ray start --head"):
         rollout(COUNTER, ScriptedPolicy(lambda c: ""), n=1, executor=RayExecutor(address=f"127.0.0.1:{port}"))
+
+
+def test_agentenv_train_says_the_cluster_is_unreachable_in_one_line(tmp_path):
+    pytest.importorskip("ray")
+    pytest.importorskip("torch")
+    from typer.testing import CliRunner
+
+    from agentenv.cli import app
+
+    port = _closed_port()
+    config = tmp_path / "config.toml"
+    config.write_text(f'envs = ["arithmetic-v0"]\nsteps = 1\n\n[ray]\naddress = "127.0.0.1:{port}"\n')
+    result = CliRunner().invoke(app, ["train", str(config), "--output-dir", str(tmp_path / "run")])
+    assert result.exit_code != 0
+    assert f"error: no Ray cluster answers at 127.0.0.1:{port}" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow

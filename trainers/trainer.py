@@ -96,6 +96,10 @@ class GRPOTrainer:
         if self.device.type == "cpu" and config.cpu_keep_freed_memory:
             keep_freed_cpu_memory()
         env_weights = _env_weights(envs if envs is not None else config.envs)
+        self.executor: str | RayExecutor = "thread"
+        if config.ray is not None:  # joined first: a missing Ray or an unreachable cluster fails in seconds
+            self.executor = RayExecutor(config.ray)
+            self.executor.connect()
         if isinstance(model, str):
             model_name = model if model != "tiny" or config.model == "tiny" else config.model
             if model_name == "tiny":
@@ -116,9 +120,7 @@ class GRPOTrainer:
         self._max_turns = 1  # the longest episode of any env: `generation_budget`
         self.sources = [self._source(env, weight) for env, weight in env_weights.items()]
         self.sampler: TaskSampler = sampler or self._default_sampler()
-        self.executor: str | RayExecutor = "thread"
-        if config.ray is not None:  # started now: a missing Ray or an unreachable cluster fails here
-            self.executor = RayExecutor(config.ray)
+        if isinstance(self.executor, RayExecutor):  # no room for the actors fails here, not at the first step
             self.executor.start()
         self.policy = TransformersPolicy(
             self.model,
