@@ -245,8 +245,9 @@ class RayExecutor:
         process exits or ``ray.shutdown()``: starting it again costs seconds."""
         if self.actors:
             ray = _import_ray()
-            for actor in self.actors:
-                ray.kill(actor, no_restart=True)
+            if ray.is_initialized():  # after ray.shutdown() the actors are gone already
+                for actor in self.actors:
+                    ray.kill(actor, no_restart=True)
         self.actors, self._run = [], None
 
     # -- one rollout -----------------------------------------------------------------

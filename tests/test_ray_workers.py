@@ -123,6 +123,12 @@ def test_a_lost_actor_fails_its_episodes_as_infra_and_is_replaced(executor):
     assert [t.success for t in again] == [True] * 4
 
 
+@pytest.mark.slow
+def test_actors_the_cluster_has_no_room_for_are_one_clear_error(local_ray):
+    with pytest.raises(RayClusterError, match=r"did not start within 1 s; each asks for 64 CPU .* lower ray.actors"):
+        RayExecutor(actors=1, actor_cpus=64, start_timeout_s=1).start()
+
+
 def _closed_port() -> int:
     with socket.socket() as s:  # bound, then closed: nobody listens there
         s.bind(("127.0.0.1", 0))
