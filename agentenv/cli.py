@@ -559,8 +559,8 @@ def train(
         if overrides:
             config = GRPOConfig.from_dict({**config.to_dict(), **overrides}, source=str(config_path))
         trainer = GRPOTrainer(config.model, envs=config.envs, config=config)
-    except (ValueError, FileNotFoundError, agentenv.UnknownEnvError, RuntimeError) as e:
-        _fail(str(e))
+    except (ValueError, FileNotFoundError, agentenv.UnknownEnvError, RuntimeError, ConnectionError, ImportError) as e:
+        _fail(str(e))  # ConnectionError, ImportError: the ray option's cluster or package is missing
     try:
         history = trainer.train()
     except KeyboardInterrupt:

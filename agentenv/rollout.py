@@ -14,9 +14,11 @@ change. Finished trajectories are appended to a JSONL file and flushed one by on
 so a crash loses nothing that had finished; a trajectory holding something no
 encoder takes is written with those values spelled out rather than lost.
 
+With ``executor="ray"`` the same rounds run with the envs in Ray actors
+(`agentenv.ray_workers`), on one machine or across a cluster.
+
 Left out on purpose: retries of infra failures (the failure miner re-queues
-them) and process-level parallelism (envs that need it run their work in
-containers or services already).
+them).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from agentenv import _admit, _safejson
 from agentenv.env import Env, Snapshot
@@ -39,6 +41,9 @@ from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, P
 from agentenv.task import Task, did_you_mean
 from agentenv.trajectory import Trajectory
 from agentenv.types import Action, Failure
+
+if TYPE_CHECKING:
+    from agentenv.ray_workers import RayExecutor
 
 __all__ = ["rollout"]
 
@@ -141,6 +146,7 @@ def rollout(
     resume_from: Sequence[Snapshot | None] | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    executor: str | RayExecutor = "thread",
 ) -> list[Trajectory]:
     """Run episodes and return their trajectories, in the order asked for.
 
@@ -160,12 +166,30 @@ def rollout(
             turn (the failure miner's resume tasks); its task entry, if any, relabels it.
         on_episode: Called with each trajectory as it finishes (progress bars).
         env_kwargs: Keyword arguments for `agentenv.make` when ``env`` is an id.
+        executor: Where the envs run: ``"thread"`` (this process, stepped by a thread
+            pool), ``"ray"`` (Ray actors made for this call, see `agentenv.ray_workers`),
+            or a `agentenv.ray_workers.RayExecutor` whose actors outlive the call. With
+            Ray, ``max_workers`` is the threads of each actor.
     """
     env_id, factory = _factory(env, env_kwargs or {})
     episodes = _episodes(n, tasks, seeds, seed, resume_from)
     concurrency = max(1, min(concurrency or len(episodes), len(episodes))) if episodes else 1
     if max_workers is not None and max_workers < 1:
         raise ValueError(f"max_workers must be >= 1, got {max_workers}")
+    if not (isinstance(executor, str) and executor == "thread"):
+        from agentenv.ray_workers import ray_rollout
+
+        return ray_rollout(
+            executor,
+            (env, env_kwargs or {}, env_id),
+            policy,
+            episodes,
+            concurrency=concurrency,
+            threads=max_workers,
+            out=out,
+            keep_snapshots=keep_snapshots,
+            on_episode=on_episode,
+        )
     run = _Run(env_id, factory, policy, episodes, concurrency, keep_snapshots, on_episode)
     return run.run(out, workers=max_workers or concurrency)
 
@@ -239,17 +263,7 @@ class _Run:
                 self.live.append(ep)
 
     def ask_policy(self) -> list[PolicyOutput]:
-        """One action per live episode; a policy that raises or miscounts fails them all, as data."""
-        try:
-            outputs = list(self.policy.act([ep.conversation() for ep in self.live]))
-        except EOFError:
-            raise  # the policy is out of input for good: the caller ends the run (see the module doc)
-        except Exception as e:  # noqa: BLE001 - the policy's backend failed: infra for these episodes, see module doc
-            return [PolicyFailure(error=_describe(e)) for _ in self.live]
-        if len(outputs) != len(self.live):
-            error = f"the policy returned {len(outputs)} actions for {len(self.live)} conversations"
-            return [PolicyFailure(error=error) for _ in self.live]
-        return outputs
+        return ask_policy(self.policy, [ep.conversation() for ep in self.live])
 
     def step(self, pool: ThreadPoolExecutor, outputs: list[PolicyOutput]) -> None:
         pairs = list(zip(self.live, outputs, strict=True))
@@ -285,6 +299,20 @@ class _Run:
             _close_quietly(env)
         if self.sink is not None:
             self.sink.close()
+
+
+def ask_policy(policy: Policy, conversations: list[Conversation]) -> list[PolicyOutput]:
+    """One action per conversation; a policy that raises or miscounts fails them all, as data."""
+    try:
+        outputs = list(policy.act(conversations))
+    except EOFError:
+        raise  # the policy is out of input for good: the caller ends the run (see the module doc)
+    except Exception as e:  # noqa: BLE001 - the policy's backend failed: infra for these episodes, see module doc
+        return [PolicyFailure(error=_describe(e)) for _ in conversations]
+    if len(outputs) != len(conversations):
+        error = f"the policy returned {len(outputs)} actions for {len(conversations)} conversations"
+        return [PolicyFailure(error=error) for _ in conversations]
+    return outputs
 
 
 def _jsonl_line(traj: Trajectory) -> str:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic_core import ErrorDetails
 
 from agentenv.miner.config import MinerConfig
+from agentenv.ray_workers import RayConfig
 from agentenv.task import did_you_mean
 from agentenv.trainers.modes import LOSS_MODES, STEP_ADVANTAGES, TASK_ADVANTAGES, check_mode
 
@@ -114,6 +115,11 @@ class GRPOConfig(BaseModel):
     importance_weighting: bool = False
     """With the miner: multiply each group's advantages by w = (1/|pool|) / P(task), the
     uniform over the sampling probability, normalised to mean 1 over the batch's groups."""
+    ray: RayConfig | None = None
+    """Run the envs in Ray actors (a `agentenv.ray_workers.RayConfig`, or a table of its
+    fields, e.g. {"actors": 4, "address": "10.0.0.5:6379"}); the model stays here and
+    generates for every actor's episodes at once. None steps the envs in threads of this
+    process. Needs the ray extra."""
 
     # -- advantages and loss ----------------------------------------------------------
     loss: str = Field("grpo", json_schema_extra={"enum": list(LOSS_MODES)})

@@ -29,6 +29,7 @@ import agentenv
 from agentenv.env import Env
 from agentenv.evaluation import success_interval
 from agentenv.miner import MinerSampler
+from agentenv.ray_workers import RayExecutor
 from agentenv.rollout import rollout
 from agentenv.sampling import Draw, TaskSampler
 from agentenv.trainers import advantages as adv
@@ -96,6 +97,10 @@ class GRPOTrainer:
         if self.device.type == "cpu" and config.cpu_keep_freed_memory:
             keep_freed_cpu_memory()
         env_weights = _env_weights(envs if envs is not None else config.envs)
+        self.executor: str | RayExecutor = "thread"
+        if config.ray is not None:  # joined first: a missing Ray or an unreachable cluster fails in seconds
+            self.executor = RayExecutor(config.ray)
+            self.executor.connect()
         if isinstance(model, str):
             model_name = model if model != "tiny" or config.model == "tiny" else config.model
             if model_name == "tiny":
@@ -116,6 +121,8 @@ class GRPOTrainer:
         self._max_turns = 1  # the longest episode of any env: `generation_budget`
         self.sources = [self._source(env, weight) for env, weight in env_weights.items()]
         self.sampler: TaskSampler = sampler or self._default_sampler()
+        if isinstance(self.executor, RayExecutor):  # no room for the actors fails here, not at the first step
+            self.executor.start()
         self.policy = TransformersPolicy(
             self.model,
             tokenizer,
@@ -257,6 +264,8 @@ class GRPOTrainer:
                     )
         finally:
             logger.close()
+            if isinstance(self.executor, RayExecutor):
+                self.executor.close()  # a later evaluate() starts the actors again
         self._export()
         return self.history
 
@@ -324,7 +333,7 @@ class GRPOTrainer:
             self.eval_policy.reset()
             if self.eval_policy.generator is not None:
                 self.eval_policy.generator.manual_seed(self.config.seed)  # the same samples for the same weights
-            done = rollout(source.factory, self.eval_policy, tasks=tasks, seeds=list(range(n)))
+            done = rollout(source.factory, self.eval_policy, tasks=tasks, seeds=list(range(n)), executor=self.executor)
             trajs += _labelled(done, source.env_id)
         return trajs
 
@@ -411,6 +420,7 @@ class GRPOTrainer:
                 seeds=seeds,
                 resume_from=resume if any(r is not None for r in resume) else None,
                 keep_snapshots=self.sampler.keep_snapshots,
+                executor=self.executor,
             )
             self.policy.reset()  # every episode has ended: free the kept KV cache before the update
             trajs = _labelled(trajs, self.sources[src].env_id)

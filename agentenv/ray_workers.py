@@ -1,0 +1,513 @@
+"""Env workers on Ray: `rollout(..., executor="ray")` with the envs in Ray actors.
+
+Each actor (`_EnvWorker`) is a process on some node of a Ray cluster that builds its
+envs itself, from the env id and keyword arguments (or a picklable factory) sent to
+it, so every actor has its own sandbox pools, browsers and services, next to the
+envs that use them. An episode lives on one actor from reset to its last step.
+
+The policy stays with the caller, where the trainer and its model are (or it is
+an OpenAI-compatible server the caller talks to). Two designs were possible: each
+actor asks the caller for actions, or the caller drives the steps on the actors.
+This module does the second, because it batches as well as one process does: each
+round the caller
+
+1. sends the episodes that may start to the actors (the least loaded first),
+2. asks the policy once for every live episode of every actor, in episode order,
+3. sends each actor the actions of its episodes; the actor steps them concurrently
+   in its own thread pool and answers with the conversations that go on and the
+   trajectories that finished, which the caller writes out (``out``, ``on_episode``)
+   as they arrive.
+
+So a generation batch spans all actors (one call per turn, as with threads), a
+model never leaves the trainer's device, and the rounds are those of the thread
+executor: a seeded policy gives the same trajectories with either. The cost is
+one round trip per actor per turn (about a millisecond on one machine), and each
+turn's conversation travels back whole.
+
+An actor that dies (killed, out of memory, its node lost) fails the call the
+caller made to it: its episodes end as ``infra`` with the reason, a fresh actor
+takes its place, and the rollout goes on with the rest. A cluster that cannot be
+reached, or that has no room for the actors, is one `RayClusterError` saying so.
+
+Ray is an optional extra (``pip install 'agentenv[ray]'``), imported only when an
+executor starts. Left out on purpose: scheduling policies beyond "least live
+episodes", retries of lost episodes (they are data, like any infra failure), and
+placing the policy itself in the cluster (serve it with vLLM or SGLang and use
+`agentenv.OpenAIPolicy`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agentenv.env import Env
+from agentenv.errors import AgentEnvError
+from agentenv.policies import Conversation, Policy, PolicyOutput
+from agentenv.rollout import (
+    EnvFactory,
+    _close_quietly,
+    _each,
+    _Episode,
+    _factory,
+    _jsonl_line,
+    ask_policy,
+)
+from agentenv.task import did_you_mean
+from agentenv.trajectory import Trajectory
+
+__all__ = ["RayClusterError", "RayConfig", "RayExecutor"]
+
+INSTALL_HINT = "pip install 'agentenv[ray]' (or: pip install 'ray>=2.40,<3')"
+
+_ADDRESS = re.compile(r"(ray://)?[\w.\-]+:\d{1,5}")
+
+
+class RayClusterError(AgentEnvError, ConnectionError):
+    """The Ray cluster cannot be reached, has no room for the env actors, or an actor
+    cannot load the env; the message says which and what to do."""
+
+
+class RayConfig(BaseModel):
+    """Where and how many env actors run (the trainer's ``ray`` field)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    actors: int = Field(2, ge=1)
+    """Env actors, each a process on some node with its own envs, sandboxes and services."""
+    address: str | None = None
+    """The cluster: None joins the one named by RAY_ADDRESS or `ray start` on this machine,
+    else starts a local one with this machine's CPUs; "auto" joins the cluster `ray start`
+    runs on this machine; "local" always starts a new one; "HOST:PORT" a head node (its
+    GCS port, 6379 by default); "ray://HOST:10001" a head node through Ray Client. A Ray
+    this process has joined already (`ray.init`) is used whatever the address, once a
+    given HOST:PORT is seen to answer."""
+    actor_cpus: float = Field(1.0, ge=0.0)
+    """CPUs Ray reserves for each actor. Envs that wait on I/O need little: 0.25 puts four
+    actors on a core."""
+    threads: int | None = Field(None, ge=1)
+    """Threads each actor steps its envs with (default: ``max_workers`` of the rollout, else
+    its concurrency)."""
+    start_timeout_s: float = Field(60.0, gt=0.0)
+    """How long actors may take to start before the cluster is said to lack room for them."""
+
+    @field_validator("address")
+    @classmethod
+    def _check_address(cls, address: str | None) -> str | None:
+        if address is None or address in ("auto", "local") or _ADDRESS.fullmatch(address):
+            return address
+        raise ValueError(
+            f"address must be None, 'auto', 'local', 'HOST:PORT' or 'ray://HOST:PORT', got {address!r}; "
+            "e.g. '10.0.0.5:6379'"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _EnvSource:
+    """What an actor builds its envs from: a registered id with its kwargs, or a factory."""
+
+    env: str | EnvFactory
+    kwargs: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _Update:
+    """An actor's news of one episode: its conversation goes on, or its trajectory is done."""
+
+    index: int
+    conversation: Conversation | None = None
+    trajectory: Trajectory | None = None
+
+
+class _EnvWorker:
+    """The actor: holds the episodes placed on it and steps them with a thread pool.
+
+    It reuses the thread executor's `_Episode`, so an episode behaves the same in
+    either; an env that raised is closed, any other is kept for the next episode."""
+
+    def __init__(self) -> None:
+        self.episodes: dict[int, _Episode] = {}
+        self.idle: list[Env] = []
+        self.pool: ThreadPoolExecutor | None = None
+        self.env_id: str | None = None
+        self.factory: EnvFactory | None = None
+        self.keep_snapshots = False
+
+    def ready(self) -> str:
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+    def begin(self, source: _EnvSource, keep_snapshots: bool, threads: int) -> None:
+        """Get ready for one rollout; the env is resolved here, on the actor's node."""
+        self.end()
+        self.env_id, self.factory = _factory(source.env, source.kwargs)
+        self.keep_snapshots = keep_snapshots
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="agentenv-step")
+
+    def task_ids(self) -> list[str]:
+        assert self.factory is not None  # `begin` came first
+        probe = self.factory()
+        self.idle.append(probe)  # kept for the first episode, as the thread executor does
+        return list(probe.tasks.ids)
+
+    def start(self, episodes: list[_Episode]) -> list[_Update]:
+        assert self.pool is not None and self.factory is not None  # `begin` came first
+        factory = self.factory
+        for ep in episodes:
+            ep.env = self.idle.pop() if self.idle else None
+            self.episodes[ep.index] = ep
+        _each(self.pool, lambda ep: ep.start(factory, self.keep_snapshots), episodes)
+        return self.updates(episodes)
+
+    def step(self, outputs: list[tuple[int, PolicyOutput]]) -> list[_Update]:
+        assert self.pool is not None  # `begin` came first
+        pairs = [(self.episodes[i], output) for i, output in outputs]
+        _each(self.pool, lambda pair: pair[0].advance(pair[1], self.keep_snapshots), pairs)
+        return self.updates([ep for ep, _ in pairs])
+
+    def updates(self, episodes: list[_Episode]) -> list[_Update]:
+        news = []
+        for ep in episodes:
+            if not ep.done:
+                news.append(_Update(ep.index, conversation=ep.conversation()))
+                continue
+            news.append(_Update(ep.index, trajectory=ep.trajectory(self.env_id)))
+            del self.episodes[ep.index]
+            if ep.env is not None:
+                if ep.error is None:
+                    self.idle.append(ep.env)
+                else:  # an env that raised may be broken: never reuse it
+                    _close_quietly(ep.env)
+                ep.env = None
+        return news
+
+    def end(self) -> None:
+        """Close every env and the thread pool (a rollout ended)."""
+        for env in [ep.env for ep in self.episodes.values() if ep.env is not None] + self.idle:
+            _close_quietly(env)
+        self.episodes, self.idle = {}, []
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+
+class RayExecutor:
+    """Env actors on a Ray cluster, for `rollout` (``executor=``) and the trainer.
+
+    The actors start on first use (or `start`) and live until `close` (or the end of
+    a ``with`` block), so a trainer pays for them once, not every step. Pass a
+    `RayConfig` or its fields: ``RayExecutor(actors=4, address="10.0.0.5:6379")``.
+    """
+
+    def __init__(self, config: RayConfig | None = None, **fields: Any) -> None:
+        if config is not None and fields:
+            raise TypeError("give a RayConfig or its fields, not both")
+        self.config = config if config is not None else RayConfig(**fields)
+        self.actors: list[Any] = []
+        """The actor handles, one per slot (a lost actor's slot gets a fresh one)."""
+        self._actor_class: Any = None
+        self._run: tuple[_EnvSource, bool, int] | None = None  # the current rollout's `begin`
+
+    def __enter__(self) -> RayExecutor:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def connect(self) -> None:
+        """Join the cluster (or start a local Ray): a missing Ray or an unreachable
+        address fails here, in seconds. A Ray this process has joined already is used
+        as it is."""
+        _connect(_import_ray(), self.config.address)
+
+    def start(self) -> None:
+        """Join (or start) the cluster and start the actors, once."""
+        if self.actors:
+            return
+        self.connect()
+        ray = _import_ray()
+        self._actor_class = ray.remote(num_cpus=self.config.actor_cpus, max_restarts=0)(_EnvWorker)
+        actors = [self._actor_class.remote() for _ in range(self.config.actors)]
+        self._wait_ready(actors)
+        self.actors = actors
+
+    def close(self) -> None:
+        """Stop the actors (their envs with them). A Ray started here stays up until the
+        process exits or ``ray.shutdown()``: starting it again costs seconds."""
+        if self.actors:
+            ray = _import_ray()
+            if ray.is_initialized():  # after ray.shutdown() the actors are gone already
+                for actor in self.actors:
+                    ray.kill(actor, no_restart=True)
+        self.actors, self._run = [], None
+
+    # -- one rollout -----------------------------------------------------------------
+
+    def begin(self, source: _EnvSource, keep_snapshots: bool, threads: int) -> None:
+        """Every actor gets ready for a rollout of ``source``; a dead one is replaced first."""
+        self.start()
+        ray = _import_ray()
+        self._run = (source, keep_snapshots, threads)
+        calls = [actor.begin.remote(*self._run) for actor in self.actors]
+        for slot, call in enumerate(calls):
+            try:
+                ray.get(call)
+            except ray.exceptions.RayActorError:
+                self.replace(slot)
+            except ray.exceptions.RayTaskError as e:
+                raise RayClusterError(f"a Ray env actor could not load the env: {_cause(e)}") from None
+
+    def end(self) -> None:
+        """Every live actor closes the rollout's envs (errors ignored: an actor may be gone)."""
+        ray = _import_ray()
+        calls = [actor.end.remote() for actor in self.actors]
+        for call in calls:
+            try:
+                ray.get(call)
+            except ray.exceptions.RayError:
+                pass  # a dead actor holds no envs; the next `begin` replaces it
+        self._run = None
+
+    def replace(self, slot: int) -> None:
+        """A fresh actor in ``slot`` (ready for the current rollout, if one runs)."""
+        ray = _import_ray()
+        try:
+            ray.kill(self.actors[slot], no_restart=True)
+        except ray.exceptions.RayError:
+            pass  # it is gone already
+        actor = self._actor_class.remote()
+        self._wait_ready([actor])
+        self.actors[slot] = actor
+        if self._run is not None:
+            ray.get(actor.begin.remote(*self._run))
+
+    def _wait_ready(self, actors: list[Any]) -> None:
+        ray = _import_ray()
+        calls = [actor.ready.remote() for actor in actors]
+        _, late = ray.wait(calls, num_returns=len(calls), timeout=self.config.start_timeout_s)
+        if late:
+            for actor in actors:
+                ray.kill(actor, no_restart=True)
+            cpus = ray.available_resources().get("CPU", 0.0)
+            raise RayClusterError(
+                f"{len(late)} of {len(actors)} Ray env actors did not start within {self.config.start_timeout_s:g} s; "
+                f"each asks for {self.config.actor_cpus:g} CPU and the cluster has {cpus:g} free: "
+                "lower ray.actors or ray.actor_cpus, or add nodes"
+            )
+        ray.get(calls)
+
+
+def ray_rollout(
+    executor: str | RayExecutor,
+    env: tuple[str | EnvFactory, dict[str, Any], str | None],
+    policy: Policy,
+    episodes: list[_Episode],
+    *,
+    concurrency: int,
+    threads: int | None,
+    out: str | Path | None,
+    keep_snapshots: bool,
+    on_episode: Callable[[Trajectory], None] | None,
+) -> list[Trajectory]:
+    """`rollout` with ``executor`` other than "thread" (which has checked the rest)."""
+    owned = isinstance(executor, str)
+    if isinstance(executor, str):
+        if executor != "ray":
+            hint = did_you_mean(executor, ["thread", "ray"])
+            raise ValueError(f"executor must be 'thread', 'ray' or a RayExecutor, got {executor!r}.{hint}")
+        executor = RayExecutor()
+    elif not isinstance(executor, RayExecutor):
+        raise TypeError(f"executor must be 'thread', 'ray' or a RayExecutor, got {type(executor).__name__}")
+    env_or_factory, kwargs, env_id = env
+    run = _RayRun(executor, _EnvSource(env_or_factory, kwargs), env_id, policy, episodes, concurrency)
+    try:
+        return run.run(out, threads or executor.config.threads or concurrency, keep_snapshots, on_episode)
+    finally:
+        if owned:
+            executor.close()
+
+
+class _RayRun:
+    """One `rollout` on Ray, from the caller's side: the episodes waiting, where each live
+    one is and its conversation, and what finished (see the module doc for the rounds)."""
+
+    def __init__(
+        self,
+        executor: RayExecutor,
+        source: _EnvSource,
+        env_id: str | None,
+        policy: Policy,
+        episodes: list[_Episode],
+        concurrency: int,
+    ) -> None:
+        self.executor, self.source, self.env_id, self.policy = executor, source, env_id, policy
+        self.concurrency = concurrency
+        self.pending = deque(episodes)
+        self.episodes = {ep.index: ep for ep in episodes}
+        self.slot_of: dict[int, int] = {}  # episode -> actor slot, from its start to its end
+        self.live: dict[int, Conversation] = {}
+        self.results: list[Trajectory | None] = [None] * len(episodes)
+        self.sink: IO[str] | None = None
+        self.on_episode: Callable[[Trajectory], None] | None = None
+
+    def run(
+        self,
+        out: str | Path | None,
+        threads: int,
+        keep_snapshots: bool,
+        on_episode: Callable[[Trajectory], None] | None,
+    ) -> list[Trajectory]:
+        self.on_episode = on_episode
+        try:
+            self.executor.begin(self.source, keep_snapshots, threads)
+            self.check_task_ids()
+            self.sink = Path(out).open("a", encoding="utf-8") if out is not None else None
+            while self.pending or self.live:
+                self.start_episodes()
+                if self.live:
+                    self.step()
+        finally:
+            if self.executor.actors:
+                self.executor.end()
+            if self.sink is not None:
+                self.sink.close()
+        return [t for t in self.results if t is not None]
+
+    def check_task_ids(self) -> None:
+        """A mistyped task id is the caller's error (as with threads), asked of one actor."""
+        task_ids = {ep.task for ep in self.pending if isinstance(ep.task, str)}
+        if not task_ids:
+            return
+        ray = _import_ray()
+        known = ray.get(self.executor.actors[0].task_ids.remote())
+        missing = sorted(task_ids - set(known))
+        if missing:
+            hint = did_you_mean(missing[0], known)
+            raise KeyError(f"env {self.env_id or 'factory'} has no task {missing[0]!r}.{hint}")
+
+    def start_episodes(self) -> None:
+        """Fill the free slots, each episode on the actor with the fewest live ones."""
+        load = [0] * len(self.executor.actors)
+        for slot in self.slot_of.values():
+            load[slot] += 1
+        batches: dict[int, list[_Episode]] = {}
+        while self.pending and len(self.slot_of) < self.concurrency:
+            ep = self.pending.popleft()
+            slot = min(range(len(load)), key=lambda s: (load[s], s))
+            load[slot] += 1
+            self.slot_of[ep.index] = slot
+            batches.setdefault(slot, []).append(ep)
+        self.gather("start", batches)
+
+    def step(self) -> None:
+        order = sorted(self.live)
+        outputs = ask_policy(self.policy, [self.live[i] for i in order])
+        batches: dict[int, list[tuple[int, PolicyOutput]]] = {}
+        for i, output in zip(order, outputs, strict=True):
+            batches.setdefault(self.slot_of[i], []).append((i, output))
+        self.gather("step", batches)
+
+    def gather(self, method: str, batches: Mapping[int, Sequence[Any]]) -> None:
+        """Call ``method`` on each actor with its batch (all at once), then take in their
+        news in episode order; an actor that fails loses its episodes and is replaced."""
+        ray = _import_ray()
+        calls = {slot: getattr(self.executor.actors[slot], method).remote(batch) for slot, batch in batches.items()}
+        news: list[_Update] = []
+        for slot, call in sorted(calls.items()):
+            try:
+                news += ray.get(call)
+            except ray.exceptions.RayError as e:
+                self.lose_actor(slot, e)
+        for update in sorted(news, key=lambda u: u.index):
+            if update.trajectory is not None:
+                self.finish(update.index, update.trajectory)
+            elif update.conversation is not None:
+                self.live[update.index] = update.conversation
+
+    def lose_actor(self, slot: int, error: BaseException) -> None:
+        reason = f"the Ray actor running this episode was lost: {_cause(error)}"
+        for index in [i for i, s in self.slot_of.items() if s == slot]:
+            ep, conversation = self.episodes[index], self.live.get(index)
+            ep.done, ep.error = True, reason
+            traj = ep.trajectory(self.env_id)
+            if conversation is not None:  # what the caller saw of it: its messages and task
+                update: dict[str, Any] = {"messages": list(conversation.messages)}
+                if conversation.task is not None:
+                    update["task"] = conversation.task
+                traj = traj.model_copy(update=update)
+            self.finish(index, traj)
+        self.executor.replace(slot)
+
+    def finish(self, index: int, traj: Trajectory) -> None:
+        self.slot_of.pop(index, None)
+        self.live.pop(index, None)
+        self.results[index] = traj
+        if self.sink is not None:
+            self.sink.write(_jsonl_line(traj))
+            self.sink.flush()
+        if self.on_episode is not None:
+            self.on_episode(traj)
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ImportError(f"executor='ray' (and the trainer's ray option) needs Ray: {INSTALL_HINT}") from None
+    return ray
+
+
+def _connect(ray: Any, address: str | None) -> None:
+    """Join the cluster at ``address`` (see `RayConfig.address`) unless this process has."""
+    if address is not None and address not in ("auto", "local"):
+        _check_reachable(address)
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(address=address)
+    except Exception as e:  # noqa: BLE001 - whatever Ray raised, the user needs one line
+        where = f"at {address}" if address else "(RAY_ADDRESS or a new local one)"
+        raise RayClusterError(f"could not join a Ray cluster {where}: {_cause(e)}") from None
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Ray would retry an address nobody answers at for a long while, then fail deep in
+    its internals: a plain TCP connection says so in seconds."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise RayClusterError(
+            f"no Ray cluster answers at {address} ({why}); start one there with "
+            f"`ray start --head --port={port}`, or check the address (a head node's HOST:PORT, "
+            "or ray://HOST:10001 for Ray Client) and that the port is open"
+        ) from None
+
+
+def _cause(error: BaseException) -> str:
+    """One line for what Ray raised: the original exception of a failed task, or Ray's
+    first line and, when it wraps another error (a refused token, say), that error's last."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, BaseException) and cause is not error:
+        return f"{type(cause).__name__}: {cause}".splitlines()[0]
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = f"{type(error).__name__}: {lines[0] if lines else ''}"
+    inner = error
+    for _ in range(20):  # the innermost of a chain (which could loop)
+        if inner.__cause__ is None:
+            break
+        inner = inner.__cause__
+    inner_lines = [line.strip() for line in str(inner).splitlines() if line.strip()]
+    if inner is not error and inner_lines:
+        said += f" ({inner_lines[-1][:400]})"
+    return said

@@ -1,0 +1,190 @@
+"""Env workers on Ray (`agentenv.ray_workers`), on a local Ray started once for the module."""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import sys
+
+import pytest
+
+from agentenv import ScriptedPolicy, Trajectory, rollout, tool_call_text
+from agentenv.ray_workers import RayClusterError, RayConfig, RayExecutor
+from tests.toy_envs import CounterEnv
+
+COUNTER = "tests.toy_envs:CounterEnv"
+
+
+def reach_two(conversation):
+    """Solves task t0 (reach 2) in three turns."""
+    return tool_call_text("add", amount=1) if conversation.turn < 2 else tool_call_text("submit")
+
+
+class SeededPolicy:
+    """Random but seeded: adds 1, 2 or 13 (a tool error), or submits; each conversation's
+    action depends on the batch it came in, so the two executors must batch alike."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def act(self, conversations):
+        actions = []
+        for _ in conversations:
+            roll = self.rng.random()
+            if roll < 0.25:
+                actions.append(tool_call_text("submit"))
+            else:
+                actions.append(tool_call_text("add", amount=self.rng.choice([1, 2, 13])))
+        return actions
+
+
+class KillsAnActor:
+    """On its second call, kills the actor in slot 0 of ``executor`` (as a lost node would)."""
+
+    def __init__(self, executor: RayExecutor) -> None:
+        self.executor, self.calls = executor, 0
+
+    def act(self, conversations):
+        import ray
+
+        self.calls += 1
+        if self.calls == 2:
+            ray.kill(self.executor.actors[0], no_restart=True)
+        return [reach_two(c) for c in conversations]
+
+
+def _comparable(traj) -> dict:
+    """The trajectory less its timings (``duration_s`` of the episode and of each turn)."""
+    data = traj.model_dump(mode="json")
+    data.pop("duration_s")
+    for transition in data["transitions"]:
+        transition.pop("duration_s")
+    return data
+
+
+def test_config_errors_name_the_field_and_the_fix():
+    with pytest.raises(ValueError, match="address must be None, 'auto', 'local', 'HOST:PORT'"):
+        RayConfig(address="not an address")
+    with pytest.raises(ValueError, match="actors"):
+        RayConfig(actors=0)
+
+
+def test_an_unknown_executor_has_a_did_you_mean():
+    with pytest.raises(ValueError, match="Did you mean 'ray'"):
+        rollout(COUNTER, ScriptedPolicy(lambda c: ""), n=1, executor="rey")
+
+
+def test_without_ray_installed_the_message_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails
+    with pytest.raises(ImportError, match=r"pip install 'agentenv\[ray\]'"):
+        rollout(COUNTER, ScriptedPolicy(lambda c: ""), n=1, executor="ray")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a cluster left running
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def executor(local_ray):
+    with RayExecutor(actors=2, actor_cpus=0.5) as ex:
+        yield ex
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", [COUNTER, CounterEnv], ids=["id", "factory"])
+def test_the_same_trajectories_as_the_thread_executor(executor, tmp_path, env):
+    kwargs = {"tasks": ["t0", "t1", "t2", "t3", "t4", "t0", "t1"], "seed": 7, "concurrency": 5}
+    local = rollout(env, SeededPolicy(3), **kwargs)
+    out = tmp_path / "ray.jsonl"
+    on_ray = rollout(env, SeededPolicy(3), executor=executor, out=out, **kwargs)
+    assert [_comparable(t) for t in on_ray] == [_comparable(t) for t in local]
+    assert {t.failure for t in local} > {"none"}  # tool errors and wrong answers, not only successes
+    # Every finished trajectory reached the file (in the order they finished).
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted((d["task"]["id"], d["seed"]) for d in written) == sorted((t.task.id, t.seed) for t in local)
+
+
+@pytest.mark.slow
+def test_a_lost_actor_fails_its_episodes_as_infra_and_is_replaced(executor):
+    policy = KillsAnActor(executor)
+    lost = executor.actors[0]
+    trajs = rollout(COUNTER, policy, tasks=["t0"] * 6, executor=executor)
+    # Episodes go to the actor with the fewest live ones: 0, 2, 4 ran on slot 0.
+    assert [t.failure for t in trajs] == ["infra", "none", "infra", "none", "infra", "none"]
+    assert all("Ray actor running this episode was lost" in t.error for t in trajs[::2])
+    assert trajs[0].task.id == "t0" and trajs[0].messages  # what was seen of it is kept
+    assert executor.actors[0] is not lost
+    again = rollout(COUNTER, ScriptedPolicy(reach_two), tasks=["t0"] * 4, executor=executor)
+    assert [t.success for t in again] == [True] * 4
+
+
+@pytest.mark.slow
+def test_actors_the_cluster_has_no_room_for_are_one_clear_error(local_ray):
+    with pytest.raises(RayClusterError, match=r"did not start within 1 s; each asks for 64 CPU .* lower ray.actors"):
+        RayExecutor(actors=1, actor_cpus=64, start_timeout_s=1).start()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:  # bound, then closed: nobody listens there
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_cluster_is_one_clear_error():
+    pytest.importorskip("ray")
+    port = _closed_port()
+    with pytest.raises(RayClusterError, match=rf"no Ray cluster answers at 127.0.0.1:{port} .*ray start --head"):
+        rollout(COUNTER, ScriptedPolicy(lambda c: ""), n=1, executor=RayExecutor(address=f"127.0.0.1:{port}"))
+
+
+def test_agentenv_train_says_the_cluster_is_unreachable_in_one_line(tmp_path):
+    pytest.importorskip("ray")
+    pytest.importorskip("torch")
+    from typer.testing import CliRunner
+
+    from agentenv.cli import app
+
+    port = _closed_port()
+    config = tmp_path / "config.toml"
+    config.write_text(f'envs = ["arithmetic-v0"]\nsteps = 1\n\n[ray]\naddress = "127.0.0.1:{port}"\n')
+    result = CliRunner().invoke(app, ["train", str(config), "--output-dir", str(tmp_path / "run")])
+    assert result.exit_code != 0
+    assert f"error: no Ray cluster answers at 127.0.0.1:{port}" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_the_trainer_with_ray_takes_the_same_step_as_with_threads(local_ray, tmp_path):
+    """The trainer's ``ray`` option: the same episodes (so the same update) as threads."""
+    torch = pytest.importorskip("torch")
+    from agentenv.trainers import GRPOConfig, GRPOTrainer
+    from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    models, episodes = [], []
+    for name, ray_config in [("threads", None), ("ray", {"actors": 1, "actor_cpus": 0.5})]:
+        cfg = GRPOConfig(
+            output_dir=str(tmp_path / name),
+            steps=1,
+            group_size=2,
+            batch_size=4,
+            max_new_tokens=8,
+            max_seq_len=128,
+            eval_episodes=0,
+            tensorboard=False,
+            resume=False,
+            ray=ray_config,
+        )
+        trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
+        trainer.train()
+        models.append(trainer.model)
+        lines = (tmp_path / name / "trajectories" / "step-000001.jsonl").read_text().splitlines()
+        episodes.append([_comparable(Trajectory.model_validate_json(line)) for line in lines])
+    assert len(episodes[0]) == 4 and episodes[0] == episodes[1]
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.equal(a, b)
