@@ -173,11 +173,12 @@ class GRPOConfig(BaseModel):
     """bf16 autocast on GPU (ignored on CPU)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass to save memory."""
-    lean_mlp_activations: bool = True
-    """Gated MLPs (Llama, Qwen, Mistral, ...) keep two of their four intermediate
-    activations for the backward pass and recompute the other two (`lean_mlp_activations`):
-    the same gradients bit for bit, about a quarter less activation memory on a Qwen2,
-    no slower. Modules of any other shape are left as they are."""
+    lean_activations: bool = True
+    """Hold fewer activations for the backward pass and recompute them there, with the
+    same gradients bit for bit (`lean_activations`): gated MLPs (Llama, Qwen, Mistral, ...)
+    keep two of their four intermediate tensors, RMSNorms drop their normalised input.
+    About a third less activation memory on a Qwen2, no slower. Modules of any other
+    shape are left as they are."""
     cpu_keep_freed_memory: bool = True
     """Training on the CPU: glibc's malloc keeps freed blocks of up to 1 GiB for the next
     step instead of returning them to the kernel and faulting them in again (process-wide;

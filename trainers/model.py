@@ -29,7 +29,9 @@ __all__ = [
     "Saveable",
     "build_tiny",
     "enable_gradient_checkpointing",
+    "lean_activations",
     "lean_mlp_activations",
+    "lean_norm_activations",
     "load_model",
     "quiet_progress_bars",
     "resolve_device",
@@ -181,6 +183,83 @@ def lean_mlp_activations(model: torch.nn.Module) -> int:
             module.forward = types.MethodType(_swiglu_forward, module)
             changed += 1
     return changed
+
+
+class _ScaleByWeight(torch.autograd.Function):
+    """The end of an RMSNorm, ``weight * (x * r).to(dtype)`` with ``r`` the reciprocal
+    root mean square, keeping ``x``, ``r`` and the weight for the backward pass but not
+    the normalised ``x * r`` (recomputed there: one elementwise op). ``x`` is held for the
+    mean square's own backward anyway. The backward runs the ops autograd runs for the
+    two multiplications, in the same order, so the gradients are the same bits."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, r: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype) -> Any:
+        ctx.save_for_backward(x, r, weight)
+        ctx.dtype = dtype
+        return weight * (x * r).to(dtype)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        x, r, weight = ctx.saved_tensors
+        grad_x = grad_r = grad_weight = None
+        if ctx.needs_input_grad[2]:
+            grad_weight = (grad * (x * r).to(ctx.dtype)).sum_to_size(weight.shape)
+        grad_normed = (grad * weight).to(x.dtype)
+        if ctx.needs_input_grad[0]:
+            grad_x = grad_normed * r
+        if ctx.needs_input_grad[1]:
+            grad_r = (grad_normed * x).sum_to_size(r.shape)
+        return grad_x, grad_r, grad_weight, None
+
+
+def _rms_norm_forward(self: Any, hidden_states: torch.Tensor) -> torch.Tensor:
+    """Llama's RMSNorm (Qwen2, Mistral, ... share it) with `_ScaleByWeight` at its end."""
+    input_dtype = hidden_states.dtype
+    hidden_states = hidden_states.to(torch.float32)
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    r = torch.rsqrt(variance + self.variance_epsilon)
+    out: torch.Tensor = _ScaleByWeight.apply(hidden_states, r, self.weight, input_dtype)
+    return out
+
+
+def _computes_rms_norm(module: torch.nn.Module, weight: torch.nn.Parameter) -> bool:
+    """Whether the module's own forward equals `_rms_norm_forward` on a small input (a
+    private generator): Gemma's ``(1 + weight)``, a bias or another epsilon placement differ."""
+    g = torch.Generator(device=weight.device).manual_seed(0)
+    x = torch.randn(2, 3, weight.shape[-1], generator=g, device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        return bool(torch.equal(module(x), _rms_norm_forward(module, x)))
+
+
+def lean_norm_activations(model: torch.nn.Module) -> int:
+    """Hold one ``[tokens, hidden]`` tensor less per RMSNorm for the backward pass: the
+    normalised input, recomputed there (`_ScaleByWeight`). Outputs and gradients are
+    unchanged, bit for bit. Applies to each module named ``*RMSNorm`` with a ``weight``
+    and a ``variance_epsilon`` whose forward computes Llama's norm (tried on a small
+    input; any other is left alone), by replacing its ``forward`` on the instance.
+    Idempotent; returns how many modules changed."""
+    changed, verified = 0, {}
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if (
+            not type(module).__name__.endswith("RMSNorm")
+            or not isinstance(weight, torch.nn.Parameter)
+            or not isinstance(getattr(module, "variance_epsilon", None), float)
+            or "forward" in vars(module)
+        ):
+            continue
+        if type(module) not in verified:
+            verified[type(module)] = _computes_rms_norm(module, weight)
+        if verified[type(module)]:
+            module.forward = types.MethodType(_rms_norm_forward, module)
+            changed += 1
+    return changed
+
+
+def lean_activations(model: torch.nn.Module) -> int:
+    """`lean_mlp_activations` and `lean_norm_activations`: the same gradients bit for bit
+    with fewer activations held. Returns how many modules changed."""
+    return lean_mlp_activations(model) + lean_norm_activations(model)
 
 
 KEEP_FREED_BYTES = 1 << 30

@@ -45,7 +45,7 @@ from agentenv.trainers.model import (
     build_tiny,
     enable_gradient_checkpointing,
     keep_freed_cpu_memory,
-    lean_mlp_activations,
+    lean_activations,
     load_model,
     quiet_progress_bars,
     resolve_device,
@@ -168,8 +168,8 @@ class GRPOTrainer:
             )
         if cfg.gradient_checkpointing:
             enable_gradient_checkpointing(model)
-        if cfg.lean_mlp_activations:  # after peft: its wrapped layers are left alone
-            lean_mlp_activations(model)
+        if cfg.lean_activations:  # after peft: its wrapped layers are left alone
+            lean_activations(model)
         return model.to(self.device)
 
     def _default_sampler(self) -> TaskSampler:

@@ -1,5 +1,6 @@
-"""`lean_mlp_activations`: gated MLPs keep half their intermediate activations for the
-backward pass, with the same output and the same gradients, bit for bit."""
+"""`lean_activations`: gated MLPs keep half their intermediate activations for the
+backward pass and RMSNorms drop their normalised input, with the same output and the
+same gradients, bit for bit."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from agentenv.trainers import GRPOConfig, GRPOTrainer
-from agentenv.trainers.model import lean_mlp_activations
+from agentenv.trainers.model import lean_activations, lean_mlp_activations, lean_norm_activations
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
 
@@ -41,22 +42,34 @@ def _saved_bytes(model: torch.nn.Module, ids: torch.Tensor) -> int:
 def test_same_logits_and_gradients_bit_for_bit_with_less_held_for_backward(tokenizer):
     plain = tiny_model(tokenizer)
     lean = copy.deepcopy(plain)
-    assert lean_mlp_activations(lean) == plain.config.num_hidden_layers
+    layers = plain.config.num_hidden_layers
+    assert lean_activations(lean) == layers + 2 * layers + 1  # the MLPs; two norms a layer and the final one
     ids = torch.randint(5, len(tokenizer), (4, 48), generator=torch.Generator().manual_seed(0))
     logits, grads = _loss_and_grads(plain, ids)
     lean_logits, lean_grads = _loss_and_grads(lean, ids)
     assert torch.equal(logits, lean_logits)
     assert all(torch.equal(a, b) for a, b in zip(grads, lean_grads, strict=True))
-    # Two [tokens, intermediate] float32 tensors fewer per layer.
-    intermediate = plain.config.intermediate_size
-    fewer = 2 * ids.numel() * intermediate * 4 * plain.config.num_hidden_layers
+    # Two [tokens, intermediate] float32 tensors fewer per layer, one [tokens, hidden] per norm.
+    c = plain.config
+    fewer = 2 * ids.numel() * c.intermediate_size * 4 * layers + (2 * layers + 1) * ids.numel() * c.hidden_size * 4
     assert _saved_bytes(plain, ids) - _saved_bytes(lean, ids) == fewer
+
+
+def test_lean_norms_give_the_same_bits_in_bfloat16_too(tokenizer):
+    plain = tiny_model(tokenizer).to(torch.bfloat16)
+    lean = copy.deepcopy(plain)
+    assert lean_norm_activations(lean) == 2 * plain.config.num_hidden_layers + 1
+    ids = torch.randint(5, len(tokenizer), (2, 24), generator=torch.Generator().manual_seed(2))
+    logits, grads = _loss_and_grads(plain, ids)
+    lean_logits, lean_grads = _loss_and_grads(lean, ids)
+    assert torch.equal(logits, lean_logits)
+    assert all(torch.equal(a, b) for a, b in zip(grads, lean_grads, strict=True))
 
 
 def test_applying_twice_changes_nothing_more_and_inference_takes_the_plain_path(tokenizer):
     model = tiny_model(tokenizer)
-    assert lean_mlp_activations(model) > 0
-    assert lean_mlp_activations(model) == 0
+    assert lean_activations(model) > 0
+    assert lean_activations(model) == 0
     ids = torch.randint(5, len(tokenizer), (2, 16), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         out = model(input_ids=ids).logits
@@ -84,6 +97,25 @@ def test_a_module_of_the_same_shape_computing_something_else_is_left_alone():
     assert "forward" not in vars(mlp)
 
 
+class GemmaLikeRMSNorm(torch.nn.Module):
+    """An RMSNorm scaling by ``1 + weight`` (Gemma's): must be left alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(8))
+        self.variance_epsilon = 1e-6
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return (1 + self.weight) * x
+
+
+def test_an_rms_norm_computing_something_else_is_left_alone():
+    norm = GemmaLikeRMSNorm()
+    assert lean_norm_activations(torch.nn.Sequential(norm)) == 0
+    assert "forward" not in vars(norm)
+
+
 def test_the_trainer_applies_it_unless_told_not_to(tmp_path, tokenizer):
     def trainer(**kw):
         cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False, **kw)
@@ -92,12 +124,15 @@ def test_the_trainer_applies_it_unless_told_not_to(tmp_path, tokenizer):
     def lean_modules(t: GRPOTrainer) -> int:
         return sum("forward" in vars(m) for m in t.model.modules())
 
-    assert lean_modules(trainer()) == tiny_model(tokenizer).config.num_hidden_layers
-    assert lean_modules(trainer(lean_mlp_activations=False)) == 0
+    layers = tiny_model(tokenizer).config.num_hidden_layers
+    assert lean_modules(trainer()) == layers + 2 * layers + 1
+    assert lean_modules(trainer(lean_activations=False)) == 0
 
 
 def test_lora_wrapped_layers_are_left_alone(tmp_path, tokenizer):
     pytest.importorskip("peft")
     cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False, lora_r=4)
     trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
-    assert not any("forward" in vars(m) for m in trainer.model.modules())
+    # The MLPs' linear layers are wrapped: left alone. The norms are not wrapped: made lean.
+    lean = [type(m).__name__ for m in trainer.model.modules() if "forward" in vars(m)]
+    assert lean and all(name.endswith("RMSNorm") for name in lean)
