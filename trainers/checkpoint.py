@@ -11,6 +11,7 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 def save_checkpoint(
     run_dir: Path,
     step: int,
-    model: torch.nn.Module,
+    model: torch.nn.Module | Mapping[str, torch.Tensor],
     optimizer: torch.optim.Optimizer,
     trainer_state: dict[str, Any],
     *,
@@ -52,7 +53,8 @@ def save_checkpoint(
     tmp = root / f".tmp-step-{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    trainable = {k: v for k, v in model.state_dict().items()}
+    # A module, or its state dict when the caller gathered it (sharded models).
+    trainable = dict(model.state_dict() if isinstance(model, torch.nn.Module) else model)
     torch.save(trainable, tmp / "model.pt")
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(_rng_state(), tmp / "rng.pt")

@@ -1,0 +1,154 @@
+"""Data-parallel training: two gloo ranks on the CPU against one process on the same batch.
+
+The ranks are started with ``torch.multiprocessing`` (spawn) and join through the
+environment variables torchrun would set. Every run replays the same recorded groups
+(rollouts sample their tokens from a generator per rank, so fresh rollouts on two
+ranks are other samples than on one process, though from the same tasks and seeds).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from agentenv.trainers import GRPOConfig, GRPOTrainer
+from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
+
+pytestmark = pytest.mark.slow  # processes that import torch and train
+
+LOSSES = ("dapo", "grpo")
+"""A token-mean loss (whose unit is the whole batch's policy tokens) and a sequence-mean one."""
+
+GRAD_RTOL = 1e-5
+PARAM_ATOL = 1e-6
+"""Float sums in another order: two ranks add their micro-batches' gradients apart and
+all-reduce them, one process adds them in one sequence; the prompt-sharing forward pass
+also groups rows by micro-batch. Gradients agree to about 1e-7 relative; the step
+adds one Adam update of at most ``learning_rate`` per weight."""
+
+
+def _config(run_dir: Path, loss: str) -> GRPOConfig:
+    return GRPOConfig(
+        output_dir=str(run_dir),
+        loss=loss,
+        steps=1,
+        group_size=4,
+        batch_size=12,  # 3 groups: rank 0 trains on two, rank 1 on one (fewer micro-batches)
+        max_new_tokens=12,
+        max_seq_len=256,
+        eval_episodes=0,
+        micro_batch_size=3,
+        learning_rate=1e-3,
+        tensorboard=False,
+        save_trajectories=False,
+        resume=False,
+        dist_timeout_s=60.0,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _join_as(rank: int, world: int, port: int) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world)
+    )
+    torch.set_num_threads(1)
+
+
+def _replaying(trainer: GRPOTrainer, recorded: dict[tuple[str, int], list]) -> GRPOTrainer:
+    """The trainer's rollouts replaced by the recorded groups of the same draws."""
+    trainer._rollout_groups = lambda draws, timer, round_: [recorded[(d.task.id, d.seed)] for d in draws]  # type: ignore[method-assign]
+    return trainer
+
+
+def _one_step(workdir: Path, loss: str, recorded: dict) -> tuple[dict, dict, dict]:
+    tokenizer = tiny_tokenizer()
+    model = tiny_model(tokenizer)
+    trainer = _replaying(GRPOTrainer(model, tokenizer, envs=[SayEnv], config=_config(workdir / loss, loss)), recorded)
+    metrics = trainer.train_step()
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    return params, grads, metrics
+
+
+def _rank_steps(rank: int, world: int, port: int, workdir: Path) -> None:
+    _join_as(rank, world, port)
+    recorded = pickle.loads((workdir / "groups.pkl").read_bytes())
+    results = {loss: _one_step(workdir, loss, recorded) for loss in LOSSES}
+    torch.save(results, workdir / f"rank{rank}.pt")
+    torch.distributed.destroy_process_group()
+
+
+def _record_groups(workdir: Path) -> dict:
+    tokenizer = tiny_tokenizer()
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=_config(workdir / "rec", "dapo"))
+    n_groups = trainer.config.batch_size // trainer.config.group_size
+    draws = trainer.sampler.sample(0, 0, n_groups)
+    groups = trainer._rollout_groups(draws, defaultdict(float), 0)
+    return {(d.task.id, d.seed): g for d, g in zip(draws, groups, strict=True)}
+
+
+def test_two_ranks_make_the_step_of_one_process_on_the_same_batch(tmp_path):
+    recorded = _record_groups(tmp_path)
+    (tmp_path / "groups.pkl").write_bytes(pickle.dumps(recorded))
+    mp.spawn(_rank_steps, args=(2, _free_port(), tmp_path), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    for loss in LOSSES:
+        params, grads, metrics = _one_step(tmp_path / "one", loss, recorded)
+        for rank in ranks:
+            r_params, r_grads, r_metrics = rank[loss]
+            assert r_grads.keys() == grads.keys() and grads
+            for name, g in grads.items():
+                torch.testing.assert_close(r_grads[name], g, rtol=0, atol=GRAD_RTOL * float(g.abs().max()))
+            diff = max(float((r_params[n] - p).abs().max()) for n, p in params.items())
+            gdiff = max(float((r_grads[n] - g).abs().max() / g.abs().max()) for n, g in grads.items())
+            print(f"{loss}: max |param difference| {diff:.2e}, max grad difference / tensor max {gdiff:.2e}")
+            assert diff <= PARAM_ATOL
+            assert r_metrics["loss"] == pytest.approx(metrics["loss"], rel=1e-5, abs=1e-7)
+            assert r_metrics["groups"] == metrics["groups"] == 3
+            assert r_metrics["reward/task"] == metrics["reward/task"]
+
+
+def _rank_dies(rank: int, world: int, port: int, workdir: Path) -> None:
+    from agentenv.trainers.distributed import RankFailure
+
+    _join_as(rank, world, port)
+    tokenizer = tiny_tokenizer()
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=_config(workdir / "run", "dapo"))
+    if rank == 1:
+        trainer._rollout_groups = lambda draws, timer, round_: os._exit(3)  # type: ignore[method-assign]
+    try:
+        trainer.train_step()
+    except RankFailure as e:
+        (workdir / f"rank{rank}.err").write_text(str(e))
+        raise SystemExit(1) from None
+    (workdir / f"rank{rank}.ok").write_text("finished")
+
+
+def test_a_rank_that_dies_stops_the_other_with_the_reason(tmp_path):
+    ctx = mp.start_processes(_rank_dies, args=(2, _free_port(), tmp_path), nprocs=2, join=False, start_method="spawn")
+    try:
+        for p in ctx.processes:
+            p.join(timeout=240)  # a guard against a hang, not a measure
+        alive = [p.pid for p in ctx.processes if p.is_alive()]
+        assert not alive, "a rank still waits for the dead one"
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+    assert [p.exitcode for p in ctx.processes] == [1, 3]
+    message = (tmp_path / "rank0.err").read_text()
+    assert message.startswith("rank 0 of 2: gathering the rollouts failed: another rank died")
+    assert "resume from the last checkpoint" in message
+    assert not (tmp_path / "rank0.ok").exists()
