@@ -11,7 +11,6 @@ import json
 import os
 import random
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 def save_checkpoint(
     run_dir: Path,
     step: int,
-    model: torch.nn.Module | Mapping[str, torch.Tensor],
+    model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     trainer_state: dict[str, Any],
     *,
@@ -53,8 +52,7 @@ def save_checkpoint(
     tmp = root / f".tmp-step-{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    # A module, or its state dict when the caller gathered it (sharded models).
-    trainable = dict(model.state_dict() if isinstance(model, torch.nn.Module) else model)
+    trainable = {k: v for k, v in model.state_dict().items()}
     torch.save(trainable, tmp / "model.pt")
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(_rng_state(), tmp / "rng.pt")

@@ -209,15 +209,11 @@ class GRPOConfig(BaseModel):
     """Also log to TensorBoard when it is installed."""
 
     # -- several processes (torchrun) --------------------------------------------------
-    data_parallel: Literal["ddp", "fsdp"] = "ddp"
-    """Under torchrun (``WORLD_SIZE`` > 1): "ddp" keeps a whole model per rank and
-    all-reduces gradients; "fsdp" shards weights, gradients and optimiser state (FSDP2)
-    for models whose training state does not fit one device. Ignored in one process.
-    See `agentenv.trainers.distributed`."""
     dist_timeout_s: float = Field(600.0, gt=0.0)
-    """Under torchrun: how long a rank waits for the others in a collective before the
-    run stops with an error (a rank that died or hangs). Longer than any phase one rank
-    can spend alone, such as a slow rollout."""
+    """Under torchrun (data-parallel: `agentenv.trainers.distributed`): how long a rank
+    waits for the others in a collective before the run stops with an error (a rank
+    that died or hangs). Longer than any phase one rank spends alone, such as a slow
+    rollout. Ignored in one process."""
 
     if not TYPE_CHECKING:  # type checkers keep the pydantic plugin's typed signature
 

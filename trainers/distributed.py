@@ -20,13 +20,9 @@ and ``LOCAL_RANK``), every rank builds the same trainer and, each step:
 4. reduces the loss diagnostics (`sum_metrics`); rank 0 alone (`is_writer`) writes
    the run directory: config, metrics, episodes, checkpoints and the final model.
 
-``strategy="ddp"`` (`torch.nn.parallel.DistributedDataParallel`) keeps a full copy of
-the model on every rank and all-reduces gradients once per optimiser step (micro-
-batches before the last accumulate under ``no_sync``). ``strategy="fsdp"`` shards
-parameters, gradients and optimiser state with FSDP2 (`fully_shard`, per decoder
-layer and the whole model) for models whose training state does not fit one device;
-rollouts gather the full weights for the generation phase (as ZeRO-3 trainers do when
-they generate in-process), so the bf16 weights must still fit one device then.
+DDP (`torch.nn.parallel.DistributedDataParallel`) keeps a full copy of the model on
+every rank and all-reduces gradients once per optimiser step (micro-batches before
+the last accumulate under ``no_sync``).
 
 A rank that dies stops the others: each collective waits at most ``timeout_s`` and
 a broken or silent peer becomes one `RankFailure` naming what was being waited for
@@ -34,10 +30,13 @@ a broken or silent peer becomes one `RankFailure` naming what was being waited f
 ``--max-restarts`` it restarts every rank and the trainer resumes from the last
 checkpoint).
 
-Left out: tensor and pipeline parallelism, generation on an inference server
-(point the policy at one), and checkpoints readable without a shared filesystem:
-every rank reads the checkpoint rank 0 names, so ``output_dir`` must be on storage
-every node sees when a multi-node run resumes.
+Left out: sharded training (FSDP2: its per-layer all-gathers need every rank to run
+the same forward passes, and the trainer's do not match across ranks: a rollout runs
+as many passes as its episodes need, and prompt sharing runs the decoder once or
+twice per micro-batch), tensor and pipeline parallelism, generation on an inference
+server (point the policy at one), and checkpoints readable without a shared
+filesystem: every rank reads the checkpoint rank 0 names, so ``output_dir`` must be
+on storage every node sees when a multi-node run resumes.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -58,8 +57,6 @@ __all__ = ["DataParallel", "RankFailure"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-Strategy = Literal["ddp", "fsdp"]
 
 _COMM_FAILURES = (
     "connection closed by peer",
@@ -77,9 +74,9 @@ class RankFailure(RuntimeError):
 
 
 class _Forward(torch.nn.Module):
-    """Runs a closure as its forward pass, so DDP's (or FSDP's) hooks wrap whatever the
-    trainer computes with the model (the chunked log-probs call the decoder and the
-    head, never the model's own ``forward``)."""
+    """Runs a closure as its forward pass, so DDP's hooks wrap whatever the trainer
+    computes with the model (the chunked log-probs call the decoder and the head,
+    never the model's own ``forward``)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
@@ -99,49 +96,40 @@ class DataParallel:
         rank: int = 0,
         world_size: int = 1,
         local_rank: int = 0,
-        strategy: Strategy = "ddp",
         timeout_s: float = 600.0,
         owns_group: bool = False,
     ) -> None:
         self.rank = rank
         self.world_size = world_size
         self.local_rank = local_rank
-        self.strategy = strategy
         self.timeout_s = timeout_s
         self._owns_group = owns_group
         self._wrapped: torch.nn.Module | None = None
 
     @classmethod
-    def from_environment(cls, strategy: Strategy = "ddp", timeout_s: float = 600.0) -> DataParallel:
+    def from_environment(cls, timeout_s: float = 600.0) -> DataParallel:
         """A rank of the process group torchrun describes in ``WORLD_SIZE``, ``RANK`` and
         ``LOCAL_RANK`` (joining it unless the caller already has), or one process."""
+        local = int(os.environ.get("LOCAL_RANK", "0"))
         if dist.is_available() and dist.is_initialized():
-            local = int(os.environ.get("LOCAL_RANK", "0"))
-            return cls(
-                rank=dist.get_rank(),
-                world_size=dist.get_world_size(),
-                local_rank=local,
-                strategy=strategy,
-                timeout_s=timeout_s,
-            )
+            return cls(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local, timeout_s=timeout_s)
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if world <= 1:
-            return cls(strategy=strategy, timeout_s=timeout_s)
+            return cls(timeout_s=timeout_s)
         if not dist.is_available():
             raise RuntimeError(f"WORLD_SIZE={world} asks for {world} ranks, but this torch has no torch.distributed")
-        local = int(os.environ.get("LOCAL_RANK", "0"))
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         if backend == "nccl":
             torch.cuda.set_device(local)
-        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
-        return cls(
-            rank=dist.get_rank(),
-            world_size=dist.get_world_size(),
-            local_rank=local,
-            strategy=strategy,
-            timeout_s=timeout_s,
-            owns_group=True,
-        )
+        timeout = datetime.timedelta(seconds=timeout_s)
+        store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+        # After a restart (torchrun --max-restarts) the agent's store still holds the
+        # last attempt's addresses: a rank reading one before its peer rewrote it would
+        # dial a dead port. Each attempt keeps its keys apart.
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        store = dist.PrefixStore(f"agentenv/attempt-{attempt}", store)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+        return cls(rank=rank, world_size=world, local_rank=local, timeout_s=timeout_s, owns_group=True)
 
     # -- what a rank is ------------------------------------------------------------
 
@@ -163,9 +151,17 @@ class DataParallel:
 
     @property
     def loss_scale(self) -> float:
-        """DDP and FSDP average gradients over ranks; losses already divided by the
-        global unit are multiplied back so the ranks' gradients add up."""
+        """DDP averages gradients over ranks; losses already divided by the global unit
+        are multiplied back so the ranks' gradients add up."""
         return float(self.world_size)
+
+    def check_groups(self, n_groups: int, group_size: int) -> None:
+        """Every rank needs at least one group of the step to roll out."""
+        if n_groups < self.world_size:
+            raise ValueError(
+                f"batch_size holds {n_groups} groups for {self.world_size} ranks, so some ranks would have none; "
+                f"set batch_size >= {group_size * self.world_size} (group_size x ranks)"
+            )
 
     def place(self, device: torch.device) -> torch.device:
         """This rank's device: ``cuda:LOCAL_RANK`` when the trainer asked for CUDA."""
@@ -180,24 +176,21 @@ class DataParallel:
         trainer keeps using ``model`` itself; training passes go through `forward`."""
         if not self.active:
             return
-        with self._guard("sharing the initial weights"):
-            if self.strategy == "ddp":
-                from torch.nn.parallel import DistributedDataParallel
+        from torch.nn.parallel import DistributedDataParallel
 
-                device_ids = [self.local_rank] if next(model.parameters()).device.type == "cuda" else None
-                # Buffers are constants here (rotary frequencies): synced once, not per forward
-                # pass (the pass counts differ between ranks).
-                params = inspect.signature(DistributedDataParallel).parameters
-                quiet: dict[str, Any] = {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {}
-                self._wrapped = DistributedDataParallel(
-                    _Forward(model), device_ids=device_ids, **(quiet or {"broadcast_buffers": False})
-                )
-            else:
-                self._wrapped = _fully_shard(model)
+        device_ids = [self.local_rank] if next(model.parameters()).device.type == "cuda" else None
+        # Buffers are constants here (rotary frequencies): synced once, not per forward
+        # pass (the pass counts differ between ranks).
+        known = inspect.signature(DistributedDataParallel).parameters
+        buffers: dict[str, Any] = (
+            {"forward_sync_buffers": False} if "forward_sync_buffers" in known else {"broadcast_buffers": False}
+        )
+        with self._guard("sharing the initial weights"):
+            self._wrapped = DistributedDataParallel(_Forward(model), device_ids=device_ids, **buffers)
 
     def forward(self, compute: Callable[[], R]) -> R:
-        """Run a training forward pass (``compute`` uses the model) under DDP's or
-        FSDP's hooks, so its backward synchronises gradients."""
+        """Run a training forward pass (``compute`` uses the model) under DDP's hooks,
+        so its backward synchronises gradients."""
         if self._wrapped is None:
             return compute()
         with self._guard("a training forward pass"):
@@ -207,50 +200,13 @@ class DataParallel:
     def accumulating(self, *, sync: bool) -> Iterator[None]:
         """A micro-batch's forward and backward pass; gradients are reduced across ranks
         only on the pass with ``sync`` (the last of the optimiser step)."""
-        if self._wrapped is None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        if not isinstance(self._wrapped, DistributedDataParallel):
             yield
             return
-        with self._guard("synchronising gradients"):
-            if self.strategy == "ddp":
-                from torch.nn.parallel import DistributedDataParallel
-
-                assert isinstance(self._wrapped, DistributedDataParallel)
-                with contextlib.nullcontext() if sync else self._wrapped.no_sync():
-                    yield
-            else:
-                self._wrapped.set_requires_gradient_sync(sync)  # type: ignore[operator]
-                yield
-
-    @contextlib.contextmanager
-    def generating(self) -> Iterator[None]:
-        """Rollouts and evaluations: each rank runs a different number of forward passes,
-        so FSDP's weights are gathered once for the phase instead of per pass."""
-        if self._wrapped is None or self.strategy != "fsdp":
+        with self._guard("synchronising gradients"), contextlib.nullcontext() if sync else self._wrapped.no_sync():
             yield
-            return
-        from torch.distributed.fsdp import FSDPModule
-
-        sharded = [m for m in self._wrapped.modules() if isinstance(m, FSDPModule)]
-        with self._guard("gathering the weights for generation"):
-            for m in sharded:
-                m.set_reshard_after_forward(False, recurse=False)
-                m.unshard()
-        try:
-            yield
-        finally:
-            for m in sharded:
-                m.reshard()
-                m.set_reshard_after_forward(True, recurse=False)
-
-    def full_state_dict(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
-        """The model's whole state dict on every rank (a collective under FSDP)."""
-        if self.strategy != "fsdp" or self._wrapped is None:
-            return model.state_dict()
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-        with self._guard("gathering the weights for a checkpoint"):
-            full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-        return {k: v for k, v in full.items() if isinstance(v, torch.Tensor)}
 
     def broadcast_parameters(self, model: torch.nn.Module) -> None:
         """Copy rank 0's weights to every rank (after a warm start each rank ran alone)."""
@@ -258,8 +214,7 @@ class DataParallel:
             return
         with self._guard("sharing the warm-started weights"), torch.no_grad():
             for tensor in [*model.parameters(), *model.buffers()]:
-                local = getattr(tensor, "to_local", None)
-                dist.broadcast(local() if local is not None else tensor, src=0)
+                dist.broadcast(tensor, src=0)
 
     # -- data ---------------------------------------------------------------------
 
@@ -382,24 +337,3 @@ def _is_comm_failure(e: BaseException) -> bool:
         return True
     text = str(e).lower()
     return any(marker in text for marker in _COMM_FAILURES)
-
-
-def _fully_shard(model: torch.nn.Module) -> torch.nn.Module:
-    """FSDP2 over each decoder layer, then the whole model under a `_Forward` root."""
-    from torch.distributed.fsdp import fully_shard
-
-    layers = _decoder_layers(model)
-    if not layers:
-        raise ValueError(f"strategy 'fsdp' needs a decoder with a list of layers; {type(model).__name__} has none")
-    for layer in layers:
-        fully_shard(layer)
-    root = _Forward(model)
-    fully_shard(root)
-    return root
-
-
-def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    get_decoder = getattr(model, "get_decoder", None)
-    decoder = get_decoder() if callable(get_decoder) else None
-    layers = getattr(decoder, "layers", None)
-    return list(layers) if isinstance(layers, torch.nn.ModuleList) else []

@@ -94,7 +94,8 @@ class GRPOTrainer:
         self.config = config = config or GRPOConfig()
         self.on_step = on_step
         # Under torchrun: this rank of the job (data-parallel); otherwise one process.
-        self.dist = DataParallel.from_environment(config.data_parallel, config.dist_timeout_s)
+        self.dist = DataParallel.from_environment(config.dist_timeout_s)
+        self.dist.check_groups(config.batch_size // config.group_size, config.group_size)
         self.device = self.dist.place(resolve_device(config.device))
         if self.device.type == "cpu" and config.cpu_keep_freed_memory:
             keep_freed_cpu_memory()
@@ -233,7 +234,7 @@ class GRPOTrainer:
             self.history = logger.records()
         try:
             if not resumed and cfg.sft_steps > 0:
-                self._warm_start()
+                self._warm_start(logger)
                 self.dist.broadcast_parameters(self.model)  # every rank ran it: rank 0's weights win
             if cfg.kl_coef > 0 and self.ref_model is None:
                 # The reference is the policy RL starts from (on resume: the resumed weights).
@@ -266,12 +267,11 @@ class GRPOTrainer:
         return self.history
 
     def _checkpoint(self) -> None:
-        weights = self.dist.full_state_dict(self.model)  # every rank: a collective under FSDP
         if self.dist.is_writer:
             save_checkpoint(
                 self.run_dir,
                 self.step,
-                weights,
+                self.model,
                 self.optimizer,
                 {"sampler": self.sampler.state_dict()},
                 keep=self.config.keep_checkpoints,
@@ -293,7 +293,7 @@ class GRPOTrainer:
             print(f"resumed from {path} at step {self.step}")
         return True
 
-    def _warm_start(self) -> None:
+    def _warm_start(self, logger: MetricsLogger | None) -> None:
         cfg = self.config
         trajs: list[Trajectory] = []
         print(f"warm start: the oracle plays the training tasks, then {cfg.sft_steps} supervised steps", flush=True)
@@ -342,12 +342,11 @@ class GRPOTrainer:
             tasks = [source.test[i % len(source.test)] for i in range(n)] if source.test else []
             if not tasks:
                 continue
-            with self.dist.generating():  # each rank plays its share of the episodes
-                done = self.dist.spread(
-                    list(zip(tasks, range(n), strict=True)),
-                    functools.partial(self._play_held_out, source),
-                    what="gathering the held-out episodes",
-                )
+            done = self.dist.spread(  # each rank plays its share of the episodes
+                list(zip(tasks, range(n), strict=True)),
+                functools.partial(self._play_held_out, source),
+                what="gathering the held-out episodes",
+            )
             trajs += _labelled(done, source.env_id)
         return trajs
 
@@ -392,9 +391,8 @@ class GRPOTrainer:
         for round_ in range(cfg.max_sampling_rounds if cfg.dynamic_sampling else 1):
             draws = self.sampler.sample(self.step, round_, n_groups - len(kept))
             # Each rank rolls out its share of the groups; every rank gets them all back.
-            with self.dist.generating():
-                play = functools.partial(self._rollout_groups, timer=timer, round_=round_)
-                groups = self.dist.spread(draws, play, what="gathering the rollouts")
+            play = functools.partial(self._rollout_groups, timer=timer, round_=round_)
+            groups = self.dist.spread(draws, play, what="gathering the rollouts")
             for draw, group in zip(draws, groups, strict=True):
                 groups_seen += 1
                 rolled += group
