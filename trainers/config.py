@@ -209,6 +209,10 @@ class GRPOConfig(BaseModel):
     """Also log to TensorBoard when it is installed."""
 
     # -- several processes (torchrun) --------------------------------------------------
+    data_parallel: Literal["ddp", "fsdp"] = "ddp"
+    """Under torchrun: "ddp" keeps a whole model on every rank; "fsdp" shards weights,
+    gradients and AdamW state over the ranks (FSDP2) for a model whose training state
+    does not fit one device (its weights must, for generation). Ignored in one process."""
     dist_timeout_s: float = Field(600.0, gt=0.0)
     """Under torchrun (data-parallel: `agentenv.trainers.distributed`): how long a rank
     waits for the others in a collective before the run stops with an error (a rank

@@ -22,7 +22,13 @@ and ``LOCAL_RANK``), every rank builds the same trainer and, each step:
 
 DDP (`torch.nn.parallel.DistributedDataParallel`) keeps a full copy of the model on
 every rank and all-reduces gradients once per optimiser step (micro-batches before
-the last accumulate under ``no_sync``).
+the last accumulate under ``no_sync``). With ``shard=True`` FSDP2 (`fully_shard`,
+per decoder layer and the whole model) shards weights, gradients and optimiser state
+instead. Every training pass is then a collective, so ranks must run the same passes
+(`lockstep`: no prompt sharing, empty passes for a rank short of micro-batches);
+rollouts, whose pass counts differ by rank, gather the whole model once for the phase
+(`generating`), so its bf16 weights must still fit one device; checkpoints gather the
+whole state to rank 0 (`full_state`) and load back into shards (`load_full_state`).
 
 A rank that dies stops the others: each collective waits at most ``timeout_s`` and
 a broken or silent peer becomes one `RankFailure` naming what was being waited for
@@ -30,13 +36,11 @@ a broken or silent peer becomes one `RankFailure` naming what was being waited f
 ``--max-restarts`` it restarts every rank and the trainer resumes from the last
 checkpoint).
 
-Left out: sharded training (FSDP2: its per-layer all-gathers need every rank to run
-the same forward passes, and the trainer's do not match across ranks: a rollout runs
-as many passes as its episodes need, and prompt sharing runs the decoder once or
-twice per micro-batch), tensor and pipeline parallelism, generation on an inference
-server (point the policy at one), and checkpoints readable without a shared
-filesystem: every rank reads the checkpoint rank 0 names, so ``output_dir`` must be
-on storage every node sees when a multi-node run resumes.
+Left out: under FSDP, a reference model, the warm start and LoRA (`check_sharding`
+says so at start); tensor and pipeline parallelism; generation on an inference server
+(point the policy at one); and checkpoints readable without a shared filesystem:
+every rank reads the checkpoint rank 0 names, so ``output_dir`` must be on storage
+every node sees when a multi-node run resumes.
 """
 
 from __future__ import annotations
@@ -98,8 +102,10 @@ class DataParallel:
         local_rank: int = 0,
         timeout_s: float = 600.0,
         owns_group: bool = False,
+        shard: bool = False,
     ) -> None:
         self.rank = rank
+        self.shard = shard
         self.world_size = world_size
         self.local_rank = local_rank
         self.timeout_s = timeout_s
@@ -107,12 +113,13 @@ class DataParallel:
         self._wrapped: torch.nn.Module | None = None
 
     @classmethod
-    def from_environment(cls, timeout_s: float = 600.0) -> DataParallel:
+    def from_environment(cls, timeout_s: float = 600.0, *, shard: bool = False) -> DataParallel:
         """A rank of the process group torchrun describes in ``WORLD_SIZE``, ``RANK`` and
         ``LOCAL_RANK`` (joining it unless the caller already has), or one process."""
         local = int(os.environ.get("LOCAL_RANK", "0"))
         if dist.is_available() and dist.is_initialized():
-            return cls(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local, timeout_s=timeout_s)
+            world = dist.get_world_size()
+            return cls(rank=dist.get_rank(), world_size=world, local_rank=local, timeout_s=timeout_s, shard=shard)
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if world <= 1:
             return cls(timeout_s=timeout_s)
@@ -129,7 +136,7 @@ class DataParallel:
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         store = dist.PrefixStore(f"agentenv/attempt-{attempt}", store)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
-        return cls(rank=rank, world_size=world, local_rank=local, timeout_s=timeout_s, owns_group=True)
+        return cls(rank=rank, world_size=world, local_rank=local, timeout_s=timeout_s, owns_group=True, shard=shard)
 
     # -- what a rank is ------------------------------------------------------------
 
@@ -163,6 +170,19 @@ class DataParallel:
                 f"set batch_size >= {group_size * self.world_size} (group_size x ranks)"
             )
 
+    def check_sharding(self, *, kl_coef: float, sft_steps: int, lora_r: int) -> None:
+        """What sharded training does not do yet, said before the run starts."""
+        if not self.lockstep:
+            return
+        unsupported = [
+            ("kl_coef=0", "a reference model (a copy of the sharded model)", kl_coef > 0),
+            ("sft_steps=0", "the warm start (it trains the model outside FSDP's root)", sft_steps > 0),
+            ("lora_r=0", "LoRA adapters", lora_r > 0),
+        ]
+        for setting, what, on in unsupported:
+            if on:
+                raise ValueError(f"data_parallel='fsdp' does not support {what}; set data_parallel='ddp' or {setting}")
+
     def place(self, device: torch.device) -> torch.device:
         """This rank's device: ``cuda:LOCAL_RANK`` when the trainer asked for CUDA."""
         if self.active and device.type == "cuda":
@@ -175,6 +195,10 @@ class DataParallel:
         """Make ``model`` data-parallel (rank 0's weights are copied to every rank). The
         trainer keeps using ``model`` itself; training passes go through `forward`."""
         if not self.active:
+            return
+        if self.shard:
+            with self._guard("sharding the model"):
+                self._wrapped = _fully_shard(model)
             return
         from torch.nn.parallel import DistributedDataParallel
 
@@ -202,11 +226,72 @@ class DataParallel:
         only on the pass with ``sync`` (the last of the optimiser step)."""
         from torch.nn.parallel import DistributedDataParallel
 
+        if self.shard and self._wrapped is not None:
+            self._wrapped.set_requires_gradient_sync(sync)  # type: ignore[operator]
+            with self._guard("synchronising gradients"):
+                yield
+            return
         if not isinstance(self._wrapped, DistributedDataParallel):
             yield
             return
         with self._guard("synchronising gradients"), contextlib.nullcontext() if sync else self._wrapped.no_sync():
             yield
+
+    @property
+    def lockstep(self) -> bool:
+        """Whether every training forward pass is a collective (FSDP gathers each layer's
+        weights), so ranks must run the same passes: no prompt sharing, whose number of
+        decoder calls depends on the micro-batch."""
+        return self.shard and self.active
+
+    @contextlib.contextmanager
+    def generating(self) -> Iterator[None]:
+        """Rollouts and evaluations, where each rank runs its own number of forward
+        passes: under FSDP every shard is gathered once for the phase (the full weights
+        then sit on each device) instead of once per pass."""
+        if not (self.shard and self._wrapped is not None):
+            yield
+            return
+        from torch.distributed.fsdp import FSDPModule
+
+        sharded = [m for m in self._wrapped.modules() if isinstance(m, FSDPModule)]
+        with self._guard("gathering the weights for generation"):
+            for m in sharded:
+                m.set_reshard_after_forward(False, recurse=False)
+                m.unshard()
+        try:
+            yield
+        finally:
+            for m in sharded:
+                m.reshard()
+                m.set_reshard_after_forward(True, recurse=False)
+
+    def full_state(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """Under FSDP, the whole (unsharded) model and optimiser state dicts, on the CPU
+        of every rank (a collective: every rank calls it); None otherwise."""
+        if not (self.shard and self._wrapped is not None):
+            return None
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        with self._guard("gathering the state for a checkpoint"):
+            return get_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+    def load_full_state(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, weights: Any, optimizer_state: Any
+    ) -> None:
+        """Load what `full_state` gave (read from a checkpoint) into the sharded model."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        with self._guard("loading a checkpoint"):
+            set_state_dict(
+                model,
+                optimizer,
+                model_state_dict=weights,
+                optim_state_dict=optimizer_state,
+                options=StateDictOptions(full_state_dict=True),
+            )
 
     def broadcast_parameters(self, model: torch.nn.Module) -> None:
         """Copy rank 0's weights to every rank (after a warm start each rank ran alone)."""
@@ -337,3 +422,25 @@ def _is_comm_failure(e: BaseException) -> bool:
         return True
     text = str(e).lower()
     return any(marker in text for marker in _COMM_FAILURES)
+
+
+def _fully_shard(model: torch.nn.Module) -> torch.nn.Module:
+    """FSDP2 over each decoder layer, then the whole model under a `_Forward` root."""
+    from torch.distributed.fsdp import fully_shard
+
+    get_decoder = getattr(model, "get_decoder", None)
+    layers = getattr(get_decoder() if callable(get_decoder) else None, "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise ValueError(f"data_parallel='fsdp' needs a decoder with a list of layers; {type(model).__name__} has none")
+    for layer in layers:
+        fully_shard(layer)
+    root = _Forward(model)
+    fully_shard(root)
+    # One empty pass through the root makes it FSDP's root before a rollout calls the
+    # layers directly (the first FSDP module to run takes that role).
+    # The root keeps its weights gathered after a pass: shard them again, so the model's
+    # parameters (what the optimiser is given) are the shards.
+    with torch.no_grad():
+        root(lambda: None)
+    root.reshard()  # type: ignore[operator]
+    return root

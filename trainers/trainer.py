@@ -94,8 +94,9 @@ class GRPOTrainer:
         self.config = config = config or GRPOConfig()
         self.on_step = on_step
         # Under torchrun: this rank of the job (data-parallel); otherwise one process.
-        self.dist = DataParallel.from_environment(config.dist_timeout_s)
+        self.dist = DataParallel.from_environment(config.dist_timeout_s, shard=config.data_parallel == "fsdp")
         self.dist.check_groups(config.batch_size // config.group_size, config.group_size)
+        self.dist.check_sharding(kl_coef=config.kl_coef, sft_steps=config.sft_steps, lora_r=config.lora_r)
         self.device = self.dist.place(resolve_device(config.device))
         if self.device.type == "cpu" and config.cpu_keep_freed_memory:
             keep_freed_cpu_memory()
@@ -260,19 +261,21 @@ class GRPOTrainer:
         finally:
             if logger is not None:
                 logger.close()
+        full = self.dist.full_state(self.model, self.optimizer)
         if self.dist.is_writer:
-            self._export()
+            self._export(None if full is None else full[0])
         self.dist.barrier(what="finishing the run")
         self.dist.close()
         return self.history
 
     def _checkpoint(self) -> None:
+        full = self.dist.full_state(self.model, self.optimizer)  # sharded: every rank takes part
         if self.dist.is_writer:
             save_checkpoint(
                 self.run_dir,
                 self.step,
-                self.model,
-                self.optimizer,
+                self.model if full is None else full[0],
+                self.optimizer if full is None else full[1],
                 {"sampler": self.sampler.state_dict()},
                 keep=self.config.keep_checkpoints,
             )
@@ -286,7 +289,8 @@ class GRPOTrainer:
         path = checkpoint_reachable(latest_checkpoint(self.run_dir), self.dist)
         if path is None:
             return False
-        state = load_checkpoint(path, self.model, self.optimizer)
+        apply = functools.partial(self.dist.load_full_state, self.model, self.optimizer) if self.dist.lockstep else None
+        state = load_checkpoint(path, self.model, self.optimizer, apply=apply)
         self.sampler.load_state_dict(state.get("sampler", {}))
         self.step = int(state["step"])
         if self.dist.is_writer:
@@ -342,11 +346,12 @@ class GRPOTrainer:
             tasks = [source.test[i % len(source.test)] for i in range(n)] if source.test else []
             if not tasks:
                 continue
-            done = self.dist.spread(  # each rank plays its share of the episodes
-                list(zip(tasks, range(n), strict=True)),
-                functools.partial(self._play_held_out, source),
-                what="gathering the held-out episodes",
-            )
+            with self.dist.generating():
+                done = self.dist.spread(  # each rank plays its share of the episodes
+                    list(zip(tasks, range(n), strict=True)),
+                    functools.partial(self._play_held_out, source),
+                    what="gathering the held-out episodes",
+                )
             trajs += _labelled(done, source.env_id)
         return trajs
 
@@ -392,7 +397,8 @@ class GRPOTrainer:
             draws = self.sampler.sample(self.step, round_, n_groups - len(kept))
             # Each rank rolls out its share of the groups; every rank gets them all back.
             play = functools.partial(self._rollout_groups, timer=timer, round_=round_)
-            groups = self.dist.spread(draws, play, what="gathering the rollouts")
+            with self.dist.generating():
+                groups = self.dist.spread(draws, play, what="gathering the rollouts")
             for draw, group in zip(draws, groups, strict=True):
                 groups_seen += 1
                 rolled += group
@@ -634,7 +640,7 @@ class GRPOTrainer:
             batch,
             temperature=cfg.temperature,
             chunk_tokens=cfg.logprob_chunk_tokens,
-            share_prompts=cfg.reuse_kv_cache,
+            share_prompts=cfg.reuse_kv_cache and not self.dist.lockstep,
         )
 
     def _learning_rate(self) -> float:
@@ -661,14 +667,17 @@ class GRPOTrainer:
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         tmp.replace(folder / f"step-{step:06d}.jsonl")
 
-    def _export(self) -> None:
+    def _export(self, weights: dict[str, Any] | None = None) -> None:
         """The final model (or, with LoRA, its adapter: peft's format) and the tokenizer,
-        loadable by path. The training model is left as it is."""
+        loadable by path (``weights``: a sharded model's, gathered). The training model
+        is left as it is."""
         final = self.run_dir / "final"
         with quiet_progress_bars():
-            for part in (self.model, self.tokenizer):
-                if isinstance(part, Saveable):
-                    part.save_pretrained(str(final))
+            if isinstance(self.model, Saveable):
+                extra = {} if weights is None else {"state_dict": weights}
+                self.model.save_pretrained(str(final), **extra)
+            if isinstance(self.tokenizer, Saveable):
+                self.tokenizer.save_pretrained(str(final))
 
 
 _EMPTY = Example(ids=[0, 0], mask=[0, 1], old_logp=[0.0, 0.0], advantages=[0.0, 0.0], turn_lengths=[2], truncated=False)

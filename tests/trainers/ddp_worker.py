@@ -2,7 +2,7 @@
 with a checkpoint after each; rank 1 dies in step 2 of the first attempt, so torchrun
 (``--max-restarts 1``) must restart both ranks and the trainer resume from step 1.
 
-    torchrun --standalone --nproc_per_node 2 --max-restarts 1 tests/trainers/ddp_worker.py RUN_DIR
+    torchrun --standalone --nproc_per_node 2 --max-restarts 1 tests/trainers/ddp_worker.py RUN_DIR [ddp|fsdp]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from agentenv.trainers import GRPOConfig, GRPOTrainer
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
 
-def main(run_dir: str) -> None:
+def main(run_dir: str, data_parallel: str = "ddp") -> None:
     torch.set_num_threads(1)
     tokenizer = tiny_tokenizer()
     config = GRPOConfig(
@@ -31,6 +31,7 @@ def main(run_dir: str) -> None:
         learning_rate=1e-3,
         tensorboard=False,
         dist_timeout_s=60.0,
+        data_parallel=data_parallel,
     )
     trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=config)
     play = trainer._rollout_groups
@@ -46,4 +47,4 @@ def main(run_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])
