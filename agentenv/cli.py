@@ -561,12 +561,17 @@ def train(
         trainer = GRPOTrainer(config.model, envs=config.envs, config=config)
     except (ValueError, FileNotFoundError, agentenv.UnknownEnvError, RuntimeError, ConnectionError, ImportError) as e:
         _fail(str(e))  # ConnectionError, ImportError: the ray option's cluster or package is missing
+    from agentenv.trainers.distributed import RankFailure
+
     try:
         history = trainer.train()
+    except RankFailure as e:  # under torchrun: another rank died; torchrun names it
+        _fail(str(e), code=1)
     except KeyboardInterrupt:
         _out().print(f"interrupted; resume from the last checkpoint in {config.output_dir} by running the same command")
         raise typer.Exit(code=EXIT_INTERRUPTED) from None
-    _print_curve(history, config.output_dir)
+    if trainer.dist.is_writer:  # under torchrun, rank 0 speaks for the run
+        _print_curve(history, config.output_dir)
 
 
 def _print_curve(history: Sequence[dict[str, Any]], run_dir: str) -> None:

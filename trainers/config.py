@@ -215,6 +215,17 @@ class GRPOConfig(BaseModel):
     tensorboard: bool = True
     """Also log to TensorBoard when it is installed."""
 
+    # -- several processes (torchrun) --------------------------------------------------
+    data_parallel: Literal["ddp", "fsdp"] = "ddp"
+    """Under torchrun: "ddp" keeps a whole model on every rank; "fsdp" shards weights,
+    gradients and AdamW state over the ranks (FSDP2) for a model whose training state
+    does not fit one device (its weights must, for generation). Ignored in one process."""
+    dist_timeout_s: float = Field(600.0, gt=0.0)
+    """Under torchrun (data-parallel: `agentenv.trainers.distributed`): how long a rank
+    waits for the others in a collective before the run stops with an error (a rank
+    that died or hangs). Longer than any phase one rank spends alone, such as a slow
+    rollout. Ignored in one process."""
+
     if not TYPE_CHECKING:  # type checkers keep the pydantic plugin's typed signature
 
         def __init__(self, **data: Any) -> None:

@@ -32,11 +32,13 @@ from agentenv.miner import MinerSampler
 from agentenv.ray_workers import RayExecutor
 from agentenv.rollout import rollout
 from agentenv.sampling import Draw, TaskSampler
+from agentenv.task import Task
 from agentenv.trainers import advantages as adv
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate, turn_advantages
 from agentenv.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from agentenv.trainers.compute import ComputeMeter, world_size
 from agentenv.trainers.config import GRPOConfig
+from agentenv.trainers.distributed import DataParallel, checkpoint_reachable
 from agentenv.trainers.logprobs import policy_logprobs
 from agentenv.trainers.losses import batch_share, compute_loss, kl_k3, loss_kwargs, overlong_penalty
 from agentenv.trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics
@@ -93,7 +95,11 @@ class GRPOTrainer:
     ) -> None:
         self.config = config = config or GRPOConfig()
         self.on_step = on_step
-        self.device = resolve_device(config.device)
+        # Under torchrun: this rank of the job (data-parallel); otherwise one process.
+        self.dist = DataParallel.from_environment(config.dist_timeout_s, shard=config.data_parallel == "fsdp")
+        self.dist.check_groups(config.batch_size // config.group_size, config.group_size)
+        self.dist.check_sharding(kl_coef=config.kl_coef, sft_steps=config.sft_steps, lora_r=config.lora_r)
+        self.device = self.dist.place(resolve_device(config.device))
         if self.device.type == "cpu" and config.cpu_keep_freed_memory:
             keep_freed_cpu_memory()
         env_weights = _env_weights(envs if envs is not None else config.envs)
@@ -118,6 +124,7 @@ class GRPOTrainer:
                 f"set max_seq_len <= {positions}"
             )
         self.model = self._prepare_model(model)
+        self.dist.wrap(self.model)
         self._max_turns = 1  # the longest episode of any env: `generation_budget`
         self.sources = [self._source(env, weight) for env, weight in env_weights.items()]
         self.sampler: TaskSampler = sampler or self._default_sampler()
@@ -223,24 +230,30 @@ class GRPOTrainer:
         cfg = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
         resumed = self._maybe_resume()
-        if not resumed:
+        if not resumed and self.dist.is_writer:
             _save_config(self.run_dir, cfg)
             if hasattr(self.tokenizer, "save_pretrained"):
                 self.tokenizer.save_pretrained(str(self.run_dir / "tokenizer"))
-        logger = MetricsLogger(self.run_dir, total_steps=cfg.steps, tensorboard=cfg.tensorboard, resume_step=self.step)
-        if resumed:  # the curve so far, so a resumed (or finished) run reports it from step 0
+        logger = (
+            MetricsLogger(self.run_dir, total_steps=cfg.steps, tensorboard=cfg.tensorboard, resume_step=self.step)
+            if self.dist.is_writer
+            else None
+        )
+        if resumed and logger is not None:  # the curve so far, so a resumed (or finished) run reports it from step 0
             self.history = logger.records()
         compute = ComputeMeter.resumed(self.history, world_size())  # cumulative, for `agentenv forecast`
         try:
             if not resumed and cfg.sft_steps > 0:
                 self._warm_start(logger)
+                self.dist.broadcast_parameters(self.model)  # every rank ran it: rank 0's weights win
             if cfg.kl_coef > 0 and self.ref_model is None:
                 # The reference is the policy RL starts from (on resume: the resumed weights).
                 self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
             if not resumed and cfg.eval_episodes > 0:
                 start = {**compute.totals(), **self._held_out_metrics()}
                 self.history.append({"step": 0, **start})
-                logger.log(0, start)
+                if logger is not None:
+                    logger.log(0, start)
             while self.step < cfg.steps:
                 began = time.perf_counter()
                 metrics = self.train_step()
@@ -250,38 +263,54 @@ class GRPOTrainer:
                 if cfg.eval_episodes > 0 and (last or (cfg.eval_every and self.step % cfg.eval_every == 0)):
                     metrics.update(self._held_out_metrics())
                 self.history.append({"step": self.step, **metrics})
-                logger.log(self.step, metrics)
+                if logger is not None:
+                    logger.log(self.step, metrics)
                 if self.on_step is not None:
                     self.on_step(self.step, metrics)
                 if last or self.step % cfg.save_every == 0:
-                    save_checkpoint(
-                        self.run_dir,
-                        self.step,
-                        self.model,
-                        self.optimizer,
-                        {"sampler": self.sampler.state_dict()},
-                        keep=cfg.keep_checkpoints,
-                    )
+                    self._checkpoint()
         finally:
-            logger.close()
+            if logger is not None:
+                logger.close()
             if isinstance(self.executor, RayExecutor):
                 self.executor.close()  # a later evaluate() starts the actors again
-        self._export()
+        full = self.dist.full_state(self.model, self.optimizer)
+        if self.dist.is_writer:
+            self._export(None if full is None else full[0])
+        self.dist.barrier(what="finishing the run")
+        self.dist.close()
         return self.history
+
+    def _checkpoint(self) -> None:
+        full = self.dist.full_state(self.model, self.optimizer)  # sharded: every rank takes part
+        if self.dist.is_writer:
+            save_checkpoint(
+                self.run_dir,
+                self.step,
+                self.model if full is None else full[0],
+                self.optimizer if full is None else full[1],
+                {"sampler": self.sampler.state_dict()},
+                keep=self.config.keep_checkpoints,
+            )
+        # No rank starts the next step before the checkpoint is whole: a rank that
+        # dies then can resume from it.
+        self.dist.barrier(what="writing a checkpoint")
 
     def _maybe_resume(self) -> bool:
         if not self.config.resume:
             return False
-        path = latest_checkpoint(self.run_dir)
+        path = checkpoint_reachable(latest_checkpoint(self.run_dir), self.dist)
         if path is None:
             return False
-        state = load_checkpoint(path, self.model, self.optimizer)
+        apply = functools.partial(self.dist.load_full_state, self.model, self.optimizer) if self.dist.lockstep else None
+        state = load_checkpoint(path, self.model, self.optimizer, apply=apply)
         self.sampler.load_state_dict(state.get("sampler", {}))
         self.step = int(state["step"])
-        print(f"resumed from {path} at step {self.step}")
+        if self.dist.is_writer:
+            print(f"resumed from {path} at step {self.step}")
         return True
 
-    def _warm_start(self, logger: MetricsLogger) -> None:
+    def _warm_start(self, logger: MetricsLogger | None) -> None:
         cfg = self.config
         trajs: list[Trajectory] = []
         print(f"warm start: the oracle plays the training tasks, then {cfg.sft_steps} supervised steps", flush=True)
@@ -330,12 +359,27 @@ class GRPOTrainer:
             tasks = [source.test[i % len(source.test)] for i in range(n)] if source.test else []
             if not tasks:
                 continue
-            self.eval_policy.reset()
-            if self.eval_policy.generator is not None:
-                self.eval_policy.generator.manual_seed(self.config.seed)  # the same samples for the same weights
-            done = rollout(source.factory, self.eval_policy, tasks=tasks, seeds=list(range(n)), executor=self.executor)
+            with self.dist.generating():
+                done = self.dist.spread(  # each rank plays its share of the episodes
+                    list(zip(tasks, range(n), strict=True)),
+                    functools.partial(self._play_held_out, source),
+                    what="gathering the held-out episodes",
+                )
             trajs += _labelled(done, source.env_id)
         return trajs
+
+    def _play_held_out(self, source: EnvSource, episodes: list[tuple[Task, int]]) -> list[Trajectory]:
+        if not episodes:
+            return []
+        self.eval_policy.reset()
+        if self.eval_policy.generator is not None:
+            # The same samples for the same weights (and, on several ranks, a stream per rank).
+            seed = self.config.seed
+            if self.dist.active:
+                seed = int(np.random.default_rng([seed, *self.dist.seed_salt]).integers(2**62))
+            self.eval_policy.generator.manual_seed(seed)
+        tasks, seeds = [t for t, _ in episodes], [s for _, s in episodes]
+        return rollout(source.factory, self.eval_policy, tasks=tasks, seeds=seeds, executor=self.executor)
 
     def _held_out_metrics(self) -> dict[str, Any]:
         """``eval/success_rate`` with its 95% bootstrap interval over the held-out tasks
@@ -364,7 +408,10 @@ class GRPOTrainer:
         rolled: list[Trajectory] = []  # every group, dropped ones too: the sampler learns from all of them
         for round_ in range(cfg.max_sampling_rounds if cfg.dynamic_sampling else 1):
             draws = self.sampler.sample(self.step, round_, n_groups - len(kept))
-            groups = self._rollout_groups(draws, timer, round_)
+            # Each rank rolls out its share of the groups; every rank gets them all back.
+            play = functools.partial(self._rollout_groups, timer=timer, round_=round_)
+            with self.dist.generating():
+                groups = self.dist.spread(draws, play, what="gathering the rollouts")
             for draw, group in zip(draws, groups, strict=True):
                 groups_seen += 1
                 rolled += group
@@ -401,7 +448,7 @@ class GRPOTrainer:
     def _rollout_groups(self, draws: Sequence[Draw], timer: dict[str, float], round_: int) -> list[list[Trajectory]]:
         cfg = self.config
         timed = _TimedPolicy(self.policy)
-        seed = int(np.random.default_rng([cfg.seed, self.step, round_, 7]).integers(2**62))
+        seed = int(np.random.default_rng([cfg.seed, self.step, round_, 7, *self.dist.seed_salt]).integers(2**62))
         self.policy.generator = torch.Generator(device=self.device).manual_seed(seed)
         by_source: dict[int, list[int]] = defaultdict(list)
         for i, d in enumerate(draws):
@@ -470,7 +517,11 @@ class GRPOTrainer:
             # The policy-gradient term of every loss is linear in the advantage (clipped or
             # not), so scaling a group's advantages scales its share of that term.
             per_turn = [[a * group_weights[g] for a in turns] for g, turns in zip(group_ids, per_turn, strict=True)]
-        examples = [e for e in build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len) if any(e.mask)]
+        built = build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len)
+        # Every rank holds the whole batch; it trains on its share of the groups.
+        mine = set(self.dist.mine(len(groups)))
+        local = [e for e, g in zip(built, group_ids, strict=True) if g in mine and any(e.mask)]
+        examples = [e for e in built if any(e.mask)]
         if not any(a for e in examples for a, m in zip(e.advantages, e.mask, strict=True) if m):
             # No signal (every group's rewards were equal). An optimiser step now would only
             # replay Adam's momentum from earlier batches, which is drift, not learning.
@@ -486,7 +537,7 @@ class GRPOTrainer:
             out["importance_weight/max"] = max(group_weights)
         if not examples:
             return {**out, "loss": 0.0, "skipped_update": 1.0, "_train_tokens": 0}
-        return {**out, **self._optimise(examples)}
+        return {**out, **self._optimise(local)}
 
     def _overlong(self, traj: Trajectory) -> list[float]:
         cfg = self.config
@@ -502,11 +553,16 @@ class GRPOTrainer:
         cfg = self.config
         micro = [examples[i : i + cfg.micro_batch_size] for i in range(0, len(examples), cfg.micro_batch_size)]
         batches = [collate(m, self.policy.pad_id, self.device) for m in micro]
-        # Each micro-batch's loss is scaled by its share of the batch's averaging unit,
-        # so the accumulated gradient is that of the whole batch at once.
+        # Each micro-batch's loss is scaled by its share of the batch's averaging unit
+        # (on several ranks: of the whole batch, every rank's), so the accumulated
+        # gradient is that of the whole batch at once.
         sizes = [batch_share(cfg.loss, b.mask, episode_balanced=cfg.episode_balanced) for b in batches]
-        total = sum(sizes) or 1.0
+        total = self.dist.total(sum(sizes), what="counting the batch's tokens") or 1.0
         shares = [size / total for size in sizes]
+        # Every rank runs as many passes (a rank short of data runs empty ones, weighing 0).
+        for _ in range(self.dist.most(len(batches)) - len(batches)):
+            batches.append(collate([_EMPTY], self.policy.pad_id, self.device))
+            shares.append(0.0)
         olds = self._generation_logprobs(batches)
         # How far the whole update moves the policy, measured on the first micro-batch's
         # first sequences: before, from the first training pass; after, one small pass.
@@ -516,8 +572,9 @@ class GRPOTrainer:
         self.model.train()
         for _ in range(cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
-            for batch, old, share in zip(batches, olds, shares, strict=True):
-                diagnostics, logp = self._backward(batch, old, share)
+            for i, (batch, old, share) in enumerate(zip(batches, olds, shares, strict=True)):
+                with self.dist.accumulating(sync=i == len(batches) - 1):
+                    diagnostics, logp = self._backward(batch, old, share)
                 if before is None:
                     before = logp[:UPDATE_KL_PROBE]
                 for k, v in diagnostics.items():
@@ -528,15 +585,17 @@ class GRPOTrainer:
                 [p for p in self.model.parameters() if p.requires_grad], cfg.max_grad_norm
             )
             self.optimizer.step()
-            sums["grad_norm"] = float(grad_norm)
+        out = self.dist.sum_metrics(dict(sums))  # each rank's are weighed by its share of the whole batch
+        out["grad_norm"] = float(grad_norm)
         with torch.no_grad(), self._autocast():
-            after = self._logprobs(self.model, probe)[0]
+            after = self.dist.forward(lambda: self._logprobs(self.model, probe)[0])
         # k3 estimate of KL(before || after) per policy token, over the probe's tokens the
         # policy sampled before the update: the step size, in nats.
-        sums["update_kl"] = float(kl_k3(before, after, probe.mask)) if before is not None else 0.0
-        sums["lr"] = self.optimizer.param_groups[0]["lr"]
-        sums["_train_tokens"] = float(sum(len(e.ids) for e in examples) * cfg.ppo_epochs)
-        return dict(sums)
+        update_kl = float(kl_k3(before, after, probe.mask)) if before is not None else 0.0
+        out["update_kl"] = self.dist.weighted_mean(update_kl, float(probe.mask.sum()) if examples else 0.0)
+        out["lr"] = self.optimizer.param_groups[0]["lr"]
+        out["_train_tokens"] = self.dist.total(float(sum(len(e.ids) for e in examples) * cfg.ppo_epochs))
+        return out
 
     def _generation_logprobs(self, batches: Sequence[TrainBatch]) -> list[torch.Tensor | None]:
         """The old log-probs of the importance ratio, per micro-batch: with one epoch,
@@ -546,7 +605,7 @@ class GRPOTrainer:
         if cfg.ppo_epochs == 1:
             return [None] * len(batches)
         with torch.no_grad(), self._autocast():
-            return [self._logprobs(self.model, b)[0] for b in batches]
+            return [self.dist.forward(functools.partial(self._logprobs, self.model, b))[0] for b in batches]
 
     def _backward(
         self, batch: TrainBatch, old: torch.Tensor | None, share: float
@@ -555,7 +614,7 @@ class GRPOTrainer:
         returns its loss and diagnostics (unscaled) and its log-probs (detached)."""
         cfg = self.config
         with self._autocast():
-            logp, entropy = self._logprobs(self.model, batch)
+            logp, entropy = self.dist.forward(lambda: self._logprobs(self.model, batch))
             ref = None
             if self.ref_model is not None:
                 with torch.no_grad():
@@ -576,7 +635,7 @@ class GRPOTrainer:
                 episode_balanced=cfg.episode_balanced,
             ),
         )
-        (result.loss * share).backward()
+        (result.loss * (share * self.dist.loss_scale)).backward()
         out = {"loss": result.loss.item(), **result.metrics}
         out["entropy"] = float(entropy.mean()) if entropy.numel() else 0.0
         m = batch.mask.bool()
@@ -598,7 +657,7 @@ class GRPOTrainer:
             batch,
             temperature=cfg.temperature,
             chunk_tokens=cfg.logprob_chunk_tokens,
-            share_prompts=cfg.reuse_kv_cache,
+            share_prompts=cfg.reuse_kv_cache and not self.dist.lockstep,
         )
 
     def _learning_rate(self) -> float:
@@ -614,6 +673,8 @@ class GRPOTrainer:
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
 
     def _write_episodes(self, folder_name: str, step: int, trajs: Sequence[Trajectory]) -> None:
+        if not self.dist.is_writer:
+            return
         # One file per step, written whole: a step redone after a resume replaces its file.
         folder = self.run_dir / folder_name
         folder.mkdir(parents=True, exist_ok=True)  # train_step() may run without train()
@@ -623,14 +684,22 @@ class GRPOTrainer:
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         tmp.replace(folder / f"step-{step:06d}.jsonl")
 
-    def _export(self) -> None:
+    def _export(self, weights: dict[str, Any] | None = None) -> None:
         """The final model (or, with LoRA, its adapter: peft's format) and the tokenizer,
-        loadable by path. The training model is left as it is."""
+        loadable by path (``weights``: a sharded model's, gathered). The training model
+        is left as it is."""
         final = self.run_dir / "final"
         with quiet_progress_bars():
-            for part in (self.model, self.tokenizer):
-                if isinstance(part, Saveable):
-                    part.save_pretrained(str(final))
+            if isinstance(self.model, Saveable):
+                extra = {} if weights is None else {"state_dict": weights}
+                self.model.save_pretrained(str(final), **extra)
+            if isinstance(self.tokenizer, Saveable):
+                self.tokenizer.save_pretrained(str(final))
+
+
+_EMPTY = Example(ids=[0, 0], mask=[0, 1], old_logp=[0.0, 0.0], advantages=[0.0, 0.0], turn_lengths=[2], truncated=False)
+"""A pass with no data, for a rank with fewer micro-batches than another: one policy
+token with advantage 0 (weighing 0), so every parameter still joins the gradient reduction."""
 
 
 class _TimedPolicy:
