@@ -32,6 +32,7 @@ from agentenv.miner import MinerSampler
 from agentenv.rollout import rollout
 from agentenv.sampling import Draw, TaskSampler
 from agentenv.trainers import advantages as adv
+from agentenv.trainers.async_rollout import AsyncRollouts, RolloutBatch
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate, turn_advantages
 from agentenv.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from agentenv.trainers.config import GRPOConfig
@@ -48,6 +49,7 @@ from agentenv.trainers.model import (
     quiet_progress_bars,
     resolve_device,
 )
+from agentenv.trainers.off_policy import truncated_importance_weights
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.sampling import EnvSource, UniformSampler
 from agentenv.trainers.sft import sft
@@ -144,6 +146,7 @@ class GRPOTrainer:
         self.run_dir = Path(config.output_dir)
         self.step = 0
         self.history: list[dict[str, Any]] = []
+        self._async: AsyncRollouts | None = None  # started by the first step with async_rollouts
 
     # -- set-up -----------------------------------------------------------------
 
@@ -248,10 +251,11 @@ class GRPOTrainer:
                         self.step,
                         self.model,
                         self.optimizer,
-                        {"sampler": self.sampler.state_dict()},
+                        {"sampler": self._async.sampler_state if self._async else self.sampler.state_dict()},
                         keep=cfg.keep_checkpoints,
                     )
         finally:
+            self.close()
             logger.close()
         self._export()
         return self.history
@@ -343,6 +347,53 @@ class GRPOTrainer:
 
     def train_step(self) -> dict[str, Any]:
         cfg = self.config
+        extra: dict[str, Any] = {}
+        if cfg.async_rollouts:
+            if self._async is None:
+                self._async = AsyncRollouts(
+                    self._collect,
+                    self.policy,
+                    self.model,
+                    start=self.step,
+                    max_staleness=cfg.max_staleness,
+                    staleness_policy=cfg.staleness_policy,
+                    sampler_state=self.sampler.state_dict,
+                )
+            batch, extra = self._async.next_batch(self.step)
+        else:
+            batch = self._collect(self.step, self.policy)
+        trajs = [t for g in batch.groups for t in g]
+        if cfg.save_trajectories:
+            self._write_episodes("trajectories", self.step + 1, trajs)
+        metrics = rollout_metrics(trajs)
+        metrics["zero_variance_frac"] = batch.zero_variance / max(batch.groups_seen, 1)
+        metrics["groups"] = len(batch.groups)
+        metrics["tasks"] = [d.task.id for d in batch.draws]
+        metrics.update(batch.sampler_metrics)
+        metrics.update(extra)
+        timer = dict(batch.timer)
+        start = time.perf_counter()
+        metrics.update(self._update(batch.groups, [d.source for d in batch.draws], self._group_weights(batch.draws)))
+        timer["train_s"] = time.perf_counter() - start
+        if self._async is not None:
+            self._async.publish(self.model, self.step + 1)
+        metrics.update({f"time/{k}": v for k, v in timer.items()})
+        gen_tokens = sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None)
+        metrics["gen_tokens_per_s"] = gen_tokens / max(timer["generate_s"], 1e-9)
+        metrics["train_tokens_per_s"] = metrics.pop("_train_tokens", 0) / max(timer["train_s"], 1e-9)
+        return metrics
+
+    def close(self) -> None:
+        """Stop the rollout thread of ``async_rollouts`` (`train` does when it returns);
+        a later step starts a new one."""
+        if self._async is not None:
+            self._async.close()
+            self._async = None
+
+    def _collect(self, step: int, policy: TransformersPolicy) -> RolloutBatch:
+        """The groups of step ``step``, rolled out with ``policy`` (with dynamic sampling,
+        round after round until the batch is full), and the sampler updated with them."""
+        cfg = self.config
         n_groups = cfg.batch_size // cfg.group_size
         timer: dict[str, float] = defaultdict(float)
         kept: list[list[Trajectory]] = []
@@ -350,8 +401,8 @@ class GRPOTrainer:
         draws_used: list[Draw] = []
         rolled: list[Trajectory] = []  # every group, dropped ones too: the sampler learns from all of them
         for round_ in range(cfg.max_sampling_rounds if cfg.dynamic_sampling else 1):
-            draws = self.sampler.sample(self.step, round_, n_groups - len(kept))
-            groups = self._rollout_groups(draws, timer, round_)
+            draws = self.sampler.sample(step, round_, n_groups - len(kept))
+            groups = self._rollout_groups(draws, timer, round_, step, policy)
             for draw, group in zip(draws, groups, strict=True):
                 groups_seen += 1
                 rolled += group
@@ -364,29 +415,17 @@ class GRPOTrainer:
                     draws_used.append(draw)
             if len(kept) >= n_groups:
                 break
-        trajs = [t for g in kept for t in g]
-        self.sampler.update(self.step, rolled)
-        if cfg.save_trajectories:
-            self._write_episodes("trajectories", self.step + 1, trajs)
-        metrics = rollout_metrics(trajs)
-        metrics["zero_variance_frac"] = zero_var / max(groups_seen, 1)
-        metrics["groups"] = len(kept)
-        metrics["tasks"] = [d.task.id for d in draws_used]
-        metrics.update(self.sampler.metrics())
-        start = time.perf_counter()
-        metrics.update(self._update(kept, [d.source for d in draws_used], self._group_weights(draws_used)))
-        timer["train_s"] = time.perf_counter() - start
-        metrics.update({f"time/{k}": v for k, v in timer.items()})
-        gen_tokens = sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None)
-        metrics["gen_tokens_per_s"] = gen_tokens / max(timer["generate_s"], 1e-9)
-        metrics["train_tokens_per_s"] = metrics.pop("_train_tokens", 0) / max(timer["train_s"], 1e-9)
-        return metrics
+        self.sampler.update(step, rolled)
+        timer.setdefault("generate_s", 0.0)
+        return RolloutBatch(step, kept, draws_used, groups_seen, zero_var, dict(timer), self.sampler.metrics())
 
-    def _rollout_groups(self, draws: Sequence[Draw], timer: dict[str, float], round_: int) -> list[list[Trajectory]]:
+    def _rollout_groups(
+        self, draws: Sequence[Draw], timer: dict[str, float], round_: int, step: int, policy: TransformersPolicy
+    ) -> list[list[Trajectory]]:
         cfg = self.config
-        timed = _TimedPolicy(self.policy)
-        seed = int(np.random.default_rng([cfg.seed, self.step, round_, 7]).integers(2**62))
-        self.policy.generator = torch.Generator(device=self.device).manual_seed(seed)
+        timed = _TimedPolicy(policy)
+        seed = int(np.random.default_rng([cfg.seed, step, round_, 7]).integers(2**62))
+        policy.generator = torch.Generator(device=self.device).manual_seed(seed)
         by_source: dict[int, list[int]] = defaultdict(list)
         for i, d in enumerate(draws):
             by_source[d.source].append(i)
@@ -396,7 +435,7 @@ class GRPOTrainer:
             tasks = [draws[i].task for i in idx for _ in range(cfg.group_size)]
             seeds = [draws[i].seed for i in idx for _ in range(cfg.group_size)]
             resume = [draws[i].snapshot for i in idx for _ in range(cfg.group_size)]
-            self.policy.reset()
+            policy.reset()
             trajs = rollout(
                 self.sources[src].factory,
                 timed,
@@ -405,7 +444,7 @@ class GRPOTrainer:
                 resume_from=resume if any(r is not None for r in resume) else None,
                 keep_snapshots=self.sampler.keep_snapshots,
             )
-            self.policy.reset()  # every episode has ended: free the kept KV cache before the update
+            policy.reset()  # every episode has ended: free the kept KV cache before the update
             trajs = _labelled(trajs, self.sources[src].env_id)
             for j, i in enumerate(idx):
                 groups[i] = trajs[j * cfg.group_size : (j + 1) * cfg.group_size]
@@ -453,7 +492,8 @@ class GRPOTrainer:
             # The policy-gradient term of every loss is linear in the advantage (clipped or
             # not), so scaling a group's advantages scales its share of that term.
             per_turn = [[a * group_weights[g] for a in turns] for g, turns in zip(group_ids, per_turn, strict=True)]
-        examples = [e for e in build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len) if any(e.mask)]
+        built = build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len, version=self.step)
+        examples = [e for e in built if any(e.mask)]
         if not any(a for e in examples for a, m in zip(e.advantages, e.mask, strict=True) if m):
             # No signal (every group's rewards were equal). An optimiser step now would only
             # replay Adam's momentum from earlier batches, which is drift, not learning.
@@ -543,11 +583,18 @@ class GRPOTrainer:
             if self.ref_model is not None:
                 with torch.no_grad():
                     ref = self._logprobs(self.ref_model, batch)[0]
+        prox = old if old is not None else logp.detach()
+        advantages, off_policy = batch.advantages, {}
+        if cfg.async_rollouts:  # tokens sampled by older weights: truncated importance weights
+            weights, off_policy = truncated_importance_weights(
+                prox, batch.old_logp, batch.lag, batch.mask, cap=cfg.importance_cap
+            )
+            advantages = advantages * weights
         result = compute_loss(
             cfg.loss,
             logp=logp,
-            old_logp=old if old is not None else logp.detach(),
-            advantages=batch.advantages,
+            old_logp=prox,
+            advantages=advantages,
             mask=batch.mask,
             ref_logp=ref,
             kl_coef=cfg.kl_coef,
@@ -560,7 +607,7 @@ class GRPOTrainer:
             ),
         )
         (result.loss * share).backward()
-        out = {"loss": result.loss.item(), **result.metrics}
+        out = {"loss": result.loss.item(), **result.metrics, **off_policy}
         out["entropy"] = float(entropy.mean()) if entropy.numel() else 0.0
         m = batch.mask.bool()
         if m.any():  # how far the training forward pass is from the generation-time log-probs
