@@ -584,7 +584,8 @@ class GRPOTrainer:
                 with torch.no_grad():
                     ref = self._logprobs(self.ref_model, batch)[0]
         prox = old if old is not None else logp.detach()
-        advantages, off_policy = batch.advantages, {}
+        advantages = batch.advantages
+        off_policy: dict[str, float] = {}
         if cfg.async_rollouts:  # tokens sampled by older weights: truncated importance weights
             weights, off_policy = truncated_importance_weights(
                 prox, batch.old_logp, batch.lag, batch.mask, cap=cfg.importance_cap
