@@ -251,7 +251,7 @@ class GRPOTrainer:
                         self.step,
                         self.model,
                         self.optimizer,
-                        {"sampler": self._async.sampler_state if self._async else self.sampler.state_dict()},
+                        {"sampler": self._sampler_state()},
                         keep=cfg.keep_checkpoints,
                     )
         finally:
@@ -382,6 +382,11 @@ class GRPOTrainer:
         metrics["gen_tokens_per_s"] = gen_tokens / max(timer["generate_s"], 1e-9)
         metrics["train_tokens_per_s"] = metrics.pop("_train_tokens", 0) / max(timer["train_s"], 1e-9)
         return metrics
+
+    def _sampler_state(self) -> dict[str, Any] | None:
+        """What a checkpoint saves of the sampler: with async rollouts, its state after the
+        last batch trained on (the producer has updated it with later ones since)."""
+        return self._async.sampler_state if self._async is not None else self.sampler.state_dict()
 
     def close(self) -> None:
         """Stop the rollout thread of ``async_rollouts`` (`train` does when it returns);

@@ -3,6 +3,8 @@ and the trainer with them (`agentenv.trainers.async_rollout`)."""
 
 from __future__ import annotations
 
+import copy
+import json
 import threading
 
 import pytest
@@ -80,6 +82,26 @@ def test_no_token_older_than_max_staleness_is_trained_on(tmp_path, tokenizer, po
     assert all(h["async/lag_max"] <= k for h in history)
     if policy == "wait":
         assert all(h["async/dropped_groups"] == 0 for h in history)
+
+
+def test_an_async_run_checkpoints_the_sampler_as_of_its_last_step_and_resumes(tmp_path, tokenizer):
+    # The producer has updated the failure miner with batches beyond the last trained
+    # one; the checkpoint keeps its state after the last trained batch.
+    kw = dict(async_rollouts=True, max_staleness=2, save_every=1, miner={})
+    states = []
+
+    def on_step(step, metrics):
+        states.append(copy.deepcopy(trainer._sampler_state()))
+
+    config = _config(tmp_path, "run", steps=2, **kw)
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=config, on_step=on_step)
+    trainer.train()
+    saved = json.loads((tmp_path / "run" / "checkpoints" / "step-000002" / "trainer_state.json").read_text())
+    assert saved["sampler"] == states[-1] and states[0] != states[-1]
+    config = _config(tmp_path, "run", steps=3, resume=True, **kw)
+    resumed = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=config)
+    history = resumed.train()
+    assert resumed.step == 3 and history[-1]["step"] == 3 and history[-1]["async/lag_max"] <= 2
 
 
 def test_a_failure_in_the_producer_stops_training_with_its_error_and_the_thread(tmp_path, tokenizer):
