@@ -16,7 +16,9 @@ drift hits all alike; figures are medians over every measured step.
 
 The generator thread and the learner share the machine's cores and, on a CPU, torch's
 intra-op threads: the overlap pays only where one side leaves cores idle (Python
-per-token overhead in generation, the env's steps). Left out: GPUs, where generation
+per-token overhead in generation, the env's steps). The CPU column (this process's
+CPU time per step, all threads) tells overlap from a larger share of a busy machine:
+on a loaded machine two busy threads take more of it than one. Left out: GPUs, where generation
 and update share one device; several processes or machines (an inference server).
 """
 
@@ -40,9 +42,10 @@ from _common import header, import_agentenv, table
 
 import_agentenv()
 
-import agentenv  # noqa: E402 - after import_agentenv, which may put the repository on the path
-from agentenv.trainers import GRPOConfig, GRPOTrainer  # noqa: E402
-from agentenv.trainers.model import build_tiny  # noqa: E402
+# After import_agentenv, which may put the repository on the path:
+import agentenv
+from agentenv.trainers import GRPOConfig, GRPOTrainer
+from agentenv.trainers.model import build_tiny
 
 ENV = "guess-number-v0"
 
@@ -107,14 +110,14 @@ def run(condition: Condition, model: torch.nn.Module, tokenizer: Any, args: argp
         save_trajectories=False,
         tensorboard=False,
         resume=False,
-        learning_rate=1e-4,
+        learning_rate=1e-3,  # large enough for stale tokens to show an importance weight away from 1
         **condition.settings,
     )
-    stamps: list[float] = []
+    stamps: list[tuple[float, float]] = []  # wall clock, this process's CPU time
     metrics: list[dict[str, Any]] = []
 
     def on_step(step: int, m: dict[str, Any]) -> None:
-        stamps.append(time.perf_counter())
+        stamps.append((time.perf_counter(), time.process_time()))
         metrics.append(m)
 
     trainer = GRPOTrainer(model, tokenizer, envs=[lambda: make_env(args)], config=config, on_step=on_step)
@@ -123,7 +126,8 @@ def run(condition: Condition, model: torch.nn.Module, tokenizer: Any, args: argp
         m = metrics[i]
         condition.rows.append(
             {
-                "wall": stamps[i] - stamps[i - 1],
+                "wall": stamps[i][0] - stamps[i - 1][0],
+                "cpu": stamps[i][1] - stamps[i - 1][1],
                 "gen": m["time/generate_s"],
                 "train": m["time/train_s"],
                 "wait": m.get("time/wait_s", 0.0),
@@ -170,6 +174,7 @@ def report(args: argparse.Namespace, model: torch.nn.Module) -> None:
             cond.name,
             f"{m['wall']:.2f}",
             f"{sync / m['wall']:.2f}x",
+            f"{m['cpu']:.2f}",
             f"{m['gen']:.2f}",
             f"{m['train']:.2f}",
             f"{m['wait']:.2f}",
@@ -180,13 +185,14 @@ def report(args: argparse.Namespace, model: torch.nn.Module) -> None:
         )
         for cond, m, dropped in zip(CONDITIONS, med, mean_dropped, strict=True)
     ]
-    headers = ["condition", "step (s)", "vs sync", "generate (s)", "train (s)", "wait (s)", "lag", "dropped"]
+    headers = ["condition", "step (s)", "vs sync", "CPU (s)", "generate (s)", "train (s)", "wait (s)", "lag", "dropped"]
     print(table([*headers, "IS weight", "truncated"], rows))
     print(
-        "\nstep: wall time between steps; generate: the batch's generation (overlapped when async); "
-        "train: the update; wait: the learner waiting for a batch;\nlag: mean versions behind of the trained "
-        "turns; dropped: groups per step (mean); IS weight, truncated: mean weight and share of tokens "
-        "truncated at importance_cap"
+        "\nstep: wall time between steps; CPU: this process's CPU time in it (all threads);\n"
+        "generate: the batch's generation (overlapped when async); train: the update; "
+        "wait: the learner waiting for a batch;\nlag: mean versions behind of the trained turns; "
+        "dropped: groups per step (mean); IS weight, truncated: mean importance weight and share "
+        "of tokens truncated at importance_cap"
     )
 
 
