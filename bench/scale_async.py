@@ -1,6 +1,6 @@
 """Trainer step time on the CPU, synchronous vs asynchronous rollouts (`async_rollouts`).
 
-    .venv/bin/python bench/scale_async.py                      # ~4 min on an idle 2-core machine
+    .venv/bin/python bench/scale_async.py                      # ~2.5 min on a 2-core machine
     .venv/bin/python bench/scale_async.py --steps 4 --rounds 1 --threads 1
 
 `GRPOTrainer.train()` with the project's tiny model (random-init Qwen2, hidden 128,
