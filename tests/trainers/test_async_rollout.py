@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import threading
 
 import pytest
@@ -82,6 +83,17 @@ def test_no_token_older_than_max_staleness_is_trained_on(tmp_path, tokenizer, po
     assert all(h["async/lag_max"] <= k for h in history)
     if policy == "wait":
         assert all(h["async/dropped_groups"] == 0 for h in history)
+
+
+@pytest.mark.parametrize("loss", ["grpo", "gspo", "cispo"])
+def test_every_loss_trains_on_stale_tokens_with_finite_weights(tmp_path, tokenizer, loss):
+    model, history = _train(
+        tmp_path, tokenizer, "run", loss=loss, ppo_epochs=2, async_rollouts=True, max_staleness=1, importance_cap=1.5
+    )
+    for h in history:
+        assert math.isfinite(h["loss"]) and h["async/lag_max"] <= 1
+        assert 0 < h["off_policy/weight_mean"] <= 1.5 and math.isfinite(h["off_policy/log_ratio_abs"])
+    assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
 def test_an_async_run_checkpoints_the_sampler_as_of_its_last_step_and_resumes(tmp_path, tokenizer):
