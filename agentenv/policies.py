@@ -52,6 +52,9 @@ class Generation(BaseModel):
     logprobs: list[float] = []
     finish_reason: str | None = None
     """"stop" (end of turn), "length" (cut at the token limit), or the server's word."""
+    policy_version: int | None = None
+    """The version of the weights that sampled every token of this turn: the learner's
+    step count when they were published (asynchronous training); None when not tracked."""
 
 
 class PolicyFailure(BaseModel):

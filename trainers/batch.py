@@ -3,7 +3,9 @@
 A trajectory's `Generation`s hold, per turn, the ids appended before the turn and
 the ids generated in it, so a sequence is their concatenation in order; the loss
 mask is 1 exactly on generated ids. Advantages are computed per turn (task-level
-group term + step-level term) and broadcast onto that turn's tokens.
+group term + step-level term) and broadcast onto that turn's tokens, and so is the
+turn's lag: how many versions the weights that sampled it are behind the learner's
+(0 unless rollouts run asynchronously, `agentenv.trainers.async_rollout`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -33,6 +35,8 @@ class Example:
     advantages: list[float]
     turn_lengths: list[int]
     truncated: bool  # cut at max_seq_len
+    lags: list[int] = field(default_factory=list)
+    """Per id, learner version minus the version that sampled it (empty: all 0)."""
 
 
 @dataclass
@@ -43,6 +47,7 @@ class TrainBatch:
     mask: torch.Tensor  # [B, T]: 1 where the next token is a policy token
     old_logp: torch.Tensor  # [B, T], aligned with targets
     advantages: torch.Tensor  # [B, T], aligned with targets
+    lag: torch.Tensor  # [B, T], aligned with targets: versions behind the learner (0: on-policy)
 
 
 def step_rewards(traj: Trajectory, weights: Mapping[str, float]) -> list[float]:
@@ -109,9 +114,12 @@ def turn_advantages(
 
 
 def build_examples(
-    trajs: Sequence[Trajectory], per_turn: Sequence[Sequence[float]], *, max_seq_len: int
+    trajs: Sequence[Trajectory], per_turn: Sequence[Sequence[float]], *, max_seq_len: int, version: int | None = None
 ) -> list[Example]:
-    """One `Example` per trajectory that has generations (infra ones get an all-zero mask)."""
+    """One `Example` per trajectory that has generations (infra ones get an all-zero mask).
+
+    With the learner's ``version``, each generated id's lag is ``version`` minus its
+    turn's `Generation.policy_version` (0 for a turn that records none)."""
     examples = []
     for traj, advs in zip(trajs, per_turn, strict=True):
         ids: list[int] = []
@@ -119,6 +127,7 @@ def build_examples(
         old: list[float] = []
         advantages: list[float] = []
         lengths: list[int] = []
+        lags: list[int] = []
         live = traj.failure is not Failure.INFRA
         for k, gen in enumerate(traj.generations):
             if gen is None:
@@ -126,6 +135,7 @@ def build_examples(
             prompt = gen.prompt_ids or []
             ids += prompt
             mask += [0] * len(prompt)
+            lags += [0] * len(prompt)
             old += [0.0] * len(prompt)
             advantages += [0.0] * len(prompt)
             a = advs[k] if k < len(advs) else 0.0
@@ -134,12 +144,24 @@ def build_examples(
             old += list(gen.logprobs) if len(gen.logprobs) == len(gen.token_ids) else [0.0] * len(gen.token_ids)
             advantages += [a] * len(gen.token_ids)
             lengths.append(len(gen.token_ids))
+            behind = version - gen.policy_version if version is not None and gen.policy_version is not None else 0
+            if behind < 0:
+                raise ValueError(
+                    f"a turn was sampled by version {gen.policy_version}, newer than the learner's {version}"
+                )
+            lags += [behind] * len(gen.token_ids)
         if not ids:
             continue
         truncated = len(ids) > max_seq_len
         examples.append(
             Example(
-                ids[:max_seq_len], mask[:max_seq_len], old[:max_seq_len], advantages[:max_seq_len], lengths, truncated
+                ids[:max_seq_len],
+                mask[:max_seq_len],
+                old[:max_seq_len],
+                advantages[:max_seq_len],
+                lengths,
+                truncated,
+                lags[:max_seq_len],
             )
         )
     return examples
@@ -154,6 +176,7 @@ def collate(examples: Sequence[Example], pad_id: int, device: torch.device | str
     mask = torch.zeros((b, width), dtype=torch.float32)
     old = torch.zeros((b, width), dtype=torch.float32)
     advs = torch.zeros((b, width), dtype=torch.float32)
+    lag = torch.zeros((b, width), dtype=torch.long)
     for i, e in enumerate(examples):
         n = len(e.ids)
         input_ids[i, :n] = torch.tensor(e.ids)
@@ -162,5 +185,7 @@ def collate(examples: Sequence[Example], pad_id: int, device: torch.device | str
         mask[i, : n - 1] = torch.tensor(e.mask[1:], dtype=torch.float32)
         old[i, : n - 1] = torch.tensor(e.old_logp[1:])
         advs[i, : n - 1] = torch.tensor(e.advantages[1:])
+        if e.lags:
+            lag[i, : n - 1] = torch.tensor(e.lags[1:], dtype=torch.long)
     targets = torch.cat([input_ids[:, 1:], torch.full((b, 1), pad_id, dtype=torch.long)], dim=1)
-    return TrainBatch(*(t.to(device) for t in (input_ids, attention, targets, mask, old, advs)))
+    return TrainBatch(*(t.to(device) for t in (input_ids, attention, targets, mask, old, advs, lag)))

@@ -154,6 +154,26 @@ class GRPOConfig(BaseModel):
     ppo_epochs: int = Field(1, ge=1)
     """Passes over each batch; above 1 the importance ratio departs from 1 and clipping acts."""
 
+    # -- asynchronous rollouts -----------------------------------------------------
+    async_rollouts: bool = False
+    """Generate the next batches in a background thread, on a copy of the weights
+    swapped for the learner's newest between turns, while the learner updates
+    (PipelineRL-style; `agentenv.trainers.async_rollout`). Each turn records the
+    version of the weights that sampled it; stale tokens are corrected with truncated
+    importance weights."""
+    max_staleness: int = Field(1, ge=0)
+    """With async_rollouts: the most versions (optimiser steps) the weights that sampled
+    a token may be behind the learner's when it is trained on. 0 is the synchronous
+    trainer: the same batches and parameters."""
+    staleness_policy: Literal["wait", "drop"] = "wait"
+    """With async_rollouts: "wait" holds the generator back until the learner is within
+    max_staleness versions of the batch it starts, so nothing is ever too old; "drop"
+    never holds it back (beyond a buffer of max_staleness + 1 batches) and drops the
+    groups holding a token older than max_staleness when their step comes."""
+    importance_cap: float = Field(2.0, ge=1.0)
+    """With async_rollouts: C in the truncated importance weight min(pi / mu, C) of a
+    token sampled by older weights mu (`agentenv.trainers.off_policy`)."""
+
     # -- optimisation ------------------------------------------------------------
     learning_rate: float = Field(1e-5, gt=0.0)
     """AdamW learning rate."""
@@ -314,9 +334,28 @@ class GRPOConfig(BaseModel):
             )
         if self.importance_weighting and self.miner is None:
             p.append("importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false")
+        p += self._async_problems()
         if p:
             raise ValueError("\n".join(p))
         return self
+
+    def _async_problems(self) -> list[str]:
+        p = []
+        if not self.async_rollouts:
+            fields = ("max_staleness", "staleness_policy", "importance_cap")
+            changed = [
+                f"{f}={getattr(self, f)!r}" for f in fields if getattr(self, f) != type(self).model_fields[f].default
+            ]
+            if changed:
+                p.append(
+                    f"{', '.join(changed)} only apply with async_rollouts=true; set it or leave them at their defaults"
+                )
+        elif self.staleness_policy == "drop" and self.max_staleness == 0:
+            p.append(
+                "staleness_policy='drop' with max_staleness=0 would drop every batch generated during an update; "
+                "use staleness_policy='wait' (max_staleness=0 is then the synchronous trainer) or max_staleness >= 1"
+            )
+        return p
 
     # -- files and dicts -----------------------------------------------------------
 

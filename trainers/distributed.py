@@ -170,6 +170,16 @@ class DataParallel:
                 f"set batch_size >= {group_size * self.world_size} (group_size x ranks)"
             )
 
+    def check_async(self, async_rollouts: bool) -> None:
+        """Refuse asynchronous rollouts on several ranks: the producer thread would gather
+        rollouts across ranks while the learner synchronises gradients, two threads'
+        collectives on one process group."""
+        if self.world_size > 1 and async_rollouts:
+            self.close()
+            raise ValueError(
+                "async_rollouts = true does not run under torchrun yet; set it false to train data-parallel"
+            )
+
     def check_sharding(self, *, kl_coef: float, sft_steps: int, lora_r: int) -> None:
         """What sharded training does not do yet, said before the run starts."""
         if not self.lockstep:

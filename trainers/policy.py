@@ -82,6 +82,20 @@ class TransformersPolicy:
         self._kv_weights: tuple[tuple[int, int], ...] = ()
         self._kv_off = False  # memory ran short: no caching until reset()
 
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments (besides model and tokenizer) of a policy that samples
+        as this one does, without its seed: the asynchronous trainer's generation copy."""
+        return dict(
+            end_of_turn=self.delta.end_of_turn,
+            max_new_tokens=self.max_new_tokens,
+            max_context_tokens=self.max_context_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            stop=self.stop,
+            reuse_cache=self.reuse_cache,
+        )
+
     def reset(self) -> None:
         """Forget every episode (the rollout engine reuses conversation ids per call)."""
         self._episodes.clear()

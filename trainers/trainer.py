@@ -34,6 +34,7 @@ from agentenv.rollout import rollout
 from agentenv.sampling import Draw, TaskSampler
 from agentenv.task import Task
 from agentenv.trainers import advantages as adv
+from agentenv.trainers.async_rollout import AsyncRollouts, RolloutBatch
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate, turn_advantages
 from agentenv.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from agentenv.trainers.compute import ComputeMeter, world_size
@@ -52,6 +53,7 @@ from agentenv.trainers.model import (
     quiet_progress_bars,
     resolve_device,
 )
+from agentenv.trainers.off_policy import truncated_importance_weights
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.sampling import EnvSource, UniformSampler
 from agentenv.trainers.sft import sft
@@ -99,6 +101,7 @@ class GRPOTrainer:
         self.dist = DataParallel.from_environment(config.dist_timeout_s, shard=config.data_parallel == "fsdp")
         self.dist.check_groups(config.batch_size // config.group_size, config.group_size)
         self.dist.check_sharding(kl_coef=config.kl_coef, sft_steps=config.sft_steps, lora_r=config.lora_r)
+        self.dist.check_async(config.async_rollouts)
         self.device = self.dist.place(resolve_device(config.device))
         if self.device.type == "cpu" and config.cpu_keep_freed_memory:
             keep_freed_cpu_memory()
@@ -159,6 +162,7 @@ class GRPOTrainer:
         self.run_dir = Path(config.output_dir)
         self.step = 0
         self.history: list[dict[str, Any]] = []
+        self._async: AsyncRollouts | None = None  # started by the first step with async_rollouts
 
     # -- set-up -----------------------------------------------------------------
 
@@ -270,6 +274,7 @@ class GRPOTrainer:
                 if last or self.step % cfg.save_every == 0:
                     self._checkpoint()
         finally:
+            self.close()
             if logger is not None:
                 logger.close()
             if isinstance(self.executor, RayExecutor):
@@ -289,7 +294,7 @@ class GRPOTrainer:
                 self.step,
                 self.model if full is None else full[0],
                 self.optimizer if full is None else full[1],
-                {"sampler": self.sampler.state_dict()},
+                {"sampler": self._sampler_state()},
                 keep=self.config.keep_checkpoints,
             )
         # No rank starts the next step before the checkpoint is whole: a rank that
@@ -400,6 +405,60 @@ class GRPOTrainer:
 
     def train_step(self) -> dict[str, Any]:
         cfg = self.config
+        extra: dict[str, Any] = {}
+        if cfg.async_rollouts:
+            if self._async is None:
+                self._async = AsyncRollouts(
+                    self._collect,
+                    self.policy,
+                    self.model,
+                    start=self.step,
+                    max_staleness=cfg.max_staleness,
+                    staleness_policy=cfg.staleness_policy,
+                    sampler_state=self.sampler.state_dict,
+                )
+            batch, extra = self._async.next_batch(self.step)
+        else:
+            batch = self._collect(self.step, self.policy)
+        trajs = [t for g in batch.groups for t in g]
+        if cfg.save_trajectories:
+            self._write_episodes("trajectories", self.step + 1, trajs)
+        metrics = rollout_metrics(trajs)
+        metrics["zero_variance_frac"] = batch.zero_variance / max(batch.groups_seen, 1)
+        metrics["groups"] = len(batch.groups)
+        metrics["tasks"] = [d.task.id for d in batch.draws]
+        metrics.update(batch.sampler_metrics)
+        metrics.update(extra)
+        timer = dict(batch.timer)
+        start = time.perf_counter()
+        metrics.update(self._update(batch.groups, [d.source for d in batch.draws], self._group_weights(batch.draws)))
+        timer["train_s"] = time.perf_counter() - start
+        if self._async is not None:
+            self._async.publish(self.model, self.step + 1)
+        metrics.update({f"time/{k}": v for k, v in timer.items()})
+        gen_tokens = sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None)
+        metrics["gen_tokens_per_s"] = gen_tokens / max(timer["generate_s"], 1e-9)
+        metrics["tokens/trained"] = int(metrics.pop("_train_tokens", 0))
+        metrics["train_tokens_per_s"] = metrics["tokens/trained"] / max(timer["train_s"], 1e-9)
+        metrics["tokens/generated"] = batch.generated_tokens
+        return metrics
+
+    def _sampler_state(self) -> dict[str, Any] | None:
+        """What a checkpoint saves of the sampler: with async rollouts, its state after the
+        last batch trained on (the producer has updated it with later ones since)."""
+        return self._async.sampler_state if self._async is not None else self.sampler.state_dict()
+
+    def close(self) -> None:
+        """Stop the rollout thread of ``async_rollouts`` (`train` does when it returns);
+        a later step starts a new one."""
+        if self._async is not None:
+            self._async.close()
+            self._async = None
+
+    def _collect(self, step: int, policy: TransformersPolicy) -> RolloutBatch:
+        """The groups of step ``step``, rolled out with ``policy`` (with dynamic sampling,
+        round after round until the batch is full), and the sampler updated with them."""
+        cfg = self.config
         n_groups = cfg.batch_size // cfg.group_size
         timer: dict[str, float] = defaultdict(float)
         kept: list[list[Trajectory]] = []
@@ -407,9 +466,9 @@ class GRPOTrainer:
         draws_used: list[Draw] = []
         rolled: list[Trajectory] = []  # every group, dropped ones too: the sampler learns from all of them
         for round_ in range(cfg.max_sampling_rounds if cfg.dynamic_sampling else 1):
-            draws = self.sampler.sample(self.step, round_, n_groups - len(kept))
+            draws = self.sampler.sample(step, round_, n_groups - len(kept))
             # Each rank rolls out its share of the groups; every rank gets them all back.
-            play = functools.partial(self._rollout_groups, timer=timer, round_=round_)
+            play = functools.partial(self._rollout_groups, timer=timer, round_=round_, step=step, policy=policy)
             with self.dist.generating():
                 groups = self.dist.spread(draws, play, what="gathering the rollouts")
             for draw, group in zip(draws, groups, strict=True):
@@ -424,32 +483,22 @@ class GRPOTrainer:
                     draws_used.append(draw)
             if len(kept) >= n_groups:
                 break
-        trajs = [t for g in kept for t in g]
-        self.sampler.update(self.step, rolled)
-        if cfg.save_trajectories:
-            self._write_episodes("trajectories", self.step + 1, trajs)
-        metrics = rollout_metrics(trajs)
-        metrics["zero_variance_frac"] = zero_var / max(groups_seen, 1)
-        metrics["groups"] = len(kept)
-        metrics["tasks"] = [d.task.id for d in draws_used]
-        metrics.update(self.sampler.metrics())
-        start = time.perf_counter()
-        metrics.update(self._update(kept, [d.source for d in draws_used], self._group_weights(draws_used)))
-        timer["train_s"] = time.perf_counter() - start
-        metrics.update({f"time/{k}": v for k, v in timer.items()})
-        gen_tokens = sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None)
-        metrics["gen_tokens_per_s"] = gen_tokens / max(timer["generate_s"], 1e-9)
-        metrics["tokens/trained"] = int(metrics.pop("_train_tokens", 0))
-        metrics["train_tokens_per_s"] = metrics["tokens/trained"] / max(timer["train_s"], 1e-9)
+        self.sampler.update(step, rolled)
+        timer.setdefault("generate_s", 0.0)
         # Every group rolled out costs compute, the ones dynamic sampling dropped too.
-        metrics["tokens/generated"] = sum(len(g.token_ids) for t in rolled for g in t.generations if g is not None)
-        return metrics
+        generated = sum(len(g.token_ids) for t in rolled for g in t.generations if g is not None)
+        metrics = self.sampler.metrics()
+        return RolloutBatch(
+            step, kept, draws_used, groups_seen, zero_var, dict(timer), metrics, generated_tokens=generated
+        )
 
-    def _rollout_groups(self, draws: Sequence[Draw], timer: dict[str, float], round_: int) -> list[list[Trajectory]]:
+    def _rollout_groups(
+        self, draws: Sequence[Draw], timer: dict[str, float], round_: int, step: int, policy: TransformersPolicy
+    ) -> list[list[Trajectory]]:
         cfg = self.config
-        timed = _TimedPolicy(self.policy)
-        seed = int(np.random.default_rng([cfg.seed, self.step, round_, 7, *self.dist.seed_salt]).integers(2**62))
-        self.policy.generator = torch.Generator(device=self.device).manual_seed(seed)
+        timed = _TimedPolicy(policy)
+        seed = int(np.random.default_rng([cfg.seed, step, round_, 7, *self.dist.seed_salt]).integers(2**62))
+        policy.generator = torch.Generator(device=self.device).manual_seed(seed)
         by_source: dict[int, list[int]] = defaultdict(list)
         for i, d in enumerate(draws):
             by_source[d.source].append(i)
@@ -459,7 +508,7 @@ class GRPOTrainer:
             tasks = [draws[i].task for i in idx for _ in range(cfg.group_size)]
             seeds = [draws[i].seed for i in idx for _ in range(cfg.group_size)]
             resume = [draws[i].snapshot for i in idx for _ in range(cfg.group_size)]
-            self.policy.reset()
+            policy.reset()
             trajs = rollout(
                 self.sources[src].factory,
                 timed,
@@ -469,7 +518,7 @@ class GRPOTrainer:
                 keep_snapshots=self.sampler.keep_snapshots,
                 executor=self.executor,
             )
-            self.policy.reset()  # every episode has ended: free the kept KV cache before the update
+            policy.reset()  # every episode has ended: free the kept KV cache before the update
             trajs = _labelled(trajs, self.sources[src].env_id)
             for j, i in enumerate(idx):
                 groups[i] = trajs[j * cfg.group_size : (j + 1) * cfg.group_size]
@@ -517,7 +566,7 @@ class GRPOTrainer:
             # The policy-gradient term of every loss is linear in the advantage (clipped or
             # not), so scaling a group's advantages scales its share of that term.
             per_turn = [[a * group_weights[g] for a in turns] for g, turns in zip(group_ids, per_turn, strict=True)]
-        built = build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len)
+        built = build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len, version=self.step)
         # Every rank holds the whole batch; it trains on its share of the groups.
         mine = set(self.dist.mine(len(groups)))
         local = [e for e, g in zip(built, group_ids, strict=True) if g in mine and any(e.mask)]
@@ -619,11 +668,19 @@ class GRPOTrainer:
             if self.ref_model is not None:
                 with torch.no_grad():
                     ref = self._logprobs(self.ref_model, batch)[0]
+        prox = old if old is not None else logp.detach()
+        advantages = batch.advantages
+        off_policy: dict[str, float] = {}
+        if cfg.async_rollouts:  # tokens sampled by older weights: truncated importance weights
+            weights, off_policy = truncated_importance_weights(
+                prox, batch.old_logp, batch.lag, batch.mask, cap=cfg.importance_cap
+            )
+            advantages = advantages * weights
         result = compute_loss(
             cfg.loss,
             logp=logp,
-            old_logp=old if old is not None else logp.detach(),
-            advantages=batch.advantages,
+            old_logp=prox,
+            advantages=advantages,
             mask=batch.mask,
             ref_logp=ref,
             kl_coef=cfg.kl_coef,
@@ -636,7 +693,7 @@ class GRPOTrainer:
             ),
         )
         (result.loss * (share * self.dist.loss_scale)).backward()
-        out = {"loss": result.loss.item(), **result.metrics}
+        out = {"loss": result.loss.item(), **result.metrics, **off_policy}
         out["entropy"] = float(entropy.mean()) if entropy.numel() else 0.0
         m = batch.mask.bool()
         if m.any():  # how far the training forward pass is from the generation-time log-probs

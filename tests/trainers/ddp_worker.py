@@ -37,10 +37,10 @@ def main(run_dir: str, data_parallel: str = "ddp") -> None:
     play = trainer._rollout_groups
     first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
 
-    def dying(draws, timer, round_):  # type: ignore[no-untyped-def]
+    def dying(draws, timer, round_, step, policy):  # type: ignore[no-untyped-def]
         if first_attempt and trainer.dist.rank == 1 and trainer.step == 1:
             os._exit(3)  # a rank that dies mid-run, without a word
-        return play(draws, timer, round_)
+        return play(draws, timer, round_, step, policy)
 
     trainer._rollout_groups = dying  # type: ignore[method-assign]
     trainer.train()

@@ -43,6 +43,13 @@ def test_sharding_refuses_what_it_does_not_do_with_the_setting_to_change():
     DataParallel(rank=0, world_size=2).check_sharding(kl_coef=0.1, sft_steps=5, lora_r=4)  # DDP does all three
 
 
+def test_asynchronous_rollouts_are_refused_on_several_ranks_with_the_setting_to_change():
+    with pytest.raises(ValueError, match=r"async_rollouts = true does not run under torchrun.*set it false"):
+        DataParallel(rank=0, world_size=2).check_async(True)
+    DataParallel(rank=0, world_size=2).check_async(False)
+    DataParallel().check_async(True)  # one process: fine
+
+
 def test_a_broken_connection_becomes_one_error_naming_the_wait_and_the_way_back():
     rank = DataParallel(rank=1, world_size=2, timeout_s=30)
     with pytest.raises(RankFailure) as e, rank._guard("gathering the rollouts"):

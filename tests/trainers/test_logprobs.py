@@ -111,6 +111,7 @@ def test_an_all_zero_mask_gives_zero_logprobs_and_no_entropies(model, batch) -> 
         torch.zeros_like(batch.mask),
         batch.old_logp,
         batch.advantages,
+        batch.lag,
     )
     with torch.no_grad():
         logp, entropy = policy_logprobs(model, empty)
