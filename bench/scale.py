@@ -1,7 +1,11 @@
-"""Scaling past one process: env workers on Ray.
+"""Scaling past one process: env workers on Ray, and asynchronous rollouts.
 
-    .venv/bin/python bench/scale.py [--part ray|all] [--episodes 64] [--steps 10] [--sleep-ms 20]
+    .venv/bin/python bench/scale.py [--part ray|async|all] [--episodes 64] [--steps 10] [--sleep-ms 20]
                                     [--threads 4] [--repeats 3]
+
+Part ``async``: trainer step time, synchronous vs asynchronous rollouts, on the tiny
+CPU model: `bench/scale_async.py` with its defaults (run that script alone for its
+options and its description).
 
 Part ``ray``: episodes/s of an I/O-bound env (every step sleeps 20 ms, the
 `rollout_concurrency.SleepEnv`) through `agentenv.rollout` with the thread executor
@@ -106,7 +110,14 @@ def bench_ray(args: argparse.Namespace) -> None:
     )
 
 
-PARTS = {"ray": bench_ray}
+def bench_async(args: argparse.Namespace) -> None:
+    import scale_async  # bench/scale_async.py, beside this script
+
+    print("\ntrainer step time, synchronous vs asynchronous rollouts (bench/scale_async.py)", flush=True)
+    scale_async.main([])
+
+
+PARTS = {"ray": bench_ray, "async": bench_async}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -141,8 +141,8 @@ def run(condition: Condition, model: torch.nn.Module, tokenizer: Any, args: argp
     print(f"  {condition.name}: median step {wall:.2f} s", flush=True)
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     if args.warmup < 1:
         raise SystemExit("--warmup must be >= 1: a step's time is measured from the step before")
     if args.threads:
