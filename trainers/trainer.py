@@ -438,7 +438,7 @@ class GRPOTrainer:
         metrics.update({f"time/{k}": v for k, v in timer.items()})
         gen_tokens = sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None)
         metrics["gen_tokens_per_s"] = gen_tokens / max(timer["generate_s"], 1e-9)
-        metrics["tokens/trained"] = int(metrics.pop("_train_tokens", 0))
+        metrics["tokens/trained"] = int(metrics.pop("_train_tokens", 0))  # every rank's (`_update` sums them)
         metrics["train_tokens_per_s"] = metrics["tokens/trained"] / max(timer["train_s"], 1e-9)
         metrics["tokens/generated"] = batch.generated_tokens
         return metrics

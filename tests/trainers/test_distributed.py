@@ -149,6 +149,9 @@ def test_two_ranks_make_the_step_of_one_process_on_the_same_batch(tmp_path):
             assert r_metrics["loss"] == pytest.approx(metrics["loss"], rel=1e-5, abs=1e-7)
             assert r_metrics["groups"] == metrics["groups"] == 3
             assert r_metrics["reward/task"] == metrics["reward/task"]
+            # The step's compute is the whole batch's on every rank, as in one process.
+            assert r_metrics["tokens/trained"] == metrics["tokens/trained"] > 0
+            assert r_metrics["tokens/generated"] == metrics["tokens/generated"]
     # FSDP's checkpoint holds the whole weights (rank 0 wrote them), and a sharded
     # trainer resumes from it to the same weights and optimiser state.
     written = torch.load(tmp_path / "dapo-fsdp" / "checkpoints" / "step-000001" / "model.pt", weights_only=True)
