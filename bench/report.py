@@ -168,13 +168,12 @@ def main() -> None:
     if not args.no_browser:
         from playwright.sync_api import sync_playwright
 
+        from agentenv.envs.browser.driver import CHROMIUM_ARGS
+
         playwright = sync_playwright().start()
         browser = playwright.chromium.launch(
-            executable_path=shutil.which("chromium"),
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"],
-        )  # fmt: skip
+            executable_path=shutil.which("chromium"), headless=True, args=list(CHROMIUM_ARGS)
+        )
     rows = []
     try:
         for episodes in args.episodes:

@@ -27,14 +27,6 @@ from tests.report.conftest import HOSTILE, hostile_trajectory, write_steps
 from tests.report.test_report import parse
 
 pytestmark = pytest.mark.slow  # a browser: over a second each
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 def _unavailable(what: str) -> None:
@@ -52,9 +44,11 @@ def browser() -> Iterator[Any]:
     executable = shutil.which("chromium")
     if executable is None:
         _unavailable("no chromium on PATH (apt-get install chromium; scripts/setup.sh does)")
+    from agentenv.envs.browser.driver import CHROMIUM_ARGS  # the browser env's launch flags
+
     playwright = sync_playwright().start()
     try:
-        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=list(CHROMIUM_ARGS))
         yield launched
         launched.close()
     finally:

@@ -24,15 +24,6 @@ uvicorn = pytest.importorskip("uvicorn")
 
 from agentenv.envs.browser.site import Site, SiteTask  # noqa: E402
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
 
 def build_db(site: Site, seed: int, path: Path) -> Path:
     db = sqlite3.connect(path)
@@ -121,9 +112,11 @@ def browser() -> Iterator[Any]:
         if os.environ.get("AGENTENV_REQUIRE_BROWSER") == "1":  # scripts/test.sh installs it: a skip would hide a bug
             pytest.fail("AGENTENV_REQUIRE_BROWSER=1 but Chromium is not installed")
         pytest.skip("Chromium is not installed")
+    from agentenv.envs.browser.driver import CHROMIUM_ARGS  # the env's own launch flags
+
     playwright = sync_api.sync_playwright().start()
     try:
-        chromium = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(executable_path=executable, headless=True, args=list(CHROMIUM_ARGS))
         yield chromium
         chromium.close()
     finally:
