@@ -30,7 +30,7 @@ from agentenv.parsers import (
     tool_call_text,
 )
 from agentenv.policies import Conversation, Generation, HumanPolicy, Policy, PolicyFailure, ScriptedPolicy
-from agentenv.registry import EnvSpec, envs_list, make, register, spec
+from agentenv.registry import EnvSpec, envs_list, make, register, register_namespace, spec
 from agentenv.rollout import rollout
 from agentenv.spaces import ActionSpace, MessagesSpace, UnicodeText
 from agentenv.state import State, json_diff
@@ -89,6 +89,7 @@ __all__ = [
     "json_diff",
     "make",
     "register",
+    "register_namespace",
     "rollout",
     "spec",
     "tool",

@@ -60,6 +60,7 @@ from agentenv.report import Report, build_eval_report, build_report
 from agentenv.report.rundir import RunDir
 from agentenv.sandboxes.cli import app as sandbox_app
 from agentenv.sandboxes.factory import logger as sandbox_logger
+from agentenv.task import did_you_mean
 from agentenv.types import Failure
 
 __all__ = ["EvalSummary", "app", "main"]
@@ -151,14 +152,30 @@ def _root(
 
 
 @app.command("list")
-def list_envs() -> None:
-    """List the registered envs."""
+def list_envs(
+    namespace: Annotated[
+        str | None, typer.Argument(help="List this adapter namespace's envs (e.g. reasoning-gym).")
+    ] = None,
+) -> None:
+    """List the registered envs; an adapter namespace is one line unless named."""
+    declared = agentenv.registry.declared_namespaces()
+    if namespace is not None and namespace not in declared:
+        hint = did_you_mean(namespace, declared) or f" Namespaces: {', '.join(declared) or 'none'}."
+        raise typer.BadParameter(f"no adapter namespace {namespace!r}.{hint}", param_hint="NAMESPACE")
+    specs = agentenv.envs_list()
     table = Table(title="registered envs", title_justify="left")
     table.add_column("id", no_wrap=True, style="bold")
     table.add_column("description")
     table.add_column("oracle", no_wrap=True)
-    for env_spec in agentenv.envs_list():
-        table.add_row(env_spec.id, env_spec.description, "yes" if env_spec.oracle is not None else "no")
+    for env_spec in specs:
+        own = env_spec.id.partition("/")[0] if "/" in env_spec.id else None
+        if (own == namespace) if namespace is not None else (own not in declared):
+            table.add_row(env_spec.id, env_spec.description, "yes" if env_spec.oracle is not None else "no")
+    if namespace is None:
+        for name, description in declared.items():
+            count = sum(s.id.startswith(name + "/") for s in specs)
+            shown = f"{count} envs: agentenv list {name}" if count else "not installed"
+            table.add_row(f"{name}/*", f"{description} ({shown})", "")
     _out().print(table)
 
 

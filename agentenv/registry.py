@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import importlib.util
 import inspect
 import re
 import threading
@@ -35,7 +36,7 @@ import gymnasium
 from agentenv.errors import EnvArgumentError, UnknownEnvError
 from agentenv.task import did_you_mean
 
-__all__ = ["EnvSpec", "envs_list", "make", "register", "resolve", "spec"]
+__all__ = ["EnvSpec", "envs_list", "make", "register", "register_namespace", "resolve", "spec"]
 
 ENTRY_POINT_GROUP = "agentenv.envs"
 _ID_RE = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_-]*/)?[A-Za-z0-9][A-Za-z0-9_.-]*-v\d+$")
@@ -100,6 +101,39 @@ _called: dict[str, list[str]] = {}
 """``module:function`` -> the ids that register function registered (each is called once)."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Namespace:
+    loader: str
+    """``module:function`` that registers every id of the namespace."""
+    requires: str
+    """The top-level module the loader needs (a third-party library)."""
+    extra: str
+    """The pip extra that installs it."""
+    description: str
+
+
+_namespaces: dict[str, _Namespace] = {}
+_namespaces_loaded: set[str] = set()
+
+
+def register_namespace(namespace: str, loader: str, *, requires: str, extra: str, description: str = "") -> None:
+    """Declare a namespace of ids that ``loader`` (``"module:function"``) registers on
+    first use: when an id ``namespace/...`` is looked up, or `envs_list` runs.
+
+    For adapters whose ids come from another library's registry (a dataset or game per
+    id): ``import agentenv`` stays light, and an id asked for without the library
+    installed fails in one line naming the extra (``pip install 'agentenv[EXTRA]'``)."""
+    if "/" in namespace or not _ID_RE.match(f"{namespace}/x-v0"):
+        raise ValueError(f"a namespace looks like 'reasoning-gym' (no slash), got {namespace!r}")
+    _namespaces[namespace] = _Namespace(loader, requires, extra, description)
+    _namespaces_loaded.discard(namespace)
+
+
+def declared_namespaces() -> dict[str, str]:
+    """Each declared namespace and its description (its ids are registered on first use)."""
+    return {name: ns.description for name, ns in sorted(_namespaces.items())}
+
+
 def register(
     id: str,
     entry_point: str | Callable[..., Any],
@@ -150,6 +184,14 @@ def resolve(name: str) -> str:
     _load_plugins()
     if name in _registry:
         return name
+    namespace = name.partition("/")[0] if "/" in name and ":" not in name else None
+    if namespace in _namespaces:
+        _load_namespace(namespace, strict=True)
+        if name in _registry:
+            return name
+        own = [k for k in _registry if k.startswith(namespace + "/")]
+        hint = did_you_mean(name, own) or f" It has {len(own)} ids; `agentenv list {namespace}` shows them."
+        raise UnknownEnvError(f"no env registered as {name!r}.{hint}")
     if ":" not in name:
         hint = did_you_mean(name, _registry) or f" Registered: {', '.join(sorted(_registry)) or 'none'}."
         raise UnknownEnvError(f"no env registered as {name!r}.{hint}")
@@ -172,13 +214,35 @@ def make(id: str, **kwargs: Any) -> Any:
     return spec(id).make(**kwargs)
 
 
-def envs_list() -> list[EnvSpec]:
-    """Every registered env, sorted by id."""
+def envs_list(*, namespaces: bool = True) -> list[EnvSpec]:
+    """Every registered env, sorted by id. With ``namespaces`` (the default), the ids of
+    every declared namespace whose library is installed are registered first; a
+    namespace whose library is missing is left out."""
     _load_plugins()
+    if namespaces:
+        for name in list(_namespaces):
+            _load_namespace(name, strict=False)
     return [_registry[k] for k in sorted(_registry)]
 
 
 # -- internals ----------------------------------------------------------------------
+
+
+def _load_namespace(namespace: str, *, strict: bool) -> None:
+    """Run ``namespace``'s loader once. A missing library is an `UnknownEnvError`
+    naming the extra when ``strict``, and leaves the namespace empty otherwise."""
+    with _lock:
+        if namespace in _namespaces_loaded:
+            return
+        ns = _namespaces[namespace]
+        if importlib.util.find_spec(ns.requires) is None:
+            if strict:
+                raise UnknownEnvError(
+                    f"{namespace}/... envs need the {ns.requires!r} package: pip install 'agentenv[{ns.extra}]'"
+                )
+            return
+        _call_register_function(ns.loader, _load(ns.loader))
+        _namespaces_loaded.add(namespace)
 
 
 def _gym_id(id: str) -> str:

@@ -49,6 +49,7 @@ PUBLIC = {
     "json_diff",
     "make",
     "register",
+    "register_namespace",
     "rollout",
     "spec",
     "tool",

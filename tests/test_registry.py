@@ -192,3 +192,38 @@ def test_code_that_names_no_env_fails_in_one_line(envs_module, name, message):
     with pytest.raises(UnknownEnvError, match=re.escape(message)) as info:
         resolve(name)
     assert "\n" not in str(info.value)
+
+
+@pytest.fixture
+def clean_namespaces(clean_registry):
+    registry = agentenv.registry
+    before = dict(registry._namespaces)
+    yield
+    registry._namespaces.clear()
+    registry._namespaces.update(before)
+    registry._namespaces_loaded.intersection_update(before)
+
+
+def register_toy_namespace() -> None:
+    for name in ("alpha", "beta"):
+        agentenv.register(f"toys/{name}-v0", CounterEnv, description=f"toy {name}")
+
+
+def test_a_namespace_registers_its_ids_on_first_lookup_and_lists_them(clean_namespaces):
+    agentenv.register_namespace("toys", f"{__name__}:register_toy_namespace", requires="json", extra="toys")
+    assert "toys/alpha-v0" not in agentenv.registry._registry  # nothing imported or registered yet
+    assert agentenv.spec("toys/beta-v0").description == "toy beta"
+    with pytest.raises(UnknownEnvError, match="Did you mean 'toys/alpha-v0'"):
+        agentenv.spec("toys/alpa-v0")
+    assert {"toys/alpha-v0", "toys/beta-v0"} <= {s.id for s in agentenv.envs_list()}
+
+
+def test_a_namespace_whose_library_is_missing_names_the_extra_and_is_left_out_of_the_list(clean_namespaces):
+    agentenv.register_namespace(
+        "ghosts", f"{__name__}:register_toy_namespace", requires="no_such_lib_xyz", extra="ghosts"
+    )
+    with pytest.raises(UnknownEnvError, match=r"pip install 'agentenv\[ghosts\]'"):
+        agentenv.make("ghosts/any-v0")
+    assert not [s for s in agentenv.envs_list() if s.id.startswith("ghosts/")]
+    with pytest.raises(ValueError, match="no slash"):
+        agentenv.register_namespace("a/b", "m:f", requires="json", extra="x")
