@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -73,13 +74,16 @@ class QAEnv(Env[QAState]):
         "for example \\boxed{42}. Only the last \\boxed{} counts."
     )
 
-    def __init__(self, tasks: TaskSet | Iterable[Task] | None = None, **kwargs: Any) -> None:
+    def __init__(self, tasks: TaskSet | Iterable[Task] | str | Path | None = None, **kwargs: Any) -> None:
         """
         Args:
-            tasks: Question-answer tasks, e.g. from `from_dataset` (default: the small
-                generated set, `default_tasks`).
+            tasks: Question-answer tasks, e.g. from `from_dataset`, or the path of a JSONL
+                file of them (``from_dataset(split).to_jsonl(path)`` writes one; a training
+                config's ``env_kwargs`` can name it). Default: the small generated set.
             **kwargs: The base `Env`'s (max_turns, parser, lean, ...).
         """
+        if isinstance(tasks, (str, Path)):
+            tasks = TaskSet.from_jsonl(tasks)
         super().__init__(tasks, **kwargs)
 
     def default_tasks(self) -> TaskSet:

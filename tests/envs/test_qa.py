@@ -170,6 +170,13 @@ def test_a_split_from_a_local_file_with_ids_metadata_and_number_answers(tmp_path
     assert qa.from_dataset(split, question="q", answer="a", id="uid", id_prefix="demo").ids == ["demo/10", "demo/11"]
 
 
+def test_tasks_saved_as_jsonl_load_by_path_as_a_training_config_names_them(tmp_path):
+    tasks = qa.from_dataset(GSM8K_LIKE, answer=gsm8k_answer)
+    tasks.to_jsonl(tmp_path / "gsm8k.jsonl")
+    env = agentenv.make("qa-v0", tasks=str(tmp_path / "gsm8k.jsonl"))
+    assert env.tasks.ids == tasks.ids and play(env, tasks.ids[0], "\\boxed{7}")["success"]
+
+
 def test_float_answers_are_written_as_numbers_and_match_equal_values():
     tasks = qa.from_dataset([{"question": "Half?", "answer": 0.5}, {"question": "Big?", "answer": 1e20}])
     assert [t.payload["reference"] for t in tasks] == ["0.5", "1e+20"]
