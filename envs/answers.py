@@ -37,7 +37,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-__all__ = ["extract_answer", "is_correct", "normalize", "parse_number", "same_answer"]
+__all__ = ["extract_answer", "is_correct", "matches", "normalize", "parse_number", "same_answer"]
 
 MAX_REREADS = 3
 """How many times an extracted answer is read again for markup inside it."""
@@ -104,8 +104,8 @@ def _last_boxed(text: str) -> tuple[int, str] | None:
 
 def normalize(text: str) -> str:
     """``text`` as answers are compared (step 3 of the module's rule)."""
-    text = unicodedata.normalize("NFKC", text)
-    text = _INVISIBLE.sub("", text)
+    if not text.isascii():  # NFKC and the invisible characters change nothing in ASCII
+        text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
     text = _SPACE.sub(" ", text).strip()
     for opening, closing in _WRAPPERS:
         if len(text) >= len(opening) + len(closing) and text.startswith(opening) and text.endswith(closing):
@@ -139,7 +139,11 @@ def same_answer(candidate: str, reference: str) -> bool:
     return x is not None and x == y
 
 
+def matches(answer: str, reference: str, aliases: Iterable[str] = ()) -> bool:
+    """Whether extracted ``answer`` equals ``reference`` or one of ``aliases``."""
+    return same_answer(answer, reference) or any(same_answer(answer, alias) for alias in aliases)
+
+
 def is_correct(reply: str, reference: str, aliases: Iterable[str] = ()) -> bool:
     """Whether the answer in ``reply`` equals ``reference`` or one of ``aliases``."""
-    answer = extract_answer(reply)
-    return any(same_answer(answer, ref) for ref in (reference, *aliases))
+    return matches(extract_answer(reply), reference, aliases)

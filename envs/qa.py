@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentenv import Conversation, Env, ScriptedPolicy, State, Task, TaskSet
 from agentenv.envs import _dataset
 from agentenv.envs._dataset import Source
-from agentenv.envs.answers import extract_answer, is_correct
+from agentenv.envs.answers import extract_answer, matches
 from agentenv.errors import TaskFileError
 
 __all__ = ["QAEnv", "QAPayload", "QAState", "default_tasks", "from_dataset", "make_task", "make_tasks", "oracle"]
@@ -99,8 +99,9 @@ class QAEnv(Env[QAState]):
         if reply is None:  # no answer was given (an invalid reply, or out of turns)
             state.answer, state.correct = None, False
             return 0.0
-        state.answer = extract_answer(reply)[:SHOWN_ANSWER_CHARS]
-        state.correct = is_correct(reply, payload.reference, payload.aliases)
+        answer = extract_answer(reply)
+        state.answer = answer[:SHOWN_ANSWER_CHARS]
+        state.correct = matches(answer, payload.reference, payload.aliases)
         return float(state.correct)
 
     def mutate(self, task: Task, rng: np.random.Generator) -> Task | None:
@@ -181,7 +182,7 @@ def from_dataset(
                 index,
                 id=task_id,
                 prompt=text,
-                payload=QAPayload(reference=reference, aliases=aliases).model_dump(mode="json"),
+                payload={"reference": reference, "aliases": list(aliases)},  # QAEnv validates it as a QAPayload
                 metadata=_dataset.read_metadata(meta_readers, row, index, family),
             )
         )

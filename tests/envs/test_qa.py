@@ -248,6 +248,36 @@ def test_bad_metadata_and_repeated_ids_are_clear_errors():
     assert tasks[0].metadata.difficulty == 3
 
 
+def test_a_data_source_that_fails_while_read_names_the_record():
+    def rows():
+        yield {"question": "a", "answer": "1"}
+        raise OSError("corrupt parquet page")
+
+    with pytest.raises(TaskFileError, match=r"record 1: reading the split failed: OSError: corrupt parquet page"):
+        qa.from_dataset(rows())
+
+
+def test_a_generator_split_of_datasets_that_raises_names_the_record():
+    def gen():
+        yield {"question": "a", "answer": "1"}
+        raise ValueError("bad shard")
+
+    split = datasets.IterableDataset.from_generator(gen)
+    with pytest.raises(TaskFileError, match=r"record 1: reading the split failed: .*bad shard"):
+        qa.from_dataset(split)
+
+
+def test_a_bug_in_the_answer_check_is_a_zero_reward_never_infra_or_an_exception(monkeypatch):
+    env = QAEnv()
+
+    def broken(*args):
+        raise RecursionError("a library bug")
+
+    monkeypatch.setattr(qa, "matches", broken)
+    info = play(env, env.tasks[0], "\\boxed{1}")
+    assert info["task_reward"] == 0.0 and info["failure"] == "policy" and "verifier failed" in info["error"]
+
+
 def test_a_payload_without_a_reference_is_refused_when_the_env_is_made():
     with pytest.raises(ValueError, match=r"task 'q': payload field 'reference'"):
         QAEnv(TaskSet([Task(id="q", prompt="?", payload={"answer": "1"})]))
