@@ -87,6 +87,7 @@ LAYOUTS: dict[str, dict[str, tuple[str, ...]]] = {
 MAX_PARSED_CHARS = 100_000
 """Longer tests or solutions are not parsed for an entry point (it must then be mapped)."""
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_HARNESS_NAMES = frozenset({"check", "candidate"})  # HumanEval's tests call these, never the entry point by name
 _CHECK = re.compile(r"^def\s+check\s*\(", re.MULTILINE)
 
 
@@ -263,7 +264,7 @@ def _task(
 
 def _entry_point(record: CodeRecord) -> str | None:
     """The function the tests call: one the solution defines if any, else the first non-builtin."""
-    called = [name for test in record.tests for name in _called(test)]
+    called = [name for test in record.tests for name in _called(test) if name not in _HARNESS_NAMES]
     defined = set(_functions(record.solution or ""))
     for name in called:
         if name in defined:

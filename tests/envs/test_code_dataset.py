@@ -158,6 +158,14 @@ def test_a_bad_record_names_its_index_and_field(change, message):
         from_dataset([MBPP, {**MBPP, "task_id": 12, **change}])
 
 
+def test_a_humaneval_record_without_its_entry_point_asks_for_one_rather_than_guess_candidate():
+    record = {k: v for k, v in HUMANEVAL.items() if k != "entry_point"}
+    with pytest.raises(TaskFileError, match=r"record 0: no entry point"):
+        from_dataset([record], layout="humaneval")
+    (task,) = from_dataset([record], layout="humaneval", columns={"entry_point": lambda row: "shout"})
+    assert task == benchmark_task(HUMANEVAL)
+
+
 def test_a_record_lacking_a_column_names_it_and_a_dataset_dict_names_its_splits():
     bad = {k: v for k, v in MBPP.items() if k != "text"}
     with pytest.raises(TaskFileError, match=r"record 1: no column 'text' for prompt\."):

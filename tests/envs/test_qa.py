@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import agentenv
-from agentenv import Task, TaskFileError, TaskSet, check_env, tool_call_text
+from agentenv import Task, TaskFileError, TaskSet, Trajectory, check_env, tool_call_text
 from agentenv.envs import qa
 from agentenv.envs.qa import QAEnv
+from tests.test_hostile_actions import HOSTILE
 
 datasets = pytest.importorskip("datasets")
 
@@ -257,6 +258,7 @@ def test_a_data_source_that_fails_while_read_names_the_record():
         qa.from_dataset(rows())
 
 
+@pytest.mark.slow  # datasets builds a generator-backed split in seconds
 def test_a_generator_split_of_datasets_that_raises_names_the_record():
     def gen():
         yield {"question": "a", "answer": "1"}
@@ -281,3 +283,18 @@ def test_a_bug_in_the_answer_check_is_a_zero_reward_never_infra_or_an_exception(
 def test_a_payload_without_a_reference_is_refused_when_the_env_is_made():
     with pytest.raises(ValueError, match=r"task 'q': payload field 'reference'"):
         QAEnv(TaskSet([Task(id="q", prompt="?", payload={"answer": "1"})]))
+
+
+@pytest.mark.parametrize("action", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_the_suites_hostile_actions_end_a_qa_episode_as_the_policys_failure_and_serialise(action):
+    env = QAEnv(TaskSet([Task(id="q", prompt="What is 6 * 7?", payload={"reference": "42"})]))
+    *_, terminated, truncated, info = play_raw(env, action)
+    assert (terminated or truncated) and info["task_reward"] == 0.0
+    assert info["failure"] in ("policy", "truncated") and info["error_kind"] in (None, "format")
+    traj = Trajectory(task=env.task, messages=env.messages, transitions=env.transitions, failure=info["failure"])
+    assert Trajectory.model_validate_json(traj.model_dump_json()).turns == 1
+
+
+def play_raw(env: QAEnv, action) -> tuple:
+    env.reset(seed=0, options={"task": "q"})
+    return env.step(action)
