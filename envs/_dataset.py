@@ -93,13 +93,13 @@ def open_split(split: Any, *, what: str) -> Split:
     if isinstance(split, (str, bytes)) or not isinstance(split, Iterable):
         raise TypeError(f"{what} takes a dataset split or an iterable of records (dicts), got {type(split).__name__}")
     columns = getattr(split, "column_names", None)
-    rows: Iterable[Mapping[str, Any]] = split
+    rows: Iterable[Mapping[str, Any]]
     if isinstance(columns, (list, tuple)):
         columns = [str(c) for c in columns]
-        if columns and callable(getattr(split, "iter", None)):
-            rows = _batched_rows(split)
+        batched = columns and callable(getattr(split, "iter", None))
+        rows = _guarded(_batched_rows(split) if batched else split)
     else:  # a plain iterable: the first record's keys stand for the columns
-        iterator: Iterator[Any] = iter(split)
+        iterator: Iterator[Any] = _guarded(split)
         first: Any = next(iterator, _MISSING)
         if first is _MISSING:
             columns, rows = None, ()
@@ -113,7 +113,7 @@ def open_split(split: Any, *, what: str) -> Split:
     part = getattr(split, "split", None)
     return Split(
         columns,
-        _guarded(rows),
+        rows,
         dataset if isinstance(dataset, str) and dataset else None,
         str(part) if part is not None and str(part) else None,
     )

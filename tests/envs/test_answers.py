@@ -102,6 +102,10 @@ def test_a_reply_quoting_the_question_is_not_its_answer():
         "1e999999",
         "9" * 100_000,
         "1" + ",000" * 30_000,
+        "1" + ",000" * 30_000 + "x",  # a near-number: the regex backs off in linear time
+        "1." + "0" * 120_000 + "e",
+        "\\boxed" + " " * 120_000,
+        "\\boxed " * 10_000 + "{" * 50_000,
         "\\boxed{" * 50_000 + "1" + "}" * 50_000,
         "{" * 100_000,
         "\\boxed{1}" * 12_000,

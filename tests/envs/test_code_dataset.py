@@ -58,7 +58,7 @@ def test_a_humaneval_split_loads_as_the_benchmark_loader_reads_it():
     (task,) = from_dataset(split)
     assert task == benchmark_task(HUMANEVAL)
     assert from_dataset([HUMANEVAL])[0] == task  # a list of dicts reads the same
-    assert [t.code for t in code_task(task).visible_tests] == [e.code for e in code_task(task).visible_tests]
+    assert len(code_task(task).visible_tests) == 1  # its one >>> example
     assert "shout('hi') == 'HI!'" in task.prompt
 
 

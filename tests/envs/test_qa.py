@@ -257,6 +257,13 @@ def test_a_data_source_that_fails_while_read_names_the_record():
     with pytest.raises(TaskFileError, match=r"record 1: reading the split failed: OSError: corrupt parquet page"):
         qa.from_dataset(rows())
 
+    def first_fails():
+        raise OSError("no such shard")
+        yield
+
+    with pytest.raises(TaskFileError, match=r"record 0: reading the split failed: OSError: no such shard"):
+        qa.from_dataset(first_fails())
+
 
 @pytest.mark.slow  # datasets builds a generator-backed split in seconds
 def test_a_generator_split_of_datasets_that_raises_names_the_record():
