@@ -33,7 +33,7 @@ from _common import header, import_agentenv, table
 
 import_agentenv()
 
-ROUNDS = 7
+ROUNDS = 21
 
 
 def _split(n: int):
@@ -43,14 +43,23 @@ def _split(n: int):
     return datasets.Dataset.from_list(rows)
 
 
-def _median_us(fn: Callable[[], int], rounds: int = ROUNDS) -> float:
-    """Median over ``rounds`` of (the round's seconds / the items it did), in microseconds."""
-    per_item = []
+def _medians_us(direct: Callable[[], float], adapter: Callable[[], float], rounds: int = ROUNDS) -> tuple[float, float]:
+    """Medians over ``rounds`` of each function's microseconds per item; rounds of the two
+    alternate, so drift on a shared machine hits both alike."""
+    a, b = [], []
     for _ in range(rounds):
+        a.append(direct())
+        b.append(adapter())
+    return statistics.median(a), statistics.median(b)
+
+
+def _per_item_us(fn: Callable[[], int]) -> Callable[[], float]:
+    def timed() -> float:
         start = time.perf_counter()
         items = fn()
-        per_item.append((time.perf_counter() - start) / items * 1e6)
-    return statistics.median(per_item)
+        return (time.perf_counter() - start) / items * 1e6
+
+    return timed
 
 
 def measure(steps: int = 200) -> list[dict]:
@@ -68,17 +77,14 @@ def measure(steps: int = 200) -> list[dict]:
             hits += row["answer"].strip() == reply.strip()
         return steps
 
-    step_s: list[float] = []
-
-    def adapter_steps() -> int:
+    def adapter_steps() -> float:  # resets excluded: only the steps are timed
         total = 0.0
         for task, reply in zip(tasks, replies, strict=True):
             env.reset(seed=0, options={"task": task})
             start = time.perf_counter()
             env.step(reply)
             total += time.perf_counter() - start
-        step_s.append(total / steps * 1e6)
-        return steps
+        return total / steps * 1e6
 
     def direct_reset() -> int:
         for row in rows:
@@ -103,16 +109,11 @@ def measure(steps: int = 200) -> list[dict]:
 
     results = []
     for case, direct, adapter in (
-        ("step", direct_step, None),
-        ("reset", direct_reset, adapter_reset),
-        ("from_dataset per 1k", direct_load, adapter_load),
+        ("step", _per_item_us(direct_step), adapter_steps),
+        ("reset", _per_item_us(direct_reset), _per_item_us(adapter_reset)),
+        ("from_dataset per 1k", _per_item_us(direct_load), _per_item_us(adapter_load)),
     ):
-        direct_us = _median_us(direct)
-        if adapter is None:  # the step: resets are excluded from its time
-            _median_us(adapter_steps)
-            adapter_us = statistics.median(step_s)
-        else:
-            adapter_us = _median_us(adapter)
+        direct_us, adapter_us = _medians_us(direct, adapter)
         results.append({"adapter": "qa", "case": case, "direct_us": direct_us, "adapter_us": adapter_us})
     env.close()
     return results
