@@ -445,6 +445,12 @@ def _register_builtins() -> None:
         description="Write, run and fix Python in a sandbox; hidden tests, run in a fresh sandbox, decide.",
         oracle="agentenv.envs.code:oracle",
     )
+    register(
+        "qa-v0",
+        "agentenv.envs.qa:QAEnv",
+        description="Answer a question in one reply, matched to a reference answer; any Hugging Face datasets split.",
+        oracle="agentenv.envs.qa:oracle",
+    )
 
 
 _register_builtins()

@@ -5,10 +5,12 @@
     obs, info = env.reset(seed=0)
 
 Modules: `env` (the `CodeEnv` and its oracle), `tasks` (the task payload, the
-shipped set, benchmark loaders), `families` (the procedural task families),
+shipped set, benchmark loaders), `dataset` (tasks from a Hugging Face ``datasets``
+split: HumanEval's, MBPP's or any columns), `families` (the procedural task families),
 `verify` (running tests in a sandbox and judging them), `sandboxes` (the pools).
 """
 
+from agentenv.envs.code.dataset import from_dataset
 from agentenv.envs.code.env import CodeEnv, CodeState, oracle, verify_solution
 from agentenv.envs.code.sandboxes import CodeSandboxes
 from agentenv.envs.code.tasks import (
@@ -16,7 +18,6 @@ from agentenv.envs.code.tasks import (
     benchmark_task,
     code_task,
     default_tasks,
-    from_dataset,
     load_benchmark_jsonl,
     make_task,
     make_tasks,

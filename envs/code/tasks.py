@@ -7,11 +7,13 @@ point, visible tests (shown in the prompt, runnable by the agent), hidden tests
 - `make_tasks` builds the shipped set deterministically from the families in
   `agentenv.envs.code.families`; `make_task(family, rng, difficulty)` is one
   variant (what a task mutator calls with a new ``rng``).
-- `load_benchmark_jsonl` / `from_dataset` read the common public layout
+- `load_benchmark_jsonl` reads the common public layout
   ``{task_id, prompt, entry_point, test, canonical_solution}`` (HumanEval-style,
   plain or gzipped JSONL: ``HumanEval.jsonl.gz`` loads as shipped). ``test``
   defines ``check(candidate)`` and becomes the one hidden code test; the prompt's
   ``>>>`` docstring examples become the visible tests (`docstring_examples`).
+  `agentenv.envs.code.dataset.from_dataset` reads a Hugging Face ``datasets`` split
+  (HumanEval, MBPP or any columns).
 
 Task files are untrusted: every record goes through a pydantic model, and a bad
 one raises `TaskFileError` naming the file, line and field; a docstring example
@@ -46,10 +48,10 @@ __all__ = [
     "code_task",
     "default_tasks",
     "docstring_examples",
-    "from_dataset",
     "load_benchmark_jsonl",
     "make_task",
     "make_tasks",
+    "stub_prompt",
 ]
 
 VISIBLE_TESTS = 2
@@ -103,28 +105,28 @@ def benchmark_task(record: Mapping[str, Any]) -> Task:
         solution=None if rec.canonical_solution is None else rec.prompt + rec.canonical_solution,
         setup=rec.prompt,
     )
+    return Task(
+        id=rec.task_id,
+        prompt=stub_prompt(rec.prompt, rec.entry_point, examples),
+        payload=payload.model_dump(mode="json"),
+        metadata={"family": "benchmark"},
+    )
+
+
+def stub_prompt(stub: str, entry_point: str, examples: list[DocstringExample]) -> str:
+    """What the agent is shown for a benchmark task whose prompt is code to complete."""
     prompt = (
-        f"Complete this Python function; your solution.py must define `{rec.entry_point}`.\n\n"
-        f"```python\n{rec.prompt.rstrip()}\n```"
+        f"Complete this Python function; your solution.py must define `{entry_point}`.\n\n"
+        f"```python\n{stub.rstrip()}\n```"
     )
     if examples:
         prompt += "\n\nExamples (the visible tests):\n" + "\n".join(f"    {e.call} == {e.expected}" for e in examples)
-    return Task(
-        id=rec.task_id, prompt=prompt, payload=payload.model_dump(mode="json"), metadata={"family": "benchmark"}
-    )
+    return prompt
 
 
 def load_benchmark_jsonl(path: str | Path) -> TaskSet:
     """A benchmark file in the ``{task_id, prompt, entry_point, test, canonical_solution}`` layout."""
     return TaskSet.from_jsonl(path, convert=benchmark_task)
-
-
-def from_dataset(dataset: Iterable[Mapping[str, Any]]) -> TaskSet:
-    """Tasks from a Hugging Face ``datasets`` split (or any iterable of records) in the benchmark layout.
-
-    ``datasets`` itself is not imported: pass ``load_dataset("openai_humaneval")["test"]``.
-    """
-    return TaskSet(benchmark_task(row) for row in dataset)
 
 
 # -- docstring examples --------------------------------------------------------------------
