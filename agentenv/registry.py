@@ -445,6 +445,13 @@ def _register_builtins() -> None:
         description="Write, run and fix Python in a sandbox; hidden tests, run in a fresh sandbox, decide.",
         oracle="agentenv.envs.code:oracle",
     )
+    register_namespace(
+        "reasoning-gym",
+        "agentenv.envs.reasoning_gym:register_all",
+        requires="reasoning_gym",
+        extra="reasoning-gym",
+        description="reasoning-gym's procedural datasets, one env per dataset, scored by its own score_answer.",
+    )
 
 
 _register_builtins()

@@ -123,7 +123,7 @@ def test_an_answer_that_makes_on_answer_raise_ends_the_episode_scored_by_the_ver
     env = BrokenFeedback()
     env.reset(seed=0, options={"task": "s1-2"})
     *_, terminated, truncated, info = env.step("3")
-    assert terminated and info["success"] is True and info["failure"] == "none"
+    assert terminated and not truncated and info["success"] is True and info["failure"] == "none"
     assert "on_answer failed: KeyError" in info["error"] and info["error_kind"] is None
 
 
