@@ -1,4 +1,4 @@
-"""Scoring reasoning-gym answers in a child process, with a time limit and a memory cap.
+"""reasoning-gym in a child process: generating entries, and scoring answers with a time limit.
 
 A dataset's ``score_answer`` runs on text the policy wrote, and several parse it with
 sympy or ``eval``: ``9**9**9**9`` or ``1e999999`` in an answer keeps some of them busy
@@ -7,6 +7,12 @@ integration and polynomial datasets, countdown, puzzle24), and some swallow ever
 exception, a timeout's included. So scoring runs in one long-lived child process per
 parent process (`shared_scorer`), which regenerates the entry from (dataset, config,
 seed, size, index) and answers one JSON line per request.
+
+The child also generates the entries the tasks are made of, with a fixed
+``PYTHONHASHSEED``: some datasets' entries depend on string hashing (0.1.25's
+polynomial_multiplication draws different polynomials in each process otherwise), so
+generating and scoring in one process with one hash seed is what makes a seed's tasks
+the same in every run and each answer scored against the entry its task was made from.
 
 Protects against: an answer that makes the scorer hang (it is killed after
 ``timeout_s`` and restarted on the next request), raise, print to stdout, exhaust
@@ -36,6 +42,8 @@ from typing import Any
 
 __all__ = ["ScoreReply", "Scorer", "shared_scorer"]
 
+GENERATE_TIMEOUT_S = 600.0
+"""Generating entries is not policy input; a few datasets take about 0.5 s an entry."""
 START_TIMEOUT_S = 120.0
 """Importing reasoning-gym takes about 1.5 s on an idle machine; a loaded one may take far longer."""
 _CACHED_DATASETS = 64
@@ -92,6 +100,28 @@ class Scorer:
                 self._stop()
             return ScoreReply(None, [], f"the scoring process answered out of protocol: {e}")
 
+    def entries(self, request: dict[str, Any], *, timeout_s: float = GENERATE_TIMEOUT_S) -> list[dict[str, Any]]:
+        """The question and answer of entries ``request["indices"]`` of a dataset (keys:
+        dataset, config, seed, size, indices). `ValueError` when the dataset cannot make them."""
+        from agentenv.errors import InfraError
+
+        line = json.dumps({**request, "op": "entries"}).encode() + b"\n"
+        with self._lock:
+            proc = self._started()
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(line)
+                proc.stdin.flush()
+                data = json.loads(self._read_line(proc, timeout_s))
+            except (BrokenPipeError, EOFError, TimeoutError, ValueError) as e:
+                code = self._stop()
+                raise InfraError(
+                    f"the reasoning-gym process failed generating entries ({type(e).__name__}, exit code {code})"
+                ) from None
+        if data.get("error") is not None:
+            raise ValueError(data["error"])
+        return list(data["entries"])
+
     def close(self) -> None:
         with self._lock:
             self._stop()
@@ -109,6 +139,7 @@ class Scorer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # datasets print to stdout and stderr; the protocol is the dup'd stdout
+            env={**os.environ, "PYTHONHASHSEED": "0"},  # see the module docstring
             start_new_session=True,  # a Ctrl-C in the parent's terminal is the parent's to handle
         )
         try:
@@ -194,6 +225,23 @@ class _Child:
         return dataset, entry
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("op") == "entries":
+            return self.generate(request)
+        return self.score(request)
+
+    def generate(self, request: dict[str, Any]) -> dict[str, Any]:
+        name, config, seed, size = request["dataset"], request["config"], request["seed"], request["size"]
+        entries = []
+        for index in request["indices"]:
+            try:
+                _, entry = self.entry(name, config, seed, size, index)
+                answer = entry.get("answer")
+                entries.append({"question": str(entry["question"]), "answer": None if answer is None else str(answer)})
+            except Exception as e:  # noqa: BLE001 - a config that validates but cannot generate
+                return {"entries": [], "error": f"generating entry {index} failed: {type(e).__name__}: {e}"}
+        return {"entries": entries, "error": None}
+
+    def score(self, request: dict[str, Any]) -> dict[str, Any]:
         name, config, size = request["dataset"], request["config"], request["size"]
         dataset, entry = self.entry(name, config, request["seed"], size, request["index"])
         try:
