@@ -214,6 +214,10 @@ class _Child:
         key = (name, json.dumps(config, sort_keys=True), seed, size)
         dataset = self._datasets.get(key)
         if dataset is None:
+            if name == "composite" and "datasets" in config:  # it reads its parts as DatasetSpec objects
+                from reasoning_gym.composite import DatasetSpec
+
+                config = {**config, "datasets": [DatasetSpec(**part) for part in config["datasets"]]}
             dataset = self._datasets[key] = self._create(name, seed=seed, size=size, **config)
             if len(self._datasets) > _CACHED_DATASETS:
                 self._datasets.popitem(last=False)

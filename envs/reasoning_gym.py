@@ -37,9 +37,9 @@ config fits), and its tags name each level and each difficulty field's value
 (``level:num_animals=9``, ``max_animals=10``). A dataset without a curriculum has
 difficulty 0 and tags from its ``min_*`` / ``max_*`` fields.
 
-Left out: reasoning-gym's composite dataset's own weighting (it is one env like the
-others: pass its ``datasets`` in ``config``), and its curricula's automatic level
-changes (the failure miner does that job here).
+The composite dataset mixes others: ``config={"datasets": [{"name": "leg_counting",
+"weight": 1, "config": {}}, ...]}`` (it has no default). Left out: the curricula's
+automatic level changes (the failure miner does that job here).
 """
 
 from __future__ import annotations
@@ -262,10 +262,12 @@ def _checked_config(dataset: str, config: Any, *, seed: Any, size: Any) -> dict[
             hint = did_you_mean(str(key), fields) or f" Its fields: {', '.join(fields)}."
             raise EnvArgumentError(f"the config of {dataset!r} has no field {key!r}.{hint}")
     where = f"{dataset!r} config"
+    adapter = pydantic.TypeAdapter(config_cls)
     try:
-        checked: Any = pydantic.TypeAdapter(config_cls).validate_python({**config, "seed": seed, "size": size})
+        checked: Any = adapter.validate_python({**config, "seed": seed, "size": size})
         if callable(getattr(checked, "validate", None)):  # some configs have none
             checked.validate()
+        plain = adapter.dump_python(checked, mode="json", warnings=False)  # some defaults break their own types
     except pydantic.ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
@@ -273,7 +275,7 @@ def _checked_config(dataset: str, config: Any, *, seed: Any, size: Any) -> dict[
     except Exception as e:  # noqa: BLE001 - validate() asserts, raises ValueError or compares bad types
         raise EnvArgumentError(f"{where}: {type(e).__name__}: {e}".rstrip(": ")) from None
     try:
-        return json.loads(json.dumps({key: getattr(checked, key) for key in config}, allow_nan=False))
+        return json.loads(json.dumps({key: plain[key] for key in config}, allow_nan=False))
     except (TypeError, ValueError) as e:
         raise EnvArgumentError(f"{where}: values must be JSON data (numbers, strings, lists, objects): {e}") from None
 

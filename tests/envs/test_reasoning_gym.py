@@ -257,3 +257,15 @@ def test_the_oracle_policy_solves_through_rollout():
     trajectories = agentenv.rollout("reasoning-gym/leg_counting-v0", oracle(), n=4, env_kwargs={"size": 4})
     assert all(t.success for t in trajectories)
     json.dumps([t.model_dump(mode="json") for t in trajectories])
+
+
+def test_the_composite_dataset_mixes_others_given_in_its_config():
+    parts = [{"name": "leg_counting", "weight": 1, "config": {"max_animals": 3}}, {"name": "chain_sum", "weight": 1}]
+    with pytest.raises(EnvArgumentError, match="field 'datasets.1.config': Field required"):
+        ReasoningGymEnv("composite", config={"datasets": parts})
+    parts[1]["config"] = {}
+    env = ReasoningGymEnv("composite", config={"datasets": parts}, size=6)
+    check_env(env, actions=lambda e: [reference(e)])
+    for task in env.tasks:
+        env.reset(seed=0, options={"task": task})
+        assert env.step(reference(env))[4]["success"] is True
