@@ -269,3 +269,16 @@ def test_the_composite_dataset_mixes_others_given_in_its_config():
     for task in env.tasks:
         env.reset(seed=0, options={"task": task})
         assert env.step(reference(env))[4]["success"] is True
+
+
+def test_the_docs_example_runs_and_prints_what_it_says(capsys):
+    import re
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "adapters.md").read_text(encoding="utf-8")
+    section = docs.split("\n## reasoning-gym\n", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)[0]
+    exec(compile(code, "docs/adapters.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    expected = [m.group(1) for line in code.splitlines() if (m := re.match(r"^print\(.*\)\s+# (.+)$", line))]
+    assert printed == expected
