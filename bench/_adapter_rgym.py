@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import header, import_agentenv, table  # noqa: E402
+from _common import header, import_agentenv, table
 
 CASES = (
     ("leg_counting", 2),

@@ -262,7 +262,7 @@ def _checked_config(dataset: str, config: Any, *, seed: Any, size: Any) -> dict[
             hint = did_you_mean(str(key), fields) or f" Its fields: {', '.join(fields)}."
             raise EnvArgumentError(f"the config of {dataset!r} has no field {key!r}.{hint}")
     where = f"{dataset!r} config"
-    adapter = pydantic.TypeAdapter(config_cls)
+    adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(config_cls)
     try:
         checked: Any = adapter.validate_python({**config, "seed": seed, "size": size})
         if callable(getattr(checked, "validate", None)):  # some configs have none
