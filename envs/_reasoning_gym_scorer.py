@@ -30,6 +30,7 @@ the standard library and reasoning-gym only, so it starts without agentenv.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -189,11 +190,13 @@ _shared_lock = threading.Lock()
 
 
 def shared_scorer() -> Scorer:
-    """This process's scorer (a forked child gets its own; the child process starts on first use)."""
+    """This process's scorer (a forked child gets its own; the child process starts on first use,
+    and is killed when this process exits, even if it is busy scoring)."""
     global _shared
     with _shared_lock:
         if _shared is None or _shared[0] != os.getpid():
             _shared = (os.getpid(), Scorer())
+            atexit.register(_shared[1].close)
         return _shared[1]
 
 

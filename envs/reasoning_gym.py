@@ -50,7 +50,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pydantic
@@ -96,6 +96,13 @@ class ReasoningGymState(State):
     """The score of the latest answer (after the hedge check)."""
     note: str | None = None
     """Why the latest answer scored 0 without its scorer's say (too many tags, a hedge, a scorer failure)."""
+
+
+class _Scored(NamedTuple):
+    score: float
+    note: str | None
+    shown: bool
+    """Whether the note may be shown to the agent (in multi-turn feedback)."""
 
 
 class ReasoningGymEnv(Env[ReasoningGymState]):
@@ -165,11 +172,12 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
     def on_answer(self, answer: str) -> str | None:
         state = self.state
         state.attempts += 1
-        state.score, state.note = self._score(answer)
+        scored = self._score(answer)
+        state.score, state.note = scored.score, scored.note
         if state.score >= 1.0 or state.attempts >= self.max_attempts:
             return None
         left = self.max_attempts - state.attempts
-        why = f" ({state.note})" if state.note else ""
+        why = f" ({scored.note})" if scored.note and scored.shown else ""
         return f"Incorrect{why}. Try again: {left} attempt{'s' if left > 1 else ''} left."
 
     def verify(self, task: Task) -> float:
@@ -185,26 +193,28 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
 
     # -- scoring --------------------------------------------------------------------
 
-    def _score(self, reply: str) -> tuple[float, str | None]:
+    def _score(self, reply: str) -> _Scored:
         """The answer's score and, when it is 0 for a reason of ours, the reason."""
         tagged = _TAG.findall(reply)
         if len(tagged) > 1:
-            return 0.0, f"{len(tagged)} <answer> tags; give exactly one"
+            return _Scored(0.0, f"{len(tagged)} <answer> tags; give exactly one", shown=True)
         answer = (tagged[0] if tagged else reply).strip()
         if len(answer) > self.max_answer_chars:
-            return 0.0, f"the answer is {len(answer)} characters long; the limit is {self.max_answer_chars}"
+            note = f"the answer is {len(answer)} characters long; the limit is {self.max_answer_chars}"
+            return _Scored(0.0, note, shown=True)
         payload: ReasoningGymPayload = self.payload
         request = {**payload.model_dump(exclude={"answer"}), "answer": answer, "decoys": self._decoys(payload)}
         reply_ = shared_scorer().score(request, timeout_s=self.score_timeout_s)
+        # A scorer's own message may quote the reference answer: kept in the state, never shown.
         if reply_.error is not None:
-            return 0.0, f"the dataset's scorer failed on this answer: {reply_.error}"
+            return _Scored(0.0, f"the dataset's scorer failed on this answer: {reply_.error}", shown=False)
         score = reply_.score
         if not isinstance(score, (int, float)) or not math.isfinite(score):
-            return 0.0, f"the dataset's scorer returned {score!r}, not a number in [0, 1]"
+            return _Scored(0.0, f"the dataset's scorer returned {score!r}, not a number in [0, 1]", shown=False)
         score = min(max(float(score), 0.0), 1.0)
         if score > 0 and reply_.decoys and max(reply_.decoys) >= score:
-            return 0.0, "the answer scores as well on other problems of this dataset (a hedge)"
-        return score, None
+            return _Scored(0.0, "the answer scores as well on other problems of this dataset (a hedge)", shown=True)
+        return _Scored(score, None, shown=False)
 
     def _decoys(self, payload: ReasoningGymPayload) -> list[list[int]]:
         """Up to ``decoys`` tasks of this env after the current one whose reference answers differ."""

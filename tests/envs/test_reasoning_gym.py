@@ -203,9 +203,11 @@ def test_a_scorer_that_accepts_anything_is_exposed_by_the_decoys():
         ("\ud800<answer>1</answer>", "format"),  # a lone surrogate is not text
         ("<answer>\x00\x01\x1b[2J\x7f</answer>", None),  # control characters: scored, 0
         (tagged("9" * 5000), None),  # past max_answer_chars: not scored
+        (tagged("9" * 4090), None),  # a huge integer the scorer does read
+        ({"role": "assistant", "content": "<answer>1</answer>", "x": json.loads("[" * 500 + "]" * 500)}, "format"),
         (tagged("1e999999"), None),
     ],
-    ids=["1MB", "lone-surrogate", "control-chars", "huge-number", "huge-float"],
+    ids=["1MB", "lone-surrogate", "control-chars", "too-long", "huge-number", "deep-json", "huge-float"],
 )
 def test_hostile_text_is_a_format_error_or_a_zero_never_a_crash(legs, reply, error_kind):
     legs.reset(seed=0)
@@ -213,12 +215,16 @@ def test_hostile_text_is_a_format_error_or_a_zero_never_a_crash(legs, reply, err
     assert info["error_kind"] == error_kind and info["failure"] != "infra" and info["task_reward"] in (0.0, None)
 
 
-def test_a_scorer_that_raises_on_the_answer_scores_0_and_says_so():
+def test_a_scorer_that_raises_on_the_answer_scores_0_and_says_so_but_not_to_the_agent():
     env = ReasoningGymEnv("prime_factorization", size=2)  # int("zzz") inside its scorer
     env.reset(seed=0)
     *_, info = env.step(tagged("zzz"))
     assert info["task_reward"] == 0.0 and info["failure"] == "policy"
     assert env.state.note.startswith("the dataset's scorer failed on this answer: ValueError")
+    multi = ReasoningGymEnv("prime_factorization", size=2, multi_turn=True)
+    multi.reset(seed=0)
+    obs, *_ = multi.step(tagged("zzz"))  # a scorer's message may quote the reference: not shown
+    assert obs[0]["content"] == "Incorrect. Try again: 2 attempts left." and "ValueError" in multi.state.note
 
 
 def test_an_answer_that_hangs_the_scorer_scores_0_and_the_next_step_works():
