@@ -23,8 +23,8 @@ What the policy cannot do to the reward (each has a test):
   limit and a memory cap (`agentenv.envs._reasoning_gym_scorer`); an answer that
   makes the scorer raise, hang or die scores 0 with the reason, never infra.
 - send oversized or non-Unicode text: the base class refuses an action past
-  `Env.max_action_chars` or holding a lone surrogate (a format error); an answer
-  past ``max_answer_chars`` scores 0 unscored.
+  ``max_action_chars`` (131,072 here: room for a long chain of thought) or holding a
+  lone surrogate (a format error); an answer past ``max_answer_chars`` scores 0 unscored.
 
 Ids: ``reasoning-gym/<name>-v0`` with ``name`` the dataset's registry name; a name
 with a character an id cannot hold (anything but letters, digits, ``_ . -``) has it
@@ -111,6 +111,8 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
     answer_mode = True
     payload_type = ReasoningGymPayload
     instructions = INSTRUCTIONS
+    max_action_chars = 131_072
+    """Room for a long chain of thought before the answer (the base class's 32,000 is ~8k tokens)."""
 
     def __init__(
         self,
@@ -155,6 +157,7 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
         self.seed, self.size, self.multi_turn, self.max_attempts = seed, size, multi_turn, max_attempts
         self.decoys, self.max_answer_chars, self.score_timeout_s = decoys, max_answer_chars, float(score_timeout_s)
         kwargs.setdefault("max_turns", max_attempts)
+        self._references: list[tuple[str, int, int, str | None]] | None = None
         super().__init__(tasks, **kwargs)
         if tasks is not None:
             for task in self.tasks:
@@ -220,14 +223,15 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
         """Up to ``decoys`` tasks of this env after the current one whose reference answers differ."""
         if not self.decoys:
             return []
-        picked: list[list[int]] = []
-        tasks, own = self.tasks, self.task.id
+        if self._references is None:  # (id, seed, index, answer) of each task: read once, not per step
+            self._references = [(t.id, t.payload["seed"], t.payload["index"], t.payload["answer"]) for t in self.tasks]
+        refs, own, n = self._references, self.task.id, len(self._references)
         start = payload.index if payload.seed == self.seed else 0
-        for k in range(1, len(tasks) + 1):
-            task = tasks[(start + k) % len(tasks)]
-            other: ReasoningGymPayload = self._typed_payload(task)  # type: ignore[assignment]
-            if task.id != own and (payload.answer is None or other.answer != payload.answer):
-                picked.append([other.seed, other.index])
+        picked: list[list[int]] = []
+        for k in range(1, n + 1):
+            task_id, seed, index, answer = refs[(start + k) % n]
+            if task_id != own and (payload.answer is None or answer != payload.answer):
+                picked.append([seed, index])
                 if len(picked) == self.decoys:
                     break
         return picked
