@@ -54,7 +54,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pydantic
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentenv.env import Env
 from agentenv.envs._reasoning_gym_scorer import shared_scorer
@@ -96,6 +96,26 @@ class ReasoningGymState(State):
     """The score of the latest answer (after the hedge check)."""
     note: str | None = None
     """Why the latest answer scored 0 without its scorer's say (too many tags, a hedge, a scorer failure)."""
+
+
+class _Options(BaseModel):
+    """The env's own arguments, checked in one place."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    size: int = Field(ge=1)
+    seed: int = Field(ge=0)
+    multi_turn: bool
+    max_attempts: int | None = Field(ge=1)
+    decoys: int = Field(ge=0)
+    max_answer_chars: int = Field(ge=1)
+    score_timeout_s: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _attempts_need_multi_turn(self) -> _Options:
+        if (self.max_attempts or 1) > 1 and not self.multi_turn:
+            raise ValueError(f"max_attempts={self.max_attempts} needs multi_turn=True")
+        return self
 
 
 class _Scored(NamedTuple):
@@ -143,17 +163,23 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
             score_timeout_s: Scoring one answer (decoys included) longer than this scores it 0.
             tasks: Tasks made by another env of the same dataset (e.g. reloaded from JSONL).
         """
+        try:
+            options = _Options(
+                size=size,
+                seed=seed,
+                multi_turn=multi_turn,
+                max_attempts=max_attempts,
+                decoys=decoys,
+                max_answer_chars=max_answer_chars,
+                score_timeout_s=score_timeout_s,
+            )
+        except pydantic.ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "arguments"
+            raise EnvArgumentError(f"ReasoningGymEnv: {where}: {err['msg']}") from None
         self.dataset = _known_dataset(dataset)
         self.config = _checked_config(self.dataset, config or {}, seed=seed, size=size)
-        if max_attempts is None:
-            max_attempts = 3 if multi_turn else 1
-        if max_attempts < 1 or (max_attempts > 1 and not multi_turn):
-            raise EnvArgumentError(f"max_attempts must be 1 without multi_turn=True, and >= 1; got {max_attempts}")
-        for name, value, low in (("decoys", decoys, 0), ("max_answer_chars", max_answer_chars, 1)):
-            if not isinstance(value, int) or value < low:
-                raise EnvArgumentError(f"{name} must be an int >= {low}, got {value!r}")
-        if not (isinstance(score_timeout_s, (int, float)) and score_timeout_s > 0):
-            raise EnvArgumentError(f"score_timeout_s must be a number > 0, got {score_timeout_s!r}")
+        max_attempts = options.max_attempts or (3 if multi_turn else 1)
         self.seed, self.size, self.multi_turn, self.max_attempts = seed, size, multi_turn, max_attempts
         self.decoys, self.max_answer_chars, self.score_timeout_s = decoys, max_answer_chars, float(score_timeout_s)
         kwargs.setdefault("max_turns", max_attempts)
@@ -264,9 +290,6 @@ def _checked_config(dataset: str, config: Any, *, seed: Any, size: Any) -> dict[
     ``validate()``), as plain JSON data: what the tasks' payloads carry."""
     if not isinstance(config, Mapping):
         raise EnvArgumentError(f"config must be a mapping of field names to values, got {type(config).__name__}")
-    for name, value in (("seed", seed), ("size", size)):
-        if type(value) is not int or value < (1 if name == "size" else 0):
-            raise EnvArgumentError(f"{name} must be an int >= {1 if name == 'size' else 0}, got {value!r}")
     config_cls = _datasets()[dataset][1]
     fields = [f.name for f in dataclasses.fields(config_cls) if f.name not in _RESERVED]
     for key in config:

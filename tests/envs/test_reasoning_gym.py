@@ -125,10 +125,12 @@ def test_a_bad_config_value_fails_in_one_line_with_the_datasets_message(config, 
 
 
 def test_bad_env_arguments_are_refused():
-    with pytest.raises(EnvArgumentError, match="max_attempts must be 1 without multi_turn"):
+    with pytest.raises(EnvArgumentError, match="max_attempts=3 needs multi_turn=True"):
         ReasoningGymEnv("leg_counting", max_attempts=3)
-    with pytest.raises(EnvArgumentError, match="size must be an int >= 1"):
+    with pytest.raises(EnvArgumentError, match="size: Input should be greater than or equal to 1"):
         ReasoningGymEnv("leg_counting", size=0)
+    with pytest.raises(EnvArgumentError, match="score_timeout_s: Input should be a valid number"):
+        ReasoningGymEnv("leg_counting", score_timeout_s="5")
 
 
 # -- the contract and scoring ---------------------------------------------------------------
