@@ -16,6 +16,7 @@ names (the docs and the error for a final method read that tuple):
     step_rewards(outcomes)     named step-reward components
     verify(task)               the task reward, on the final state
     is_done()                  extra stop conditions
+    on_answer(answer)          in answer mode: end on this answer (None), or feedback and another try
     mutate(task, rng)          a new task like ``task`` (variants for the failure miner)
     snapshot_external() / restore_external(data) / on_close()
                                state that lives outside the pydantic model
@@ -73,6 +74,7 @@ HOOKS = (
     "step_rewards",
     "verify",
     "is_done",
+    "on_answer",
     "mutate",
     "snapshot_external",
     "restore_external",
@@ -177,7 +179,8 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
     """A reply without a tool call (no ``<tool_call>`` markup, no OpenAI ``tool_calls``)
     is the final answer: the episode ends and `verify` reads it as ``self.answer``.
     For tasks whose answer is text (most single-turn RLVR sets); an env in this mode
-    may have no tools at all. Off, such a reply is a format error."""
+    may have no tools at all. Off, such a reply is a format error. `on_answer` may
+    instead answer it with feedback and let the agent try again."""
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"]}
     tools: ClassVar[dict[str, ToolSpec]] = {}
@@ -316,6 +319,13 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
     def is_done(self) -> bool:
         """Stop conditions besides terminal tools, invalid-action streaks and max_turns."""
         return False
+
+    def on_answer(self, answer: str) -> str | None:
+        """In `answer_mode`, called with each answer (also in ``self.answer``). None (the
+        default) ends the episode and `verify` scores the answer; a message instead is
+        shown to the agent and the episode goes on, so it can try again (answers with
+        feedback and retries). A message must not give away what `verify` checks."""
+        return None
 
     def snapshot_external(self) -> Any:
         """JSON-serialisable external state (files, DB rows) to keep in a snapshot."""
@@ -510,8 +520,12 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 raise ParseError(admitted.error)
             act.calls = calls = self._parse(admitted.action)
             if not calls:  # answer mode: the reply is the answer
-                self._answer = _answer_text(admitted.action)
-                act.terminal = True
+                self._answer = answer = _answer_text(admitted.action)
+                feedback = self._on_answer(answer, act)  # type: ignore[arg-type]  # text, as _parse found
+                if feedback is None:
+                    act.terminal = True
+                else:
+                    act.obs.append({"role": "user", "content": feedback})
                 return act
             outcomes, obs, tools = act.outcomes, act.obs, self.tools
             for i, call in enumerate(calls):
@@ -605,7 +619,8 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
 
     @property
     def answer(self) -> str | None:
-        """In `answer_mode`, the reply that ended the episode (None until one did)."""
+        """In `answer_mode`, the latest answer: the reply that ended the episode, or one that
+        `on_answer` gave feedback on (None until one came)."""
         return self._answer
 
     def close(self) -> None:
@@ -681,6 +696,23 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 "name": outcome.call.name,
                 "content": f"Error: the result could not be shown: {_describe(e)}",
             }
+
+    def _on_answer(self, answer: str, act: _Acted) -> str | None:
+        """`on_answer`, guarded: an answer that makes it raise ends the episode (the verifier
+        decides), never crashes step and never passes for infra (`InfraError` aside)."""
+        try:
+            feedback = self.on_answer(answer)
+        except (InfraError, EnvStateError):
+            raise
+        except Exception as e:  # noqa: BLE001 - an answer must not be able to crash step
+            _log_once(type(self), "on_answer", e)
+            act.error = f"on_answer failed: {_describe(e)}"
+            return None
+        if feedback is not None and not isinstance(feedback, str):
+            raise TypeError(
+                f"{type(self).__name__}.on_answer() must return a str or None, got {type(feedback).__name__}"
+            )
+        return feedback
 
     def _step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         try:

@@ -451,6 +451,13 @@ def _register_builtins() -> None:
         description="Answer a question in one reply, matched to a reference answer; any Hugging Face datasets split.",
         oracle="agentenv.envs.qa:oracle",
     )
+    register_namespace(
+        "reasoning-gym",
+        "agentenv.envs.reasoning_gym:register_all",
+        requires="reasoning_gym",
+        extra="reasoning-gym",
+        description="reasoning-gym's procedural datasets, one env per dataset, scored by its own score_answer.",
+    )
 
 
 _register_builtins()

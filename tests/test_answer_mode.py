@@ -86,3 +86,46 @@ def test_a_restored_ended_episode_keeps_its_answer():
 @pytest.mark.parametrize("env_type", [Sum, SumWithScratchpad])
 def test_check_env_accepts_a_text_answer_env(env_type):
     check_env(env_type(), actions=lambda env: [str(env.task.payload["answer"])])
+
+
+class SumWithRetries(Sum):
+    """Multi-turn answers: a wrong one gets feedback (never the answer) and another try."""
+
+    max_turns = 3
+
+    def on_answer(self, answer: str) -> str | None:
+        if self.verify(self.task) == 1.0 or self.turn + 1 >= self.max_turns:
+            return None
+        return "Incorrect, try again."
+
+
+def test_on_answer_feedback_keeps_the_episode_going_until_an_answer_ends_it():
+    env = SumWithRetries()
+    env.reset(seed=0, options={"task": "s1-2"})
+    obs, reward, terminated, truncated, info = env.step("4")
+    assert obs == [{"role": "user", "content": "Incorrect, try again."}]
+    assert (terminated, truncated, info["failure"], info["error_kind"], env.answer) == (False, False, None, None, "4")
+    obs, reward, terminated, truncated, info = env.step("3")
+    assert (obs, terminated, info["success"], reward) == ([], True, True, 1.0)
+    env.reset(seed=0, options={"task": "s1-2"})
+    results = [env.step("5") for _ in range(3)]
+    assert [r[2] for r in results] == [False, False, True] and results[-1][4]["failure"] == "policy"
+
+
+class BrokenFeedback(Sum):
+    max_turns = 3
+
+    def on_answer(self, answer: str) -> str | None:
+        return {"no": "t a str"}[answer]  # a KeyError on anything but "no"
+
+
+def test_an_answer_that_makes_on_answer_raise_ends_the_episode_scored_by_the_verifier_not_infra():
+    env = BrokenFeedback()
+    env.reset(seed=0, options={"task": "s1-2"})
+    *_, terminated, truncated, info = env.step("3")
+    assert terminated and not truncated and info["success"] is True and info["failure"] == "none"
+    assert "on_answer failed: KeyError" in info["error"] and info["error_kind"] is None
+
+
+def test_check_env_accepts_an_env_with_answer_feedback():
+    check_env(SumWithRetries(), actions=["0", "1", "2"])

@@ -1,0 +1,288 @@
+"""reasoning-gym in a child process: generating entries, and scoring answers with a time limit.
+
+A dataset's ``score_answer`` runs on text the policy wrote, and several parse it with
+sympy or ``eval``: ``9**9**9**9`` or ``1e999999`` in an answer keeps some of them busy
+for minutes (measured with reasoning-gym 0.1.25: string_insertion, n_queens, the
+integration and polynomial datasets, countdown, puzzle24), and some swallow every
+exception, a timeout's included. So scoring runs in one long-lived child process per
+parent process (`shared_scorer`), which regenerates the entry from (dataset, config,
+seed, size, index) and answers one JSON line per request.
+
+The child also generates the entries the tasks are made of, with a fixed
+``PYTHONHASHSEED``: some datasets' entries depend on string hashing (0.1.25's
+polynomial_multiplication draws different polynomials in each process otherwise), so
+generating and scoring in one process with one hash seed is what makes a seed's tasks
+the same in every run and each answer scored against the entry its task was made from.
+
+Protects against: an answer that makes the scorer hang (it is killed after
+``timeout_s`` and restarted on the next request), raise, print to stdout, exhaust
+memory (``RLIMIT_AS``) or crash the interpreter. Each of these scores the answer 0
+with a reason; none is an infra failure, because the answer caused it. Only a child
+that cannot start (reasoning-gym missing or broken) is `InfraError`.
+
+Does not protect against: a scorer that is wrong (that is the dataset's business;
+see the hedge check in `agentenv.envs.reasoning_gym`), or a machine so loaded that an
+honest answer's scoring runs past the limit (it then scores 0: raise ``timeout_s``).
+
+This file is also the child's program (``python -P this_file``): the child part uses
+the standard library and reasoning-gym only, so it starts without agentenv.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+__all__ = ["ScoreReply", "Scorer", "shared_scorer"]
+
+GENERATE_TIMEOUT_S = 600.0
+"""Generating entries is not policy input; a few datasets take about 0.5 s an entry."""
+START_TIMEOUT_S = 120.0
+"""Importing reasoning-gym takes about 1.5 s on an idle machine; a loaded one may take far longer."""
+_CACHED_DATASETS = 64
+_CACHED_ENTRIES = 4096
+
+
+class ScoreReply:
+    """The child's answer to one request: the score, the decoys' scores, or why neither."""
+
+    __slots__ = ("decoys", "error", "score")
+
+    def __init__(self, score: float | None, decoys: list[float], error: str | None) -> None:
+        self.score = score
+        self.decoys = decoys
+        self.error = error
+
+
+class Scorer:
+    """A client of one scoring child. Thread-safe: requests are serialised."""
+
+    def __init__(self, *, memory_limit_bytes: int = 4 << 30) -> None:
+        self.memory_limit_bytes = memory_limit_bytes
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._buffer = b""
+        self._lock = threading.Lock()
+
+    def score(
+        self,
+        request: dict[str, Any],
+        *,
+        timeout_s: float,
+    ) -> ScoreReply:
+        """Score ``request`` (keys: dataset, config, seed, size, index, answer, decoys:
+        [[seed, index], ...], scored only when the answer scores above 0)."""
+        line = json.dumps(request).encode() + b"\n"  # ASCII: the answer's characters are escaped
+        with self._lock:
+            proc = self._started()
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(line)
+                proc.stdin.flush()
+                reply = self._read_line(proc, timeout_s)
+            except (BrokenPipeError, EOFError):
+                code = self._stop()
+                return ScoreReply(None, [], f"the scoring process died on this answer (exit code {code})")
+            except TimeoutError:
+                self._stop()
+                return ScoreReply(None, [], f"scoring this answer ran past {timeout_s:g} s")
+        try:
+            data = json.loads(reply)
+            return ScoreReply(data["score"], list(data["decoys"]), data["error"])
+        except (ValueError, KeyError, TypeError) as e:  # not the child's protocol: restart it
+            with self._lock:
+                self._stop()
+            return ScoreReply(None, [], f"the scoring process answered out of protocol: {e}")
+
+    def entries(self, request: dict[str, Any], *, timeout_s: float = GENERATE_TIMEOUT_S) -> list[dict[str, Any]]:
+        """The question and answer of entries ``request["indices"]`` of a dataset (keys:
+        dataset, config, seed, size, indices). `ValueError` when the dataset cannot make them."""
+        from agentenv.errors import InfraError
+
+        line = json.dumps({**request, "op": "entries"}).encode() + b"\n"
+        with self._lock:
+            proc = self._started()
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(line)
+                proc.stdin.flush()
+                data = json.loads(self._read_line(proc, timeout_s))
+            except (BrokenPipeError, EOFError, TimeoutError, ValueError) as e:
+                code = self._stop()
+                raise InfraError(
+                    f"the reasoning-gym process failed generating entries ({type(e).__name__}, exit code {code})"
+                ) from None
+        if data.get("error") is not None:
+            raise ValueError(data["error"])
+        return list(data["entries"])
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    # -- internals ------------------------------------------------------------------
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        from agentenv.errors import InfraError
+
+        self._stop()
+        self._proc = proc = subprocess.Popen(
+            [sys.executable, "-P", __file__, str(self.memory_limit_bytes)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # datasets print to stdout and stderr; the protocol is the dup'd stdout
+            env={**os.environ, "PYTHONHASHSEED": "0"},  # see the module docstring
+            start_new_session=True,  # a Ctrl-C in the parent's terminal is the parent's to handle
+        )
+        try:
+            ready = self._read_line(proc, START_TIMEOUT_S)
+        except (EOFError, TimeoutError) as e:
+            code = self._stop()
+            raise InfraError(
+                f"the reasoning-gym scoring process did not start ({type(e).__name__}, exit code {code}); "
+                f'check that `{sys.executable} -c "import reasoning_gym"` works'
+            ) from None
+        if ready != b'{"ready": true}':
+            self._stop()
+            raise InfraError(f"the reasoning-gym scoring process said {ready[:200]!r} instead of ready")
+        return proc
+
+    def _read_line(self, proc: subprocess.Popen[bytes], timeout_s: float) -> bytes:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            readable, _, _ = select.select([fd], [], [], left)
+            if readable:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise EOFError
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _stop(self) -> int | None:
+        proc, self._proc, self._buffer = self._proc, None, b""
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.kill()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+        return proc.wait()
+
+
+_shared: tuple[int, Scorer] | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_scorer() -> Scorer:
+    """This process's scorer (a forked child gets its own; the child process starts on first use,
+    and is killed when this process exits, even if it is busy scoring)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared[0] != os.getpid():
+            _shared = (os.getpid(), Scorer())
+            atexit.register(_shared[1].close)
+        return _shared[1]
+
+
+# -- the child ------------------------------------------------------------------------
+
+
+class _Child:
+    """Datasets and entries cached by what generates them."""
+
+    def __init__(self) -> None:
+        import reasoning_gym
+
+        self._create = reasoning_gym.create_dataset
+        self._datasets: OrderedDict[tuple[str, str, int, int], Any] = OrderedDict()
+        self._entries: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+
+    def entry(self, name: str, config: dict[str, Any], seed: int, size: int, index: int) -> tuple[Any, dict[str, Any]]:
+        key = (name, json.dumps(config, sort_keys=True), seed, size)
+        dataset = self._datasets.get(key)
+        if dataset is None:
+            if name == "composite" and "datasets" in config:  # it reads its parts as DatasetSpec objects
+                from reasoning_gym.composite import DatasetSpec
+
+                config = {**config, "datasets": [DatasetSpec(**part) for part in config["datasets"]]}
+            dataset = self._datasets[key] = self._create(name, seed=seed, size=size, **config)
+            if len(self._datasets) > _CACHED_DATASETS:
+                self._datasets.popitem(last=False)
+        entry = self._entries.get((*key, index))
+        if entry is None:
+            entry = self._entries[(*key, index)] = dataset[index]
+            if len(self._entries) > _CACHED_ENTRIES:
+                self._entries.popitem(last=False)
+        return dataset, entry
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("op") == "entries":
+            return self.generate(request)
+        return self.score(request)
+
+    def generate(self, request: dict[str, Any]) -> dict[str, Any]:
+        name, config, seed, size = request["dataset"], request["config"], request["seed"], request["size"]
+        entries = []
+        for index in request["indices"]:
+            try:
+                _, entry = self.entry(name, config, seed, size, index)
+                answer = entry.get("answer")
+                entries.append({"question": str(entry["question"]), "answer": None if answer is None else str(answer)})
+            except Exception as e:  # noqa: BLE001 - a config that validates but cannot generate
+                return {"entries": [], "error": f"generating entry {index} failed: {type(e).__name__}: {e}"}
+        return {"entries": entries, "error": None}
+
+    def score(self, request: dict[str, Any]) -> dict[str, Any]:
+        name, config, size = request["dataset"], request["config"], request["size"]
+        dataset, entry = self.entry(name, config, request["seed"], size, request["index"])
+        try:
+            score = float(dataset.score_answer(request["answer"], entry))
+        except Exception as e:  # noqa: BLE001 - the answer made the dataset's scorer fail
+            return {"score": None, "decoys": [], "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        decoys: list[float] = []
+        if score > 0:
+            for seed, index in request["decoys"]:
+                other, decoy = self.entry(name, config, seed, size, index)
+                try:
+                    decoys.append(float(other.score_answer(request["answer"], decoy)))
+                except Exception:  # noqa: BLE001 - an answer no decoy accepts
+                    decoys.append(0.0)
+        return {"score": score, "decoys": decoys, "error": None}
+
+
+def _serve(memory_limit_bytes: int) -> None:
+    import resource
+
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # what datasets print goes where stderr goes, never into the protocol
+    sys.stdout = sys.stderr
+    if memory_limit_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+    child = _Child()
+    out.write(b'{"ready": true}\n')
+    for line in sys.stdin.buffer:
+        try:
+            reply = child.handle(json.loads(line))
+        except Exception as e:  # noqa: BLE001 - generating the entry failed: say so, keep serving
+            reply = {"score": None, "decoys": [], "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        out.write(json.dumps(reply).encode() + b"\n")
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]))

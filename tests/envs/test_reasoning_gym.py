@@ -1,0 +1,293 @@
+"""The reasoning-gym adapter: ids from its registry, tasks, scoring, and what a policy cannot do to the reward."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("reasoning_gym")
+
+from reasoning_gym.factory import DATASETS
+
+import agentenv
+from agentenv import check_env
+from agentenv.envs import _reasoning_gym_scorer as scorer_module
+from agentenv.envs.reasoning_gym import ReasoningGymEnv, env_name, oracle
+from agentenv.errors import EnvArgumentError, UnknownEnvError
+from agentenv.registry import _ID_RE
+from agentenv.task import TaskSet
+
+NO_REFERENCE = {"boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"}
+"""Datasets whose entries have no reference answer (answer None): their scorers check a solution."""
+ACCEPTS_OTHERS = {"game_of_life_halting", "puzzle24"}
+"""Their 0.1.25 scorers accept one task's answer for another: game_of_life_halting compares
+bool(answer) == bool(reference) (every non-empty answer scores 1.0), puzzle24 checks that the
+expression makes 24 from four numbers, not from the task's. The hedge check (rightly) lets
+no answer score there."""
+NEEDS_CONFIG = {"composite"}
+"""Its default config names no dataset: it is made with config={"datasets": ...} only."""
+SLOW = {"knight_swap"}
+"""About 0.5 s per entry: too slow to generate in a quick test."""
+
+
+def tagged(answer: object) -> str:
+    return f"<answer>{answer}</answer>"
+
+
+def reference(env: ReasoningGymEnv) -> str:
+    return tagged(env.task.payload["answer"])
+
+
+@pytest.fixture(scope="module")
+def legs() -> ReasoningGymEnv:
+    return ReasoningGymEnv("leg_counting", size=16)
+
+
+# -- ids, tasks, metadata -------------------------------------------------------------
+
+
+def test_every_dataset_of_the_registry_has_an_id_that_make_builds():
+    ids = [s.id for s in agentenv.envs_list() if s.id.startswith("reasoning-gym/")]
+    assert len(ids) == len(DATASETS) and all(_ID_RE.match(i) for i in ids)
+    assert env_name("a b/c") == "a-b-c"  # the mapping for a name an id cannot hold
+    env = agentenv.make("reasoning-gym/leg_counting-v0", config={"max_animals": 4}, size=5, seed=3)
+    assert isinstance(env, ReasoningGymEnv) and len(env.tasks) == 5 and env.dataset == "leg_counting"
+    assert agentenv.spec("reasoning-gym/leg_counting-v0").make_oracle() is not None
+
+
+def test_tasks_are_generated_from_the_seed_and_carry_the_difficulty():
+    a, b = ReasoningGymEnv("basic_arithmetic", size=4, seed=1), ReasoningGymEnv("basic_arithmetic", size=4, seed=1)
+    assert [t.prompt for t in a.tasks] == [t.prompt for t in b.tasks]
+    assert [t.prompt for t in ReasoningGymEnv("basic_arithmetic", size=4, seed=2).tasks] != [t.prompt for t in a.tasks]
+    easy = ReasoningGymEnv("leg_counting", config={"max_animals": 4}, size=2).tasks[0].metadata
+    hard = ReasoningGymEnv("leg_counting", config={"max_animals": 30}, size=2).tasks[0].metadata
+    assert (easy.family, easy.difficulty, hard.difficulty) == ("leg_counting", 3, 29)
+    assert "max_animals=4" in easy.tags and "level:num_animals=3" in easy.tags
+
+
+def test_mutate_makes_a_new_task_of_the_same_dataset_and_difficulty_that_the_oracle_solves(legs):
+    task = legs.tasks[0]
+    variant = legs.mutate(task, np.random.default_rng(0))
+    assert variant is not None and variant.prompt != task.prompt and variant.metadata == task.metadata
+    assert variant.id not in legs.tasks
+    legs.reset(seed=0, options={"task": variant})
+    *_, info = legs.step(reference(legs))
+    assert info["success"] is True
+
+
+def test_tasks_saved_to_jsonl_load_into_a_new_env(tmp_path, legs):
+    path = tmp_path / "tasks.jsonl"
+    legs.tasks[:3].to_jsonl(path)
+    env = ReasoningGymEnv("leg_counting", tasks=TaskSet.from_jsonl(path))
+    env.reset(seed=0)
+    *_, info = env.step(reference(env))
+    assert info["success"] is True
+    with pytest.raises(EnvArgumentError, match="not of dataset 'basic_arithmetic'"):
+        ReasoningGymEnv("basic_arithmetic", tasks=TaskSet.from_jsonl(path))
+
+
+# -- bad input ------------------------------------------------------------------------------
+
+
+def test_an_unknown_dataset_gets_a_did_you_mean():
+    with pytest.raises(EnvArgumentError, match=re.escape("no dataset 'leg_countin'. Did you mean 'leg_counting'")):
+        ReasoningGymEnv("leg_countin")
+    with pytest.raises(UnknownEnvError, match="Did you mean 'reasoning-gym/leg_counting-v0'"):
+        agentenv.make("reasoning-gym/leg_countin-v0")
+
+
+def test_a_bad_config_field_gets_a_did_you_mean():
+    with pytest.raises(EnvArgumentError, match=re.escape("no field 'max_animal'. Did you mean 'max_animals'")):
+        ReasoningGymEnv("leg_counting", config={"max_animal": 4})
+    with pytest.raises(EnvArgumentError, match=re.escape("pass seed=... to the env itself")):
+        ReasoningGymEnv("leg_counting", config={"seed": 4})
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"max_animals": "ten"}, "field 'max_animals': Input should be a valid integer"),
+        ({"max_animals": 1000}, "AssertionError: max_animals must be <= number of available animals"),
+        ({"min_animals": 5, "max_animals": 4}, "max_animals must be >= min_animals"),
+    ],
+)
+def test_a_bad_config_value_fails_in_one_line_with_the_datasets_message(config, message):
+    with pytest.raises(EnvArgumentError, match=message) as caught:
+        ReasoningGymEnv("leg_counting", config=config)
+    assert "\n" not in str(caught.value)
+
+
+def test_bad_env_arguments_are_refused():
+    with pytest.raises(EnvArgumentError, match="max_attempts=3 needs multi_turn=True"):
+        ReasoningGymEnv("leg_counting", max_attempts=3)
+    with pytest.raises(EnvArgumentError, match="size: Input should be greater than or equal to 1"):
+        ReasoningGymEnv("leg_counting", size=0)
+    with pytest.raises(EnvArgumentError, match="score_timeout_s: Input should be a valid number"):
+        ReasoningGymEnv("leg_counting", score_timeout_s="5")
+
+
+# -- the contract and scoring ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dataset", ["leg_counting", "basic_arithmetic", "word_sorting", "spell_backward"])
+def test_check_env_passes(dataset):
+    env = ReasoningGymEnv(dataset, size=4)
+    check_env(env, actions=lambda e: [reference(e)])
+    multi = ReasoningGymEnv(dataset, size=4, multi_turn=True)
+    check_env(multi, actions=["<answer>no</answer>", "<answer>still no</answer>"])
+
+
+def test_the_oracle_scores_1_and_a_wrong_answer_less_across_20_datasets_of_the_registry():
+    names = sorted(set(DATASETS) - NO_REFERENCE - ACCEPTS_OTHERS - NEEDS_CONFIG - SLOW)
+    for name in random.Random(18).sample(names, 20):
+        env = ReasoningGymEnv(name, size=3)
+        for task in env.tasks:
+            env.reset(seed=0, options={"task": task})
+            *_, info = env.step(reference(env))
+            assert info["success"] is True, (name, task.id, env.state.note)
+            env.reset(seed=0, options={"task": task})
+            *_, info = env.step(tagged("wrong"))
+            assert info["task_reward"] < 1.0 and info["success"] is False, (name, task.id)
+
+
+def test_multi_turn_gives_feedback_without_the_answer_and_another_try(legs):
+    env = ReasoningGymEnv("leg_counting", size=16, multi_turn=True, max_attempts=3)
+    env.reset(seed=0)
+    answer = env.task.payload["answer"]
+    obs, reward, terminated, truncated, info = env.step(tagged("-1"))
+    assert not terminated and not truncated and reward == 0.0
+    assert obs[0]["content"].startswith("Incorrect") and answer not in obs[0]["content"]
+    *_, terminated, _, info = env.step(reference(env))
+    assert terminated and info["success"] is True and env.state.attempts == 2
+    env.reset(seed=0)
+    ends = [env.step(tagged("-1"))[2] for _ in range(3)]
+    assert ends == [False, False, True] and env.state.attempts == 3
+
+
+# -- attacks: one test each ----------------------------------------------------------------
+
+
+def test_a_reply_listing_many_candidates_does_not_score(legs):
+    legs.reset(seed=0)
+    stuffed = " ".join(str(n) for n in range(400))  # every leg count the tasks ask for
+    *_, info = legs.step(tagged(stuffed))
+    assert info["task_reward"] == 0.0 and "hedge" in legs.state.note
+    legs.reset(seed=0)
+    every_answer = "\n".join(t.payload["answer"] for t in legs.tasks)
+    *_, info = legs.step(tagged(every_answer))
+    assert info["task_reward"] == 0.0
+
+
+def test_several_answer_tags_do_not_score(legs):
+    legs.reset(seed=0)
+    *_, info = legs.step(reference(legs) + tagged("1") + tagged("2"))
+    assert info["task_reward"] == 0.0 and legs.state.note == "3 <answer> tags; give exactly one"
+
+
+def test_a_scorer_that_accepts_anything_is_exposed_by_the_decoys():
+    env = ReasoningGymEnv("game_of_life_halting", size=6)
+    env.reset(seed=0)
+    *_, info = env.step(tagged("banana"))  # its scorer alone gives 1.0 to any non-empty answer
+    assert info["task_reward"] == 0.0 and "hedge" in env.state.note
+
+
+@pytest.mark.parametrize(
+    ("reply", "error_kind"),
+    [
+        ("x" * (1 << 20), "format"),  # 1 MB: refused before anything reads it
+        ("\ud800<answer>1</answer>", "format"),  # a lone surrogate is not text
+        ("<answer>\x00\x01\x1b[2J\x7f</answer>", None),  # control characters: scored, 0
+        (tagged("9" * 5000), None),  # past max_answer_chars: not scored
+        (tagged("9" * 4090), None),  # a huge integer the scorer does read
+        ({"role": "assistant", "content": "<answer>1</answer>", "x": json.loads("[" * 500 + "]" * 500)}, "format"),
+        (tagged("1e999999"), None),
+    ],
+    ids=["1MB", "lone-surrogate", "control-chars", "too-long", "huge-number", "deep-json", "huge-float"],
+)
+def test_hostile_text_is_a_format_error_or_a_zero_never_a_crash(legs, reply, error_kind):
+    legs.reset(seed=0)
+    *_, info = legs.step(reply)
+    assert info["error_kind"] == error_kind and info["failure"] != "infra" and info["task_reward"] in (0.0, None)
+
+
+def test_a_scorer_that_raises_on_the_answer_scores_0_and_says_so_but_not_to_the_agent():
+    env = ReasoningGymEnv("prime_factorization", size=2)  # int("zzz") inside its scorer
+    env.reset(seed=0)
+    *_, info = env.step(tagged("zzz"))
+    assert info["task_reward"] == 0.0 and info["failure"] == "policy"
+    assert env.state.note.startswith("the dataset's scorer failed on this answer: ValueError")
+    multi = ReasoningGymEnv("prime_factorization", size=2, multi_turn=True)
+    multi.reset(seed=0)
+    obs, *_ = multi.step(tagged("zzz"))  # a scorer's message may quote the reference: not shown
+    assert obs[0]["content"] == "Incorrect. Try again: 2 attempts left." and "ValueError" in multi.state.note
+
+
+def test_an_answer_that_hangs_the_scorer_scores_0_and_the_next_step_works():
+    env = ReasoningGymEnv("n_queens", size=2, score_timeout_s=1.0)
+    env.reset(seed=0)
+    *_, info = env.step(tagged("9**9**9**9"))  # a scorer that eval()s it would run for ever
+    assert info["task_reward"] == 0.0 and info["failure"] == "policy" and "ran past 1 s" in env.state.note
+    env.reset(seed=0)
+    *_, info = env.step(reference(env))
+    assert info["success"] is True
+
+
+def test_a_killed_scoring_process_is_restarted(legs):
+    legs.reset(seed=0)
+    legs.step(reference(legs))  # the process is up
+    proc = scorer_module.shared_scorer()._proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    legs.reset(seed=0)
+    *_, info = legs.step(reference(legs))
+    assert info["success"] is True and scorer_module.shared_scorer()._proc is not proc
+
+
+def test_a_scoring_process_that_cannot_start_is_infra(monkeypatch, legs):
+    broken = scorer_module.Scorer()
+    monkeypatch.setattr(scorer_module.sys, "executable", "/bin/false")
+    monkeypatch.setattr("agentenv.envs.reasoning_gym.shared_scorer", lambda: broken)
+    legs.reset(seed=0)
+    *_, terminated, truncated, info = legs.step(reference(legs))
+    assert (terminated, truncated, info["failure"]) == (False, True, "infra")
+    assert "did not start" in info["error"]
+
+
+def test_the_oracle_policy_solves_through_rollout():
+    trajectories = agentenv.rollout("reasoning-gym/leg_counting-v0", oracle(), n=4, env_kwargs={"size": 4})
+    assert all(t.success for t in trajectories)
+    json.dumps([t.model_dump(mode="json") for t in trajectories])
+
+
+def test_the_composite_dataset_mixes_others_given_in_its_config():
+    parts = [{"name": "leg_counting", "weight": 1, "config": {"max_animals": 3}}, {"name": "chain_sum", "weight": 1}]
+    with pytest.raises(EnvArgumentError, match=re.escape("field 'datasets.1.config': Field required")):
+        ReasoningGymEnv("composite", config={"datasets": parts})
+    parts[1]["config"] = {}
+    env = ReasoningGymEnv("composite", config={"datasets": parts}, size=6)
+    check_env(env, actions=lambda e: [reference(e)])
+    for task in env.tasks:
+        env.reset(seed=0, options={"task": task})
+        assert env.step(reference(env))[4]["success"] is True
+
+
+def test_the_docs_example_runs_and_prints_what_it_says(capsys):
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "adapters.md").read_text(encoding="utf-8")
+    section = docs.split("\n## reasoning-gym\n", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)[0]
+    exec(compile(code, "docs/adapters.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    expected = [m.group(1) for line in code.splitlines() if (m := re.match(r"^print\(.*\)\s+# (.+)$", line))]
+    assert printed == expected
