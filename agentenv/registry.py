@@ -445,6 +445,13 @@ def _register_builtins() -> None:
         description="Write, run and fix Python in a sandbox; hidden tests, run in a fresh sandbox, decide.",
         oracle="agentenv.envs.code:oracle",
     )
+    register_namespace(
+        "textarena",
+        "agentenv.envs.textarena_games:register_all",
+        requires="textarena",
+        extra="textarena",
+        description="TextArena's text games: single-player puzzles, and two-player games against a fixed opponent.",
+    )
 
 
 _register_builtins()
