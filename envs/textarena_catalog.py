@@ -136,10 +136,23 @@ EXCLUDED: dict[str, str] = {
 
 _NO_RANDOM_OPPONENT = frozenset(
     {
-        "TruthAndDeception",  # free-text play: the game lists no moves
+        # Found by playing random against random from several seeds: these name only move
+        # templates or a few examples, never the legal moves of the position.
+        "Alquerque",
+        "Breakthrough",
+        "Golf",
+        "LinesOfAction",
+        "SantoriniBaseFixed",
+        "TruthAndDeception",  # free-text play
     }
 )
 """Two-player games the ``"random"`` opponent cannot play: they list no legal moves it can try."""
+
+_CANDIDATE_MOVES: dict[str, tuple[str, ...]] = {
+    # Their rules name two example moves; every move has this form (columns up to 15, piles up to 5 of up to 11).
+    "ConnectFour": tuple(f"[col {column}]" for column in range(15)),
+    "Nim": tuple(f"[{pile} {count}]" for pile in range(5) for count in range(1, 12)),
+}
 
 _DIFFICULTY_WORDS = (
     "ultra-easy",
@@ -172,7 +185,9 @@ class GameInfo:
     difficulty: int
     """The rank of the variant's difficulty word within the game (0 = easiest)."""
     random_opponent: bool
-    """Whether the ``"random"`` opponent can play this game (it lists its legal moves)."""
+    """Whether the ``"random"`` opponent can play this game (it names its legal moves)."""
+    candidate_moves: tuple[str, ...] = ()
+    """Moves the random opponent also tries, for games that name too few in their messages."""
 
     @property
     def raw_id(self) -> str:
@@ -201,6 +216,7 @@ def _build_games() -> dict[str, GameInfo]:
                 players=players,
                 difficulty=ranked.index(variant) if variant in ranked else plain,
                 random_opponent=players == 2 and family not in _NO_RANDOM_OPPONENT,
+                candidate_moves=_CANDIDATE_MOVES.get(family, ()),
             )
     return games
 

@@ -30,7 +30,10 @@ observation: what the game told that player since its last move); or any agenten
 `Policy`, e.g. `agentenv.OpenAIPolicy`, which gets its whole conversation with the
 game every turn. An opponent that raises, returns no text, or whose backend fails is
 ``infra`` (never the agent's failure, never a win). An opponent's move the rules
-reject is handled by the game like the agent's.
+reject is handled by the game like the agent's. When the game cannot go on after the
+agent's move (the library crashes on the opponent's move, the random opponent finds no
+legal move) the episode ends unsolved, with 0: the agent's moves led there, and as
+``infra`` it would be a way to dodge a loss.
 
 Ids. TextArena's ``Name-vN`` is ``textarena/Name-vN``, and a variant ``Name-vN-variant``
 is ``textarena/Name-variant-vN`` (``Sudoku-v0-hard`` -> ``textarena/Sudoku-hard-v0``).
@@ -101,6 +104,8 @@ __all__ = [
     "register_all",
 ]
 
+MAX_LISTED_MOVES = 64
+"""The random opponent's candidates per player: the first this many moves the game named."""
 MAX_MOVE_CHARS = 256
 """A longer move (inside its brackets) is a format error: no TextArena move is this long."""
 TEXT_MOVE_ID = "text-move"
@@ -168,20 +173,44 @@ _OPPONENT_INSTRUCTIONS = (
 
 
 class _OpponentFailed(Exception):
-    """The opponent failed (raised, returned no text, its backend gave up)."""
+    """The opponent failed (raised, returned no text, its backend gave up): ``infra``."""
+
+
+class _GameStuck(Exception):
+    """The game cannot go on after the agent's move: the library crashed on the opponent's
+    move, or the random opponent found no legal move. The agent's moves led there, so the
+    episode ends unsolved; as ``infra`` it would be a way to dodge a loss."""
 
 
 # -- one live game ---------------------------------------------------------------------
 
 _RANDOM_LOCK = threading.RLock()
-"""Held while a game runs: games draw from Python's global `random`, swapped for their own state."""
+"""Held while a game runs with the `random` module's functions pointing at its own generator."""
+_RANDOM_FUNCTIONS = tuple(name for name in random.__all__ if name[0].islower() and hasattr(random.Random, name))
+"""The `random` module's functions (``seed``, ``choice``, ``shuffle``, ...): each is a method of one
+hidden generator; TextArena's games call them through the module (``random.choice``)."""
 _GAME_ID = -1  # textarena.GAME_ID, without importing textarena here
 
 
+@contextlib.contextmanager
+def _drawing_from(rng: random.Random) -> Iterator[None]:
+    """While inside, the `random` module's functions draw from ``rng``: a game's
+    ``random.seed(seed)`` and ``random.choice`` reach its own generator, so no other
+    code's draws change its course, and it changes no one else's. Rebinding ~25 names
+    costs a few microseconds where ``random.getstate`` and ``setstate`` cost tens."""
+    with _RANDOM_LOCK:
+        module = vars(random)
+        outer = {name: module[name] for name in _RANDOM_FUNCTIONS}
+        module.update({name: getattr(rng, name) for name in _RANDOM_FUNCTIONS})
+        try:
+            yield
+        finally:
+            module.update(outer)
+
+
 class _Game:
-    """A TextArena game played through its raw env: its randomness kept to itself (swapped
-    into Python's global `random` only while it runs) and every move logged, so that
-    (seed, moves) rebuild it exactly."""
+    """A TextArena game played through its raw env: its randomness kept to its own generator
+    (see `_drawing_from`) and every move logged, so that (seed, moves) rebuild it exactly."""
 
     def __init__(self, info: GameInfo, seed: int) -> None:
         import textarena
@@ -189,21 +218,12 @@ class _Game:
         self.info = info
         self.seed = seed
         self.moves: list[str] = []
-        self._random: tuple[Any, ...] = random.Random(seed).getstate()
+        self.listed: dict[int, dict[str, None]] = {}
+        """Per player, every move the game's messages to it named (in order, once each)."""
+        self.rng = random.Random(seed)
         self.env = textarena.make(info.raw_id)
-        with self._own_random():
+        with _drawing_from(self.rng):
             self.env.reset(num_players=info.players, seed=seed)
-
-    @contextlib.contextmanager
-    def _own_random(self) -> Iterator[None]:
-        with _RANDOM_LOCK:
-            outer = random.getstate()
-            random.setstate(self._random)
-            try:
-                yield
-            finally:
-                self._random = random.getstate()
-                random.setstate(outer)
 
     @property
     def current(self) -> int:
@@ -214,10 +234,14 @@ class _Game:
         return bool(self.env.state.done)
 
     def observe(self) -> list[tuple[Any, ...]]:
-        """The messages waiting for the player to move (consumed)."""
-        with self._own_random():
-            _, messages = self.env.get_observation()
-        return list(messages)
+        """The messages waiting for the player to move (consumed). The moves the game's
+        messages name are kept per player: the random opponent's candidates."""
+        player, messages = self.env.get_observation()
+        messages = list(messages)
+        listed = self.listed.setdefault(player, {})
+        if len(listed) < MAX_LISTED_MOVES:
+            listed.update(dict.fromkeys(_listed_moves(messages)))
+        return messages
 
     def waiting(self, player: int) -> list[tuple[Any, ...]]:
         """The messages waiting for ``player`` (consumed), e.g. the last ones of a game that ended."""
@@ -227,14 +251,15 @@ class _Game:
         return messages
 
     def play(self, move: str) -> None:
-        with self._own_random():
+        with _drawing_from(self.rng):
             self.env.step(move)
         self.moves.append(move)
 
     def is_legal(self, move: str) -> bool:
         """Whether the current player may play ``move``: tried on a copy of the game."""
-        with self._own_random():
-            saved = random.getstate()
+        scratch = random.Random()
+        scratch.setstate(self.rng.getstate())
+        with _drawing_from(scratch):
             try:
                 trial = copy.deepcopy(self.env)
                 state, player = trial.state, trial.state.current_player_id
@@ -245,8 +270,6 @@ class _Game:
                 return bool(state.turn > turn)  # textarena counts a turn only for a valid move
             except Exception:  # noqa: BLE001 - a candidate the game chokes on is not legal
                 return False
-            finally:
-                random.setstate(saved)
 
     def result(self, player: int) -> tuple[float | None, str | None]:
         """The player's TextArena reward and the reason the game gave. The reward is None
@@ -274,13 +297,11 @@ class _Game:
 def _render(messages: Sequence[tuple[Any, ...]], player: int) -> str:
     """TextArena messages as a player reads them, one ``[SENDER] text`` per message; the
     player's own moves are left out (they are its previous replies)."""
-    from textarena import ObservationType
-
     lines = []
     for message in messages:
         sender, text = message[0], message[1]
         kind = message[2] if len(message) > 2 else None
-        if sender == player and kind is ObservationType.PLAYER_ACTION:
+        if sender == player and getattr(kind, "name", None) == "PLAYER_ACTION":
             continue
         name = "GAME" if sender == _GAME_ID else f"Player {sender}"
         lines.append(f"[{name}] {text}")
@@ -355,6 +376,8 @@ class TextArenaEnv(Env[ArenaState]):
         """
         self.game = game_info(game)
         self.opponent = self._check_opponent(opponent)
+        # Told apart once: isinstance against a runtime Protocol costs microseconds a step.
+        self._opponent_is_policy = isinstance(self.opponent, Policy)
         if player not in (0, 1, "alternate"):
             raise ValueError(f"player must be 0, 1 or 'alternate', got {player!r}")
         if self.game.players == 1 and player != 0:
@@ -411,7 +434,11 @@ class TextArenaEnv(Env[ArenaState]):
         self._opponent_messages = []
         self._live = _Game(self.game, seed)
         state = ArenaState(seed=seed, player=player)
-        self._intro = self._until_agent_turn(state)
+        try:
+            self._intro = self._until_agent_turn(state)
+        except _GameStuck as e:  # before any move of the agent's: not its doing
+            self._live = None
+            raise InfraError(f"{self.game.ta_id} could not start: {e}") from e
         return state
 
     def system_prompt(self, task: Task) -> str:
@@ -440,8 +467,9 @@ class TextArenaEnv(Env[ArenaState]):
         except InfraError:
             raise
         except Exception as e:  # noqa: BLE001 - a library bug the agent's move reached ends the episode
-            state.crashed = _safejson.clean_text(f"{type(e).__name__}: {e}")[:300]
-            raise ToolError(f"the game failed after this move ({state.crashed}); the episode ends") from None
+            what = str(e) if isinstance(e, _GameStuck) else f"{type(e).__name__}: {e}"
+            state.crashed = _safejson.clean_text(what)[:300]
+            raise ToolError(f"the game cannot go on after this move ({state.crashed}); the episode ends") from None
 
     def render_result(self, outcome: CallOutcome) -> Message:
         message = super().render_result(outcome)
@@ -502,8 +530,8 @@ class TextArenaEnv(Env[ArenaState]):
             move = self._opponent_move(game)
             try:
                 game.play(move)
-            except Exception as e:  # the opponent's move crashed the library: not the agent's doing
-                raise InfraError(f"{self.game.ta_id} failed on the opponent's move {move!r:.80}: {e}") from e
+            except Exception as e:
+                raise _GameStuck(f"{type(e).__name__} on the opponent's move {move!r:.80}: {e}") from e
             state.moves += 1
             state.last_moves.append(move)
         else:
@@ -521,12 +549,14 @@ class TextArenaEnv(Env[ArenaState]):
         opponent = self.opponent
         try:
             if opponent == "random":
-                return _random_move(game, messages, len(game.moves))
-            if isinstance(opponent, Policy):
-                return self._policy_move(opponent, _render(messages, player))
-            if opponent is None:  # a two-player game always has one (checked in __init__)
-                raise _OpponentFailed("no opponent")
+                return _random_move(game, player, messages)
+            if self._opponent_is_policy:
+                return self._policy_move(opponent, _render(messages, player))  # type: ignore[arg-type]
+            if not callable(opponent):  # a two-player game always has one (checked in __init__)
+                raise _OpponentFailed(f"no opponent to play {self.game.ta_id}")
             reply = opponent(_render(messages, player))
+        except _GameStuck:
+            raise
         except _OpponentFailed as e:
             raise InfraError(f"the opponent failed: {e}") from None
         except Exception as e:  # the opponent's failure is never the agent's
@@ -558,17 +588,23 @@ def _opponent_text(reply: str) -> str:
         return reply[: 4 * MAX_MOVE_CHARS]
 
 
-def _random_move(game: _Game, messages: Sequence[tuple[Any, ...]], turn: int) -> str:
-    """A uniformly random legal move among those the game's messages list, drawn from a
-    generator seeded by the game's seed and the move count (so a replay draws the same)."""
-    candidates = _listed_moves(messages)
-    random.Random(f"{game.seed}:{turn}").shuffle(candidates)
-    for move in candidates:
-        if game.is_legal(move):
-            return move
-    raise _OpponentFailed(
-        f"the random opponent found no legal move among the {len(candidates)} the game listed in its messages"
-    )
+def _random_move(game: _Game, player: int, messages: Sequence[tuple[Any, ...]]) -> str:
+    """A uniformly random legal move among those the game's latest messages name, else among
+    those its earlier ones named (the rules and examples of its first message included),
+    else among the catalogue's forms for the game; each checked on a copy of the game,
+    drawn from a generator seeded by the game's seed and the move count (a replay draws
+    the same)."""
+    rng = random.Random(f"{game.seed}:{len(game.moves)}")
+    latest = _listed_moves(messages)
+    earlier = [move for move in game.listed.get(player, {}) if move not in latest]
+    forms = [move for move in game.info.candidate_moves if move not in latest and move not in earlier]
+    for group in (latest, earlier, forms):
+        rng.shuffle(group)
+        for move in group:
+            if game.is_legal(move):
+                return move
+    tried = len(latest) + len(earlier) + len(forms)
+    raise _GameStuck(f"the random opponent found no legal move among the {tried} the game named")
 
 
 # -- tasks and ids ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 import pytest
 
@@ -319,7 +320,7 @@ def test_a_move_that_crashes_the_library_ends_the_episode_as_the_policys_failure
     env = tictactoe()
     obs, _, terminated, truncated, info = env.step("[7]")
     assert (terminated, truncated, info["failure"], info["error_kind"]) == (True, False, "policy", "tool")
-    assert "the game failed after this move (IndexError" in obs[0]["content"] and info["task_reward"] == 0.0
+    assert "the game cannot go on after this move (IndexError" in obs[0]["content"] and info["task_reward"] == 0.0
 
 
 # -- every supported game ---------------------------------------------------------------
@@ -339,3 +340,33 @@ def test_every_supported_game_resets_plays_and_restores_offline(ta_id):
         after = env.step(moves[1])[0]
         env.restore(snap)
         assert env.step(moves[1])[0] == after
+
+
+def test_a_game_that_cannot_go_on_after_the_agents_move_ends_unsolved_not_infra(monkeypatch):
+    from textarena.envs.TicTacToe.env import TicTacToeEnv
+
+    from agentenv.envs import textarena_games
+
+    env = TextArenaEnv(game="TicTacToe-v0")  # the random opponent
+    env.reset(seed=0)
+    monkeypatch.setattr(textarena_games, "_listed_moves", lambda messages: [])
+    obs, _, terminated, truncated, info = env.step("[4]")
+    assert (terminated, truncated, info["failure"], info["task_reward"]) == (True, False, "policy", 0.0)
+    assert "the random opponent found no legal move" in obs[0]["content"]
+    monkeypatch.undo()
+
+    step = TicTacToeEnv.step
+    monkeypatch.setattr(TicTacToeEnv, "step", lambda self, a: step(self, a) if a != "[0]" else 1 / 0)
+    env = tictactoe()  # its opponent plays [0] first: the library raises on it
+    *_, terminated, truncated, info = env.step("[4]")
+    assert (terminated, truncated, info["failure"], info["task_reward"]) == (True, False, "policy", 0.0)
+
+
+def test_the_docs_example_runs_and_prints_what_it_says():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "adapters.md").read_text(encoding="utf-8")
+    section = docs.split("## TextArena", 1)[1].split("\n## ", 1)[0]
+    [code] = re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)
+    printed: list[str] = []
+    exec(code, {"print": lambda *args: printed.append(" ".join(map(str, args)))})
+    expected = re.search(r"^print\(.*\)\s+# (.+)$", code, re.MULTILINE)
+    assert expected is not None and printed == [expected.group(1).strip()]
