@@ -63,11 +63,11 @@ import math
 import random
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from agentenv import (
     AutoParser,
@@ -94,6 +94,7 @@ __all__ = [
     "EXCLUDED",
     "GAMES",
     "GameInfo",
+    "GamePayload",
     "MoveParser",
     "Opponent",
     "TextArenaEnv",
@@ -192,16 +193,22 @@ hidden generator; TextArena's games call them through the module (``random.choic
 _GAME_ID = -1  # textarena.GAME_ID, without importing textarena here
 
 
+def _functions_of(rng: random.Random) -> dict[str, Any]:
+    """``rng``'s methods under the `random` module's function names."""
+    return {name: getattr(rng, name) for name in _RANDOM_FUNCTIONS}
+
+
 @contextlib.contextmanager
-def _drawing_from(rng: random.Random) -> Iterator[None]:
-    """While inside, the `random` module's functions draw from ``rng``: a game's
+def _drawing_from(functions: dict[str, Any]) -> Iterator[None]:
+    """While inside, the `random` module's functions are ``functions`` (see `_functions_of`),
+    which draw from one game's generator: a game's
     ``random.seed(seed)`` and ``random.choice`` reach its own generator, so no other
     code's draws change its course, and it changes no one else's. Rebinding ~25 names
     costs a few microseconds where ``random.getstate`` and ``setstate`` cost tens."""
     with _RANDOM_LOCK:
         module = vars(random)
         outer = {name: module[name] for name in _RANDOM_FUNCTIONS}
-        module.update({name: getattr(rng, name) for name in _RANDOM_FUNCTIONS})
+        module.update(functions)
         try:
             yield
         finally:
@@ -212,17 +219,20 @@ class _Game:
     """A TextArena game played through its raw env: its randomness kept to its own generator
     (see `_drawing_from`) and every move logged, so that (seed, moves) rebuild it exactly."""
 
-    def __init__(self, info: GameInfo, seed: int) -> None:
+    def __init__(self, info: GameInfo, seed: int, *, collect_moves: bool) -> None:
+        """``collect_moves``: keep the moves the game's messages name (the random opponent's candidates)."""
         import textarena
 
         self.info = info
         self.seed = seed
+        self.collect_moves = collect_moves
         self.moves: list[str] = []
         self.listed: dict[int, dict[str, None]] = {}
         """Per player, every move the game's messages to it named (in order, once each)."""
         self.rng = random.Random(seed)
-        self.env = textarena.make(info.raw_id)
-        with _drawing_from(self.rng):
+        self._functions = _functions_of(self.rng)
+        with _drawing_from(self._functions):  # made inside too: a game may keep `random.random` (Secretary)
+            self.env = textarena.make(info.raw_id)
             self.env.reset(num_players=info.players, seed=seed)
 
     @property
@@ -238,9 +248,10 @@ class _Game:
         messages name are kept per player: the random opponent's candidates."""
         player, messages = self.env.get_observation()
         messages = list(messages)
-        listed = self.listed.setdefault(player, {})
-        if len(listed) < MAX_LISTED_MOVES:
-            listed.update(dict.fromkeys(_listed_moves(messages)))
+        if self.collect_moves:
+            listed = self.listed.setdefault(player, {})
+            if len(listed) < MAX_LISTED_MOVES:
+                listed.update(dict.fromkeys(_listed_moves(messages)))
         return messages
 
     def waiting(self, player: int) -> list[tuple[Any, ...]]:
@@ -251,7 +262,7 @@ class _Game:
         return messages
 
     def play(self, move: str) -> None:
-        with _drawing_from(self.rng):
+        with _drawing_from(self._functions):
             self.env.step(move)
         self.moves.append(move)
 
@@ -259,7 +270,7 @@ class _Game:
         """Whether the current player may play ``move``: tried on a copy of the game."""
         scratch = random.Random()
         scratch.setstate(self.rng.getstate())
-        with _drawing_from(scratch):
+        with _drawing_from(_functions_of(scratch)):
             try:
                 trial = copy.deepcopy(self.env)
                 state, player = trial.state, trial.state.current_player_id
@@ -308,17 +319,29 @@ def _render(messages: Sequence[tuple[Any, ...]], player: int) -> str:
     return "\n".join(lines)
 
 
+_MOVE_IN_TEXT = re.compile(r"\[[^\[\]\n]{1,64}\]")
+
+
 def _listed_moves(messages: Sequence[tuple[Any, ...]]) -> list[str]:
     """The bracketed moves the game's own messages name (candidates for the random opponent)."""
     found: dict[str, None] = {}
     for message in messages:
         if message[0] == _GAME_ID:
-            for move in re.findall(r"\[[^\[\]\n]{1,64}\]", str(message[1])):
+            for move in _MOVE_IN_TEXT.findall(str(message[1])):
                 found.setdefault(move)
     return list(found)
 
 
 # -- the env ---------------------------------------------------------------------------
+
+
+class GamePayload(BaseModel):
+    """A task's payload: which game seed, and which side the agent plays."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = Field(ge=0, lt=2**63)
+    player: Literal[0, 1] = 0
 
 
 class ArenaState(State):
@@ -341,6 +364,7 @@ class ArenaState(State):
 class TextArenaEnv(Env[ArenaState]):
     """A TextArena game: the agent plays one side, moves in square brackets; see the module doc."""
 
+    payload_type = GamePayload
     max_turns = 100
     format_penalty = 0.1
     instructions = (
@@ -351,7 +375,7 @@ class TextArenaEnv(Env[ArenaState]):
 
     def __init__(
         self,
-        tasks: TaskSet | None = None,
+        tasks: TaskSet | Iterable[Task] | None = None,
         *,
         game: str,
         opponent: OpponentArg = None,
@@ -422,17 +446,18 @@ class TextArenaEnv(Env[ArenaState]):
     def mutate(self, task: Task, rng: np.random.Generator) -> Task | None:
         """The same game and side with a new seed."""
         seed = int(rng.integers(1 << 31))
-        return _task(self.game, seed, task.payload.get("player", 0), f"{task.id}~s{seed}")
+        return _task(self.game, seed, GamePayload.model_validate(task.payload).player, f"{task.id}~s{seed}")
 
     # -- the episode -----------------------------------------------------------------
 
     def initial_state(self, task: Task) -> ArenaState:
-        seed, player = int(task.payload["seed"]), int(task.payload.get("player", 0))
+        payload = GamePayload.model_validate(task.payload)
+        seed, player = payload.seed, payload.player
         if player not in range(self.game.players):
             raise ValueError(f"task {task.id!r}: player {player} does not exist in {self.game.ta_id}")
         self._live = None  # a failure below leaves no game to step
         self._opponent_messages = []
-        self._live = _Game(self.game, seed)
+        self._live = _Game(self.game, seed, collect_moves=self.opponent == "random")
         state = ArenaState(seed=seed, player=player)
         try:
             self._intro = self._until_agent_turn(state)
@@ -497,7 +522,7 @@ class TextArenaEnv(Env[ArenaState]):
         """Rebuild the game by replaying the snapshot's moves from its seed."""
         state = self.state
         self._live = None
-        game = _Game(self.game, state.seed)
+        game = _Game(self.game, state.seed, collect_moves=self.opponent == "random")
         for move in data["moves"]:
             game.observe()
             game.play(move)

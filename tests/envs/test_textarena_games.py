@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("textarena")
 
 import agentenv
-from agentenv import InfraError, OpenAIPolicy, ToolCall, UnknownEnvError, check_env, tool_call_text
+from agentenv import InfraError, OpenAIPolicy, Task, ToolCall, UnknownEnvError, check_env, tool_call_text
 from agentenv.envs.textarena_catalog import EXCLUDED, GAMES, agentenv_id, game_info
 from agentenv.envs.textarena_games import TextArenaEnv, canonical_move, make_tasks
 from tests.openai_server import OpenAIServer, chat_reply
@@ -107,6 +107,11 @@ def test_unknown_and_excluded_games_and_a_two_player_game_without_opponent_say_w
         TextArenaEnv(game="Mastermind-v0", opponent="random")
     with pytest.raises(TypeError, match="opponent must be"):
         TextArenaEnv(game="TicTacToe-v0", opponent=42)
+    with pytest.raises(ValueError, match="player must be 0, 1 or 'alternate'"):
+        TextArenaEnv(game="TicTacToe-v0", player=2)
+    bad = Task(id="t", prompt="Play.", payload={"seed": -1, "side": 0})
+    with pytest.raises(ValueError, match="task 't': payload field 'seed'"):
+        TextArenaEnv([bad], game="TicTacToe-v0")
 
 
 # -- the contract ---------------------------------------------------------------------
@@ -349,19 +354,11 @@ def test_a_move_that_crashes_the_library_ends_the_episode_as_the_policys_failure
 
 @pytest.mark.slow
 @pytest.mark.parametrize("ta_id", sorted(GAMES))
-def test_every_supported_game_resets_plays_and_restores_offline(ta_id):
+def test_every_registered_id_passes_check_env_offline(ta_id):
     info = GAMES[ta_id]
     opponent = None if info.players == 1 or info.random_opponent else first_named_move
-    env = TextArenaEnv(game=ta_id, max_turns=6, opponent=opponent)
-    obs, _ = env.reset(seed=1)
-    assert obs[1]["content"]
-    move = first_named_move(obs[1]["content"])
-    env.step(move)
-    if not env.state.done and env.state.crashed is None:
-        snap = env.snapshot()
-        after = env.step(move)[0]
-        env.restore(snap)
-        assert env.step(move)[0] == after
+    env = agentenv.make(agentenv_id(ta_id), opponent=opponent, max_turns=6)
+    check_env(env, actions=lambda env: [first_named_move(env.messages[1]["content"])] * 2)
 
 
 def test_a_game_that_cannot_go_on_after_the_agents_move_ends_unsolved_not_infra(monkeypatch):
