@@ -415,6 +415,7 @@ class TextArenaEnv(Env[ArenaState]):
         self.max_opponent_moves = max_opponent_moves
         self._live: _Game | None = None
         self._opponent_messages: list[Message] = []
+        self._intro = ""  # what the game told the agent before its first move
         kwargs.setdefault("parser", MoveParser())
         super().__init__(tasks, **kwargs)
 
