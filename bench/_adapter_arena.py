@@ -106,9 +106,9 @@ def _direct_tictactoe(steps: int) -> list[float]:
     return times
 
 
-def _adapter_tictactoe(steps: int) -> list[float]:
+def _adapter_tictactoe(steps: int, lean: bool = False) -> list[float]:
     times: list[float] = []
-    env = TextArenaEnv(game="TicTacToe-v0", opponent=OPPONENT)
+    env = TextArenaEnv(game="TicTacToe-v0", opponent=OPPONENT, lean=lean)
     while len(times) < steps:
         obs, _ = env.reset(options={"task": env.tasks[0]})
         observation, done = obs[-1]["content"], False
@@ -147,6 +147,7 @@ def measure(steps: int = 200) -> list[dict[str, Any]]:
     for case, direct, adapter in (
         ("2048-v0 (1 player)", _direct_2048, _adapter_2048),
         ("TicTacToe-v0 (2 players, scripted opponent)", _direct_tictactoe, _adapter_tictactoe),
+        ("TicTacToe-v0, lean=True (no state diff)", _direct_tictactoe, lambda n: _adapter_tictactoe(n, lean=True)),
     ):
         direct(min(steps, 20))  # warm: imports, caches
         adapter(min(steps, 20))
