@@ -458,6 +458,13 @@ def _register_builtins() -> None:
         extra="reasoning-gym",
         description="reasoning-gym's procedural datasets, one env per dataset, scored by its own score_answer.",
     )
+    register_namespace(
+        "textarena",
+        "agentenv.envs.textarena_games:register_all",
+        requires="textarena",
+        extra="textarena",
+        description="TextArena's text games: single-player puzzles, and two-player games against a fixed opponent.",
+    )
 
 
 _register_builtins()

@@ -1,0 +1,264 @@
+"""Which TextArena games agentenv plays, and their ids: the catalogue `TextArenaEnv` reads.
+
+`GAMES` holds every supported game and variant (by TextArena id) with its player count,
+its difficulty rank and whether the ``"random"`` opponent can play it; `EXCLUDED` names
+each game left out and why (the network, data missing from the wheel, three or more
+players, a module that does not import on Python 3.11). `agentenv_id` and `game_info`
+map between TextArena's ids and agentenv's. Nothing here imports textarena.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agentenv.task import did_you_mean
+
+__all__ = ["EXCLUDED", "GAMES", "GameInfo", "agentenv_id", "game_info"]
+
+# -- which games -------------------------------------------------------------------
+
+# family -> (players, TextArena variants: "" is the plain id ``Family-v0``). Checked against
+# textarena 0.7.4 on Python 3.11 with loopback only: every one resets and plays offline
+# (tests/envs/test_textarena_games.py sweeps them, slow).
+_2048_VARIANTS = (
+    *("ultra-easy", "mega-easy", "super-easy", "very-easy", "easy", "", "hard", "very-hard", "extreme"),
+    *("3x3", "5x5", "6x6", "8x8", "10x10"),
+)
+_SUPPORTED: dict[str, tuple[int, tuple[str, ...]]] = {
+    # one player
+    "2048": (1, _2048_VARIANTS),
+    "Bandit": (1, ("", "hard")),
+    "Blackjack": (1, ("", "long")),
+    "Countdown": (1, ("",)),
+    "Crosswords": (1, ("", "hardcore")),
+    "Cryptarithm": (1, ("",)),
+    "FifteenPuzzle": (1, ("",)),
+    "FrozenLake": (1, ("", "random", "hardcore")),
+    "GuessTheNumber": (1, ("", "hardcore")),
+    "LightsOut": (1, ("",)),
+    "LogicPuzzle": (1, ("", "hard")),
+    "Mastermind": (1, ("", "hard", "extreme")),
+    "Minesweeper": (1, ("", "small", "medium", "hard")),
+    "PegJump": (1, ("",)),
+    "RushHour": (1, ("",)),
+    "Secretary": (1, ("", "long")),
+    "Set": (1, ("",)),
+    "Slitherlink": (1, ("",)),
+    "Sokoban": (1, ("",)),
+    "Sudoku": (1, ("very-easy", "easy", "", "medium", "hard")),
+    "ThreeCardMonte": (1, ("",)),
+    "TowerOfHanoi": (1, ("", "medium", "hard", "hardcore", "extreme")),
+    # two players
+    "Alquerque": (2, ("",)),
+    "Battleship": (2, ("", "standard", "large", "extreme")),
+    "Breakthrough": (2, ("tiny", "small", "", "large", "blind", "long")),
+    "Briscola": (2, ("",)),
+    "Chopsticks": (2, ("", "medium", "long")),
+    "ColonelBlotto": (2, ("small", "", "large", "extreme")),
+    "ConnectFour": (2, ("", "blind", "large")),
+    "Crusade": (2, ("",)),
+    "GameOfPureStrategy": (2, ("",)),
+    "GermanWhist": (2, ("",)),
+    "Golf": (2, ("", "medium")),
+    "HighSociety": (2, ("",)),
+    "IndianPoker": (2, ("short", "", "medium", "long", "extreme")),
+    "IteratedMatchingPennies": (2, ("",)),
+    "IteratedPrisonersDilemma": (2, ("",)),
+    "IteratedRockPaperScissors": (2, ("",)),
+    "IteratedTwoThirdsAverage": (2, ("",)),
+    "IteratedUltimatumGame": (2, ("", "alternate")),
+    "KuhnPoker": (2, ("", "short", "medium", "long", "extreme")),
+    "LiarsDice": (2, ("small", "", "large")),
+    "LinesOfAction": (2, ("",)),
+    "MarketEntryGame": (2, ("",)),
+    "MemoryGame": (2, ("", "medium", "hard")),
+    "NewRecruit": (2, ("",)),
+    "Nim": (2, ("", "medium", "large")),
+    "Othello": (2, ("tiny", "small", "", "big", "huge", "hard")),
+    "PigDice": (2, ("", "short", "long", "50", "100", "150", "200", "250", "300", "350", "400", "450", "500")),
+    "Poker": (2, ("small", "", "long", "extreme")),
+    "PublicGoodsGame": (2, ("",)),
+    "QuantumTicTacToe": (2, ("",)),
+    "SantoriniBaseFixed": (2, ("",)),
+    "SimpleBlindAuction": (2, ("quick", "", "rich")),
+    "SimpleNegotiation": (2, ("short", "", "long")),
+    "SimpleTak": (2, ("", "medium", "large", "extreme")),
+    "Snake": (2, ("", "standard", "large")),
+    "Surround": (2, ("", "standard", "large")),
+    "Tak": (2, ("", "medium", "hard")),
+    "TicTacToe": (2, ("",)),
+    "TruthAndDeception": (2, ("", "long", "extreme")),
+    "TwoDollar": (2, ("",)),
+    "UltimateTicTacToe": (2, ("",)),
+    "WildTicTacToe": (2, ("",)),
+}
+
+_NLTK = "downloads NLTK corpora when imported (no network here)"
+_JURY = "needs an OpenRouter API key (an LLM plays the judge or the other side over the network)"
+_PY312 = "its module does not import on Python 3.11 (3.12 f-string syntax)"
+_MANY = "needs three or more players"
+EXCLUDED: dict[str, str] = {
+    "BabyAiText": "imports the `gym` package, which textarena does not install",
+    "CharacterConclave": _MANY,
+    "Checkers": _PY312,
+    "Chess": _PY312,
+    "Codenames": _NLTK,
+    "Debate": _JURY,
+    "DontSayIt": _NLTK,
+    "GuessWho": _JURY,
+    "Hangman": _NLTK,
+    "IteratedStagHunt": _PY312,
+    "Klondike": _PY312,
+    "LetterAuction": _NLTK,
+    "ReverseTicTacToe": _PY312,
+    "ScenarioPlanning": _JURY,
+    "ScorableGames": "its game configurations are missing from the textarena 0.7.4 wheel",
+    "SecretMafia": _MANY,
+    "SettlersOfCatan": _MANY,
+    "Sokoban-v0-medium": "its level generator takes from a second to minutes per reset (over 100 s for seed 1)",
+    "SpellingBee": _NLTK,
+    "SpiteAndMalice": "its two-player reset fails inside textarena ('TwoPlayerState' has no 'logs')",
+    "Stratego": "its reset does not finish (textarena 0.7.4)",
+    "Taboo": _MANY,
+    "ThreePlayerGOPS": _MANY,
+    "ThreePlayerIPD": _MANY,
+    "ThreePlayerTicTacToe": _MANY,
+    "TwentyQuestions": _JURY,
+    "UltimateTexasHoldem": _PY312,
+    "UsedCar": "its module is missing from the textarena 0.7.4 wheel",
+    "UsedCarNegotiation": "its data file (blue_book.txt) is missing from the textarena 0.7.4 wheel",
+    "WordChains": _NLTK,
+    "WordLadder": _NLTK,
+    "WordSearch": _NLTK,
+    "Wordle": _NLTK,
+}
+"""TextArena games left out (a game, or one variant by its TextArena id), each with the reason."""
+
+_NO_RANDOM_OPPONENT = frozenset(
+    {
+        # Found by playing random against random from several seeds: these name only move
+        # templates or a few examples, never the legal moves of the position.
+        "Alquerque",
+        "Breakthrough",
+        "Golf",
+        "LinesOfAction",
+        "SantoriniBaseFixed",
+        "TruthAndDeception",  # free-text play
+    }
+)
+"""Two-player games the ``"random"`` opponent cannot play: they list no legal moves it can try."""
+
+_CANDIDATE_MOVES: dict[str, tuple[str, ...]] = {
+    # Their rules name two example moves; every move has this form (columns up to 15, piles up to 5 of up to 11).
+    "ConnectFour": tuple(f"[col {column}]" for column in range(15)),
+    "Nim": tuple(f"[{pile} {count}]" for pile in range(5) for count in range(1, 12)),
+}
+
+_DIFFICULTY_WORDS = (
+    "ultra-easy",
+    "mega-easy",
+    "super-easy",
+    "very-easy",
+    "easy",
+    "",
+    "medium",
+    "hard",
+    "very-hard",
+    "hardcore",
+    "extreme",
+)
+_TA_ID = re.compile(r"^(?P<name>[A-Za-z0-9]+)-v(?P<version>\d+)(?:-(?P<variant>[A-Za-z0-9-]+?))?(?:-(?:raw|train))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class GameInfo:
+    """One supported TextArena game (a game and variant)."""
+
+    ta_id: str
+    """TextArena's id, e.g. ``"Sudoku-v0-hard"``."""
+    family: str
+    """The game, e.g. ``"Sudoku"``: the tasks' metadata family."""
+    variant: str
+    """The variant, "" for the plain game."""
+    players: int
+    """1 or 2."""
+    difficulty: int
+    """The rank of the variant's difficulty word within the game (0 = easiest)."""
+    random_opponent: bool
+    """Whether the ``"random"`` opponent can play this game (it names its legal moves)."""
+    candidate_moves: tuple[str, ...] = ()
+    """Moves the random opponent also tries, for games that name too few in their messages."""
+
+    @property
+    def raw_id(self) -> str:
+        """TextArena's id of the game without observation wrappers."""
+        return f"{self.ta_id}-raw"
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        tags = ["textarena", f"players:{self.players}"]
+        if self.variant and self.variant not in _DIFFICULTY_WORDS:
+            tags.append(f"variant:{self.variant}")
+        return tuple(tags)
+
+
+def _build_games() -> dict[str, GameInfo]:
+    games: dict[str, GameInfo] = {}
+    for family, (players, variants) in _SUPPORTED.items():
+        ranked = sorted((v for v in variants if v in _DIFFICULTY_WORDS), key=_DIFFICULTY_WORDS.index)
+        plain = ranked.index("") if "" in ranked else 0
+        for variant in variants:
+            ta_id = f"{family}-v0" + (f"-{variant}" if variant else "")
+            games[ta_id] = GameInfo(
+                ta_id=ta_id,
+                family=family,
+                variant=variant,
+                players=players,
+                difficulty=ranked.index(variant) if variant in ranked else plain,
+                random_opponent=players == 2 and family not in _NO_RANDOM_OPPONENT,
+                candidate_moves=_CANDIDATE_MOVES.get(family, ()),
+            )
+    return games
+
+
+GAMES: dict[str, GameInfo] = _build_games()
+"""Every supported game, by TextArena id."""
+
+
+def agentenv_id(ta_id: str) -> str:
+    """The agentenv id of a TextArena id: ``Sudoku-v0-hard`` -> ``textarena/Sudoku-hard-v0``."""
+    match = _TA_ID.match(ta_id)
+    if match is None:
+        raise ValueError(f"expected a TextArena id like 'Sudoku-v0' or 'Sudoku-v0-hard', got {ta_id!r}")
+    name, version, variant = match["name"], match["version"], match["variant"]
+    return f"textarena/{name}-{variant}-v{version}" if variant else f"textarena/{name}-v{version}"
+
+
+def game_info(game: str) -> GameInfo:
+    """The supported game named by a TextArena id (``-raw``/``-train`` suffixes allowed) or
+    an agentenv id; a `KeyError` that says why otherwise (left out, or a did-you-mean)."""
+    if not isinstance(game, str):
+        raise TypeError(f"game must be a TextArena id such as 'TicTacToe-v0', got {type(game).__name__}")
+    name = game.removesuffix("-raw").removesuffix("-train")
+    if name in GAMES:
+        return GAMES[name]
+    by_agentenv_id = _by_agentenv_id()
+    for key in (game, f"textarena/{game}"):
+        if key in by_agentenv_id:
+            return by_agentenv_id[key]
+    family = name.split("-v")[0].removeprefix("textarena/")
+    for key in (name, family):
+        if key in EXCLUDED:
+            raise KeyError(f"TextArena game {game!r} is not supported: it {EXCLUDED[key]}")
+    hint = did_you_mean(name, GAMES) or did_you_mean(game, by_agentenv_id)
+    raise KeyError(f"no supported TextArena game {game!r}.{hint or f' {len(GAMES)} are supported; see GAMES.'}")
+
+
+_AGENTENV_IDS: dict[str, GameInfo] = {}
+
+
+def _by_agentenv_id() -> dict[str, GameInfo]:
+    if not _AGENTENV_IDS:
+        _AGENTENV_IDS.update({agentenv_id(info.ta_id): info for info in GAMES.values()})
+    return _AGENTENV_IDS
