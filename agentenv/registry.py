@@ -445,6 +445,12 @@ def _register_builtins() -> None:
         description="Write, run and fix Python in a sandbox; hidden tests, run in a fresh sandbox, decide.",
         oracle="agentenv.envs.code:oracle",
     )
+    register(
+        "mcp-notes-v0",
+        "agentenv.envs.mcp_env.notes:NotesEnv",
+        description="Keep a notes store in order through a real MCP server's tools (stdio); needs the mcp extra.",
+        oracle="agentenv.envs.mcp_env.notes:oracle",
+    )
 
 
 _register_builtins()
