@@ -40,7 +40,7 @@ from typing import IO, Any, TypeVar
 try:
     import mcp_types
     from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp.client.stdio import get_default_environment, stdio_client
     from mcp.shared.exceptions import MCPError
 except ModuleNotFoundError as e:  # pragma: no cover - the extra is missing
     raise ModuleNotFoundError(f"agentenv.envs.mcp_env needs the MCP SDK: pip install 'agentenv[mcp]' ({e})") from e
@@ -112,10 +112,11 @@ def _the_driver() -> _Driver:
 
 
 def shutdown() -> None:
-    """Close every client of the process and stop the driver thread (atexit; tests)."""
+    """Stop every client's server and the driver thread (atexit; tests). A client used
+    afterwards is not live, so its env starts the server again at its next reset."""
     global _driver
     for client in list(_clients):
-        client.close()
+        client._teardown()
     with _lock:
         current, _driver = _driver, None
     if current is not None:
@@ -432,6 +433,5 @@ def _stop_process(process: subprocess.Popen[bytes]) -> None:
 
 
 def _base_env() -> dict[str, str]:
-    """What a server process inherits (as the SDK's stdio transport does): no secrets of ours."""
-    keep = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "PYTHONPATH")
-    return {k: os.environ[k] for k in keep if k in os.environ}
+    """What an HTTP server process inherits: what the SDK gives a stdio one (PATH, HOME...), no secrets of ours."""
+    return get_default_environment()

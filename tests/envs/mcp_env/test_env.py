@@ -149,3 +149,35 @@ def test_a_library_failure_on_one_call_is_a_tool_error(kv_env: KVEnv, monkeypatc
     monkeypatch.undo()
     obs, *_, info = kv_env.step(tool_call_text("echo", text="hi"))
     assert obs[0]["content"] == "hi"  # the session went on
+
+
+def test_isolation_restart_gives_each_episode_a_fresh_server() -> None:
+    from agentenv.envs.mcp_env import MCPEnv
+    from tests.envs.mcp_env.conftest import kv_stdio
+
+    class FreshKV(MCPEnv):
+        isolation = "restart"
+
+    env = FreshKV(server=kv_stdio())
+    try:
+        env.reset(seed=0)
+        env.step(tool_call_text("put", key="a", value="1"))
+        env.reset(seed=0)
+        assert json.loads(env.mcp.read_resource("kv://all")) == {} and env.mcp.starts == 2
+    finally:
+        env.close()
+
+
+def test_an_env_used_after_shutdown_starts_its_server_again() -> None:
+    from agentenv.envs.mcp_env import shutdown
+    from tests.envs.mcp_env.conftest import kv_stdio
+
+    env = KVEnv(server=kv_stdio())
+    try:
+        env.reset(seed=0)
+        shutdown()
+        env.reset(seed=0)
+        obs, *_ = env.step(tool_call_text("echo", text="again"))
+        assert obs[0]["content"] == "again"
+    finally:
+        env.close()
