@@ -7,6 +7,11 @@ keeps a task on it that holds ``async with mcp.Client(...)`` open until `close`,
 and the sync methods submit requests to that loop and wait with a timeout. Any
 thread may call any client, as the rollout engine's step pool does.
 
+Servers outlive their envs a little: `release` keeps a live client for `LINGER_S`
+and `acquire` hands it to the next env with the same `ServerConfig`, so a loop
+of make/close (the rollout engine's, every training step) does not start a server
+per env; a client is held by one env at a time, never shared.
+
 What is whose fault. The server process dying, a transport error, a request past
 ``call_timeout_s``, a server that never finishes the handshake or prints what is
 not JSON-RPC: `InfraError`, and the client is marked `broken` (the env restarts
@@ -48,7 +53,7 @@ except ModuleNotFoundError as e:  # pragma: no cover - the extra is missing
 from agentenv.envs.mcp_env.config import ServerConfig
 from agentenv.errors import InfraError, ToolError
 
-__all__ = ["MCPClient", "ToolResult", "shutdown"]
+__all__ = ["LINGER_S", "MCPClient", "ToolResult", "acquire", "release", "shutdown"]
 
 T = TypeVar("T")
 logger = logging.getLogger("agentenv.envs.mcp_env")
@@ -102,6 +107,59 @@ _driver: _Driver | None = None
 _clients: weakref.WeakSet[MCPClient] = weakref.WeakSet()
 
 
+LINGER_S = 30.0
+"""How long a released, live client waits for the next env before its server is stopped."""
+_idle: dict[str, list[tuple[MCPClient, threading.Timer]]] = {}
+
+
+def acquire(config: ServerConfig) -> MCPClient:
+    """A client for ``config``: an idle one another env released (its server still running),
+    or a new one (not started). Whoever acquires it holds it alone until `release`."""
+    key = config.model_dump_json()
+    while True:
+        with _lock:
+            clients = _idle.get(key)
+            if not clients:
+                return MCPClient(config)
+            client, timer = clients.pop()
+            if not clients:
+                del _idle[key]
+        timer.cancel()
+        if client.live:
+            return client
+        client.close()
+
+
+def release(client: MCPClient) -> None:
+    """Hand ``client`` back: a live one waits `LINGER_S` for the next `acquire`, others are closed.
+
+    The rollout engine closes its envs after every call (every training step); this keeps
+    the next step's envs from starting their servers again."""
+    if not client.live:
+        client.close()
+        return
+    timer = threading.Timer(LINGER_S, _expire, args=(client,))
+    timer.daemon = True
+    with _lock:
+        _idle.setdefault(client.config.model_dump_json(), []).append((client, timer))
+    timer.start()
+
+
+def _expire(client: MCPClient) -> None:
+    with _lock:
+        for key, clients in list(_idle.items()):
+            kept = [(c, t) for c, t in clients if c is not client]
+            if len(kept) != len(clients):
+                if kept:
+                    _idle[key] = kept
+                else:
+                    del _idle[key]
+                break
+        else:
+            return  # acquired meanwhile
+    client.close()
+
+
 def _the_driver() -> _Driver:
     global _driver
     with _lock:
@@ -112,9 +170,17 @@ def _the_driver() -> _Driver:
 
 
 def shutdown() -> None:
-    """Stop every client's server and the driver thread (atexit; tests). A client used
-    afterwards is not live, so its env starts the server again at its next reset."""
+    """Stop every client's server, the idle ones too, and the driver thread (atexit; tests).
+    A client used afterwards is not live, so its env starts the server again at its next reset."""
     global _driver
+    with _lock:
+        idle = [client for clients in _idle.values() for client, _ in clients]
+        timers = [timer for clients in _idle.values() for _, timer in clients]
+        _idle.clear()
+    for timer in timers:
+        timer.cancel()
+    for client in idle:
+        client.close()
     for client in list(_clients):
         client._teardown()
     with _lock:

@@ -10,10 +10,13 @@ called by the agent: they are unknown tools to it. Tools in ``terminal_tools``
 end the episode when they succeed.
 
 One server per env. MCP servers keep their state in the process, so two episodes
-on one server would see each other's writes; each env owns its own server (its
+on one server would see each other's writes; each env holds its own server (its
 ``MCPClient``), started at its first reset and kept for the next episodes. The
 rollout engine makes one env per concurrent episode, so a worker runs as many
-servers as it has live episodes, each started once.
+servers as it has live episodes. A closed env hands its live server back to a
+process-wide pool (client.py, `release`) for a while, and the next env with the same
+`ServerConfig` takes it over (episodes are kept apart by ``isolation`` as always), so
+the envs a rollout call makes do not each start a server again.
 
 Episode isolation, by ``isolation``:
 - ``"reset_tool"``: every reset calls the server's ``reset_tool`` with
@@ -44,7 +47,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
 from agentenv.env import Env
-from agentenv.envs.mcp_env.client import MCPClient
+from agentenv.envs.mcp_env.client import MCPClient, acquire, release
 from agentenv.envs.mcp_env.config import ServerConfig, as_config
 from agentenv.envs.mcp_env.schema import tool_spec
 from agentenv.errors import EnvStateError, InfraError, ToolError
@@ -113,6 +116,7 @@ class MCPEnv(Env[MCPState]):
         if self.isolation == "reset_tool" and not self.reset_tool:
             raise TypeError(f"{type(self).__name__}: isolation 'reset_tool' needs reset_tool (a server tool's name)")
         self._mcp: MCPClient | None = None
+        self._tools_of: tuple[MCPClient, int] | None = None  # the client and start the tools were read from
         self._server_tools: dict[str, str] = {}  # agent's name -> server's name
         super().__init__(tasks, **kwargs)
 
@@ -162,7 +166,7 @@ class MCPEnv(Env[MCPState]):
 
     def on_close(self) -> None:
         if self._mcp is not None:
-            self._mcp.close()
+            release(self._mcp)  # kept a while for the next env of this server, then stopped
             self._mcp = None
 
     # -- for verifiers and subclasses ----------------------------------------------
@@ -179,10 +183,12 @@ class MCPEnv(Env[MCPState]):
     def _ensure_server(self, *, fresh: bool) -> None:
         """A live server: started on first use, restarted when it broke (or ``fresh``)."""
         if self._mcp is None:
-            self._mcp = MCPClient(self.server_config)
+            self._mcp = acquire(self.server_config)  # another env's live server, or a new client
         if fresh or not self._mcp.live:
             self._mcp.start()
+        if self._tools_of != (self._mcp, self._mcp.starts):  # a server started since the tools were read
             self._load_tools()
+            self._tools_of = (self._mcp, self._mcp.starts)
 
     def _load_tools(self) -> None:
         admin = {self.reset_tool, self.snapshot_tool, self.restore_tool} - {None}

@@ -161,9 +161,10 @@ def test_isolation_restart_gives_each_episode_a_fresh_server() -> None:
     env = FreshKV(server=kv_stdio())
     try:
         env.reset(seed=0)
+        starts = env.mcp.starts
         env.step(tool_call_text("put", key="a", value="1"))
         env.reset(seed=0)
-        assert json.loads(env.mcp.read_resource("kv://all")) == {} and env.mcp.starts == 2
+        assert json.loads(env.mcp.read_resource("kv://all")) == {} and env.mcp.starts == starts + 1
     finally:
         env.close()
 
@@ -181,3 +182,21 @@ def test_an_env_used_after_shutdown_starts_its_server_again() -> None:
         assert obs[0]["content"] == "again"
     finally:
         env.close()
+
+
+def test_a_closed_envs_server_is_taken_over_by_the_next_env() -> None:
+    from tests.envs.mcp_env.conftest import kv_stdio
+
+    first = KVEnv(server=kv_stdio())
+    first.reset(seed=0)
+    pid, starts = first.mcp.call_tool("pid").text, first.mcp.starts
+    first.step(tool_call_text("put", key="a", value="1"))
+    first.close()
+    second = KVEnv(server=kv_stdio())
+    try:
+        second.reset(seed=0)
+        assert second.mcp.call_tool("pid").text == pid and second.mcp.starts == starts  # no new server
+        assert json.loads(second.mcp.read_resource("kv://all")) == {}  # and its episode starts clean
+        assert "put" in second.tools
+    finally:
+        second.close()
