@@ -50,6 +50,8 @@ try:
 except ModuleNotFoundError as e:  # pragma: no cover - the extra is missing
     raise ModuleNotFoundError(f"agentenv.envs.mcp_env needs the MCP SDK: pip install 'agentenv[mcp]' ({e})") from e
 
+from pydantic import ValidationError
+
 from agentenv.envs.mcp_env.config import ServerConfig
 from agentenv.errors import InfraError, ToolError
 
@@ -371,10 +373,7 @@ class MCPClient:
         async def on_message(message: Any) -> None:
             if isinstance(message, Exception) and not ready.done():  # a line that is not JSON-RPC
                 ready.set_exception(
-                    InfraError(
-                        f"the MCP server {self.config.describe()!r} does not speak MCP: "
-                        f"{type(message).__name__}: {str(message)[:200]}"
-                    )
+                    InfraError(f"the MCP server {self.config.describe()!r} does not speak MCP: {_not_mcp(message)}")
                 )
 
         client: Client | None = None
@@ -448,6 +447,15 @@ def _start_error(config: ServerConfig, error: BaseException) -> InfraError:
     if isinstance(error, MCPError) and error.code == mcp_types.CONNECTION_CLOSED:
         return InfraError(f"the MCP server {config.describe()!r} closed the connection while starting (it exited?)")
     return InfraError(f"the MCP server {config.describe()!r} failed to start: {type(error).__name__}: {text}")
+
+
+def _not_mcp(error: Exception) -> str:
+    """What the server sent instead of JSON-RPC, shortly."""
+    if isinstance(error, ValidationError):
+        errors = error.errors()
+        if errors and isinstance(errors[0].get("input"), str):
+            return f"it wrote {errors[0]['input'][:100]!r}, which is not a JSON-RPC message"
+    return f"{type(error).__name__}: {str(error)[:200]}"
 
 
 def _tool_result(result: Any) -> ToolResult:

@@ -43,7 +43,7 @@ def test_a_server_that_exits_at_once_names_its_stderr() -> None:
 def test_a_server_that_prints_garbage_does_not_speak_mcp() -> None:
     code = "import time; print('Welcome to my server!', flush=True); time.sleep(60)"
     message = failing_reset(ServerConfig(command=[sys.executable, "-c", code], start_timeout_s=20))
-    assert "does not speak MCP" in message
+    assert "does not speak MCP: it wrote 'Welcome to my server!'" in message
 
 
 def test_a_silent_server_times_out_its_handshake() -> None:
@@ -79,7 +79,7 @@ def not_mcp_url() -> Iterator[str]:
 
 def test_an_http_url_that_is_not_mcp(not_mcp_url: str) -> None:
     message = failing_reset(ServerConfig(transport="http", url=not_mcp_url, start_timeout_s=10))
-    assert "failed to start" in message or "does not speak MCP" in message
+    assert "failed to start" in message and "text/html" in message
 
 
 def test_an_http_url_where_nothing_listens() -> None:
