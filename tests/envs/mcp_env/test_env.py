@@ -100,6 +100,9 @@ def test_hostile_text_never_raises_nor_reaches_infra(kv_env: KVEnv) -> None:
         ToolCall("double", {"n": 10**2000}),
         ToolCall("double", {"n": float("nan")}),
         ToolCall("nap", {"seconds": float("inf")}),
+        ToolCall("put\x00", {"key": "a", "value": "b"}),
+        ToolCall("wipe\n", {}),
+        ToolCall("put", {"key\udc80": "a", "value": "b"}),
     ]
     for action in attacks:
         kv_env.reset(seed=0)
