@@ -305,15 +305,23 @@ def score_trajectories(
         for i in live
     }
     rows: dict[tuple[tuple[int, ...], int], int] = {}  # (ids, reference length) -> row
+    contexts: list[int] = []  # each row's context length: the prompt its group shares
     wanted: dict[int, tuple[int, int]] = {}
+
+    def row(ids: list[int], lay: Layout) -> int:
+        key = (tuple(ids), len(lay.reference))
+        if key not in rows:
+            rows[key] = len(rows)
+            contexts.append(len(lay.context))
+        return rows[key]
+
     for i, lay in layouts.items():
-        n = len(lay.reference)
-        with_row = rows.setdefault((tuple(lay.with_reasoning()), n), len(rows))
-        base_row = rows.setdefault((tuple(lay.without_reasoning()), n), len(rows)) if debias else with_row
-        wanted[i] = (with_row, base_row)
+        with_row = row(lay.with_reasoning(), lay)
+        wanted[i] = (with_row, row(lay.without_reasoning(), lay) if debias else with_row)
     probs = _row_probabilities(
         model,
         list(rows),
+        contexts,
         micro_batch_size=micro_batch_size,
         chunk_tokens=chunk_tokens,
         temperature=temperature,
@@ -335,6 +343,7 @@ def score_trajectories(
 def _row_probabilities(
     model: torch.nn.Module,
     rows: Sequence[tuple[tuple[int, ...], int]],
+    contexts: Sequence[int],
     *,
     micro_batch_size: int,
     chunk_tokens: int,
@@ -343,7 +352,8 @@ def _row_probabilities(
     pad_id: int,
     device: torch.device | str,
 ) -> torch.Tensor:
-    """f_seq of each row ``(ids, n)``, whose last ``n`` ids are the reference."""
+    """f_seq of each row ``(ids, n)``, whose last ``n`` ids are the reference; rows that
+    open with the same context share its forward pass (``share_prompts``)."""
     examples = []
     for ids, n in rows:
         mask = [0] * (len(ids) - n) + [1] * n
@@ -355,9 +365,15 @@ def _row_probabilities(
     try:
         with torch.no_grad():
             for start in range(0, len(examples), micro_batch_size):
-                batch = collate(examples[start : start + micro_batch_size], pad_id, device)
+                part = slice(start, start + micro_batch_size)
+                batch = collate(examples[part], pad_id, device)
                 logp, _ = policy_logprobs(
-                    model, batch, temperature=temperature, chunk_tokens=chunk_tokens, share_prompts=share_prompts
+                    model,
+                    batch,
+                    temperature=temperature,
+                    chunk_tokens=chunk_tokens,
+                    share_prompts=share_prompts,
+                    prompt_lengths=[max(1, n) for n in contexts[part]],
                 )
                 out.append(probability_reward(logp, batch.mask).float().cpu())
     finally:
