@@ -36,7 +36,8 @@ from its start; the reference is never cut.
 The forward pass is the trainer's: `policy_logprobs` with the reference tokens as the
 mask (shared prompts, chunked ``lm_head`` projection, the same temperature), under
 ``torch.no_grad`` with the model in eval mode, ``micro_batch_size`` rows at a time. The
-episodes of a group usually share the no-reasoning sequence: it runs once.
+rows of a group open with one context, which runs once (``prompt_lengths``), and
+usually share the no-reasoning sequence, which is scored once.
 
 Left out: the paper's other aggregations of token probabilities (it reports the
 mean as best), and any check of the answer itself: the verifier still runs and the
