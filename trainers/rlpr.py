@@ -330,6 +330,11 @@ def score_trajectories(
         pad_id=pad_id,
         device=device,
     )
+    if not bool(torch.isfinite(probs).all()):
+        raise FloatingPointError(
+            "RLPR: the model gave a non-finite probability of a reference answer (its logits overflowed or are "
+            "NaN); the policy's weights are broken, not an episode"
+        )
     out = RLPRScores([None] * len(trajs), [None] * len(trajs), [None] * len(trajs))
     for i, (w, b) in wanted.items():
         out.prob[i] = float(probs[w])

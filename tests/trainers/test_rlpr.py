@@ -241,6 +241,20 @@ def test_a_tokenizer_that_raises_on_the_reply_means_no_reasoning(tok) -> None:
     assert lay.reasoning == [] and lay.with_reasoning() == lay.without_reasoning()
 
 
+def test_a_final_tool_call_is_scored_as_an_empty_reasoning(tok, model) -> None:
+    traj = _traj(tok, FRANCE, "x")
+    traj.generations[-1] = traj.generations[-1].model_copy(update={"action": {"name": "submit", "arguments": {}}})
+    assert _scorer(tok).score(model, [traj], max_seq_len=512).reward[0] == 0.0
+
+
+def test_non_finite_probabilities_stop_with_an_error_not_a_reward(tok) -> None:
+    broken = tiny_model(tok, seed=0)
+    with torch.no_grad():
+        broken.get_output_embeddings().weight.fill_(float("nan"))
+    with pytest.raises(FloatingPointError, match="non-finite probability"):
+        _scorer(tok).score(broken, [_traj(tok, FRANCE, "x <answer>")], max_seq_len=512)
+
+
 def test_a_missing_reference_names_the_task() -> None:
     with pytest.raises(ValueError, match=r"task 'q1' of env 'qa' has no payload\['reference'\]"):
         reference_of(Task(id="q1", prompt="?"), "qa")
@@ -325,6 +339,15 @@ def test_an_env_without_references_fails_before_training_naming_the_task(tmp_pat
 
     with pytest.raises(ValueError, match="task 'bare' of env 'NoRefs' has no payload"):
         GRPOTrainer(tiny_model(tok), tok, envs=[NoRefs], config=_config(tmp_path))
+
+
+def test_a_drawn_task_without_a_reference_stops_the_step_naming_it(tmp_path, tok) -> None:
+    from agentenv.sampling import Draw
+
+    trainer = GRPOTrainer(tiny_model(tok), tok, envs=[CapitalQA], config=_config(tmp_path))
+    variant = Task(id="capital-france-variant", prompt="?")  # e.g. a sampler's mutation that dropped the payload
+    with pytest.raises(ValueError, match="task 'capital-france-variant' of env 'CapitalQA'"):
+        trainer._rlpr_rewards([[_traj(tok, variant, "x")] * 4], [Draw(source=0, task=variant, seed=0)])
 
 
 @pytest.mark.slow
