@@ -3,7 +3,9 @@
     .venv/bin/python bench/_adapter_rlpr.py [--steps 200]
 
 Same process, same batch: one batch of episodes (2 question-answer tasks x 4
-rollouts of the tiny Qwen2, single turn, sampled once). ``direct_us``: the plain
+rollouts of the tiny Qwen2, single turn, sampled once; the second case gives them
+replies of plain text, as a trained model writes, since a random model's bytes
+re-tokenise to about twice as many tokens as it sampled). ``direct_us``: the plain
 `policy_logprobs` pass over the batch's training sequences (what the trainer
 computes for the loss), micro-batches of 8, without gradients. ``adapter_us``: the
 RLPR scores of the same batch (`agentenv.trainers.rlpr.score_trajectories`: the
@@ -81,9 +83,21 @@ def _batch() -> tuple[torch.nn.Module, RLPRScorer, list[Trajectory]]:
     return model, RLPRScorer(tok), trajs
 
 
-def measure(steps: int = 200) -> list[dict[str, Any]]:
-    torch.set_num_threads(1)
-    model, scorer, trajs = _batch()
+def _as_text_replies(trajs: list[Trajectory], scorer: RLPRScorer) -> list[Trajectory]:
+    """The same episodes with replies of plain text (a trained model's kind: its text
+    re-tokenises to as many tokens as it was sampled in; a random model's bytes do not)."""
+    out = []
+    for k, t in enumerate(trajs):
+        city = t.task.payload["reference"]
+        text = f"Let me think step {k}: the country's largest city and seat of government is {city}. <answer>{city}"
+        gen = t.generations[-1]
+        assert gen is not None
+        reply = gen.model_copy(update={"action": text, "token_ids": scorer.encode(text), "logprobs": []})
+        out.append(t.model_copy(update={"generations": [*t.generations[:-1], reply]}))
+    return out
+
+
+def _case(name: str, model: torch.nn.Module, scorer: RLPRScorer, trajs: list[Trajectory], steps: int) -> dict[str, Any]:
     examples = build_examples(trajs, [[0.0] * t.turns for t in trajs], max_seq_len=1024)
     batches = [collate(examples[i : i + MICRO_BATCH], 0) for i in range(0, len(examples), MICRO_BATCH)]
 
@@ -100,17 +114,24 @@ def measure(steps: int = 200) -> list[dict[str, Any]]:
         direct()
         adapter()
     for _ in range(steps):
-        for name, run in (("direct", direct), ("adapter", adapter)):
+        for kind, run in (("direct", direct), ("adapter", adapter)):
             start = time.perf_counter()
             run()
-            times[name].append((time.perf_counter() - start) / len(trajs) * 1e6)
+            times[kind].append((time.perf_counter() - start) / len(trajs) * 1e6)
+    return {
+        "adapter": "rlpr",
+        "case": name,
+        "direct_us": statistics.median(times["direct"]),
+        "adapter_us": statistics.median(times["adapter"]),
+    }
+
+
+def measure(steps: int = 200) -> list[dict[str, Any]]:
+    torch.set_num_threads(1)
+    model, scorer, trajs = _batch()
     return [
-        {
-            "adapter": "rlpr",
-            "case": "rlpr reward per episode",
-            "direct_us": statistics.median(times["direct"]),
-            "adapter_us": statistics.median(times["adapter"]),
-        }
+        _case("rlpr reward per episode", model, scorer, trajs, steps),
+        _case("rlpr reward per episode, text replies", model, scorer, _as_text_replies(trajs, scorer), steps),
     ]
 
 
