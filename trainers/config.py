@@ -38,6 +38,8 @@ from agentenv.trainers.modes import LOSS_MODES, STEP_ADVANTAGES, TASK_ADVANTAGES
 
 __all__ = ["GRPOConfig"]
 
+_RLPR_FILTER_FIELDS = ("rlpr_std_threshold", "rlpr_std_factor", "rlpr_ema_decay")
+
 _MODE_TABLES: dict[str, Mapping[str, object]] = {
     "loss": LOSS_MODES,
     "advantage": TASK_ADVANTAGES,
@@ -153,6 +155,30 @@ class GRPOConfig(BaseModel):
     subtracted from its episode reward."""
     ppo_epochs: int = Field(1, ge=1)
     """Passes over each batch; above 1 the importance ratio departs from 1 and clipping acts."""
+
+    # -- reward -----------------------------------------------------------------------
+    reward: Literal["verifier", "rlpr"] = "verifier"
+    """Episode reward in the advantage: the env's verifier (its task reward), or "rlpr": the
+    policy's own probability of each task's reference answer after its reasoning, debiased
+    and clipped (`agentenv.trainers.rlpr`; every task needs payload["reference"]). With
+    "rlpr" the verifier still runs and its success is logged as usual, next to
+    rlpr/reward_mean, rlpr/debias_mean and rlpr/filtered_groups."""
+    rlpr_answer_marker: str = "<answer>"
+    """With reward="rlpr": the reasoning is the final reply up to its last occurrence of this
+    string (a reply without it is all reasoning); the reference is scored right after it."""
+    rlpr_debias: bool = True
+    """With reward="rlpr": subtract the reference's probability without the reasoning and clip
+    to [0, 1] (the paper's debiasing); false: the probability itself."""
+    rlpr_std_filter: Literal["ema", "fixed", "off"] = "ema"
+    """With reward="rlpr": leave out of the update the groups whose reward std is below beta.
+    "ema" (the paper): beta = rlpr_std_factor * a moving average of each step's mean group
+    std; "fixed": beta = rlpr_std_threshold; "off": keep every group."""
+    rlpr_std_threshold: float = Field(0.05, ge=0.0, le=0.5)
+    """With rlpr_std_filter="fixed": beta (rewards lie in [0, 1], so a std is at most 0.5)."""
+    rlpr_std_factor: float = Field(0.5, ge=0.0)
+    """With rlpr_std_filter="ema": beta is this times the moving average (0.5 in the paper's Qwen runs)."""
+    rlpr_ema_decay: float = Field(0.99, ge=0.0, lt=1.0)
+    """With rlpr_std_filter="ema": m <- decay * m + (1 - decay) * the step's mean group std."""
 
     # -- asynchronous rollouts -----------------------------------------------------
     async_rollouts: bool = False
@@ -335,6 +361,7 @@ class GRPOConfig(BaseModel):
         if self.importance_weighting and self.miner is None:
             p.append("importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false")
         p += self._async_problems()
+        p += self._rlpr_problems()
         if p:
             raise ValueError("\n".join(p))
         return self
@@ -354,6 +381,33 @@ class GRPOConfig(BaseModel):
             p.append(
                 "staleness_policy='drop' with max_staleness=0 would drop every batch generated during an update; "
                 "use staleness_policy='wait' (max_staleness=0 is then the synchronous trainer) or max_staleness >= 1"
+            )
+        return p
+
+    def _rlpr_problems(self) -> list[str]:
+        def changed(*fields: str) -> list[str]:
+            return [
+                f"{f}={getattr(self, f)!r}" for f in fields if getattr(self, f) != type(self).model_fields[f].default
+            ]
+
+        if self.reward != "rlpr":
+            names = changed("rlpr_answer_marker", "rlpr_debias", "rlpr_std_filter", *_RLPR_FILTER_FIELDS)
+            if not names:
+                return []
+            return [f"{', '.join(names)} only apply with reward='rlpr'; set it or leave them at their defaults"]
+        p = []
+        if not self.rlpr_answer_marker.strip():
+            p.append("rlpr_answer_marker is blank; use a marker the replies end their reasoning with, e.g. '<answer>'")
+        for mode, fields in (("fixed", ("rlpr_std_threshold",)), ("ema", ("rlpr_std_factor", "rlpr_ema_decay"))):
+            names = changed(*fields)
+            if names and self.rlpr_std_filter != mode:
+                p.append(
+                    f"{', '.join(names)} only apply with rlpr_std_filter={mode!r} (it is {self.rlpr_std_filter!r})"
+                )
+        if self.dynamic_sampling:
+            p.append(
+                "dynamic_sampling drops groups by the verifier's reward; with reward='rlpr' the std filter "
+                "(rlpr_std_filter) picks the groups: set dynamic_sampling=false"
             )
         return p
 

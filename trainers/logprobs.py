@@ -63,16 +63,20 @@ def policy_logprobs(
     temperature: float = 1.0,
     chunk_tokens: int = 1024,
     share_prompts: bool = True,
+    prompt_lengths: list[int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logp, entropy)``: ``[B, T]`` log-probs of the targets (0 off the mask) and
     the per-token entropies of the masked positions (detached). ``share_prompts``:
-    rows opening with the same prompt run it once (see the module docstring)."""
+    rows opening with the same prompt run it once (see the module docstring); a row's
+    prompt is its ids up to its first policy token, or its first ``prompt_lengths[i]``
+    ids (at least 1, at most up to that token) when given: rows that differ before
+    their first scored token can still share what they open with."""
     if not isinstance(model, CausalLM):
         raise TypeError(
             f"expected a transformers causal LM (get_decoder, get_output_embeddings), got {type(model).__name__}"
         )
     decoder = model.get_decoder()
-    prompts = _shared_prompts(batch) if share_prompts and _can_share(model, decoder) else None
+    prompts = _shared_prompts(batch, prompt_lengths) if share_prompts and _can_share(model, decoder) else None
     if prompts is None:
         hidden = _last_hidden(decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False))
     else:
@@ -105,14 +109,23 @@ def _can_share(model: torch.nn.Module, decoder: torch.nn.Module) -> bool:
     return not checkpointing and reusable(model)
 
 
-def _shared_prompts(batch: TrainBatch) -> tuple[list[list[int]], list[int], list[int]] | None:
+def _shared_prompts(
+    batch: TrainBatch, lengths: list[int] | None = None
+) -> tuple[list[list[int]], list[int], list[int]] | None:
     """``(distinct prompts, each row's prompt index, each row's prompt length)``, or None
     when no two rows share a prompt (or a row has no policy token). A row's prompt is
-    its ids up to its first policy token."""
+    its ids up to its first policy token, or its first ``lengths[i]`` ids."""
     mask = batch.mask.bool()
     if not bool(mask.any(-1).all()):
         return None
     starts = (mask.int().argmax(-1) + 1).tolist()  # mask[t] scores token t + 1
+    if lengths is not None:
+        if len(lengths) != len(starts) or not all(1 <= n <= s for n, s in zip(lengths, starts, strict=False)):
+            raise ValueError(
+                f"prompt_lengths must give each row a length from 1 to its first policy token, got {lengths} "
+                f"for first policy tokens at {starts}"
+            )
+        starts = list(lengths)
     ids = batch.input_ids.tolist()
     index: dict[tuple[int, ...], int] = {}
     rows = [index.setdefault(tuple(row[:start]), len(index)) for row, start in zip(ids, starts, strict=True)]

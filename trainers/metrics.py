@@ -137,6 +137,7 @@ class MetricsLogger:
         # "z": a value that rounds to zero prints as 0, never as -0.
         for key, label, fmt in (
             ("reward/task", "reward", "{:z.3f}"),
+            ("rlpr/reward_mean", "rlpr", "{:z.4f}"),  # with reward="rlpr": what the advantage uses
             ("success_rate", "success", "{:z.0%}"),
             ("eval/success_rate", "eval", "{:z.0%}"),
             ("loss", "loss", "{:+z.4f}"),

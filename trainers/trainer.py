@@ -55,6 +55,7 @@ from agentenv.trainers.model import (
 )
 from agentenv.trainers.off_policy import truncated_importance_weights
 from agentenv.trainers.policy import TransformersPolicy
+from agentenv.trainers.rlpr import RLPRScorer, RLPRScores, StdThreshold
 from agentenv.trainers.sampling import EnvSource, UniformSampler
 from agentenv.trainers.sft import sft
 from agentenv.trajectory import Trajectory
@@ -156,6 +157,7 @@ class GRPOTrainer:
             stop=config.stop,
             reuse_cache=config.reuse_kv_cache,
         )
+        self.rlpr = self._rlpr_scorer()
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
         self.ref_model: torch.nn.Module | None = None  # made when training starts, after any warm start
@@ -182,6 +184,17 @@ class GRPOTrainer:
         if cfg.lean_activations:  # after peft: its wrapped layers are left alone
             lean_activations(model)
         return model.to(self.device)
+
+    def _rlpr_scorer(self) -> RLPRScorer | None:
+        """With reward="rlpr": the scorer, once every task of every env has a reference."""
+        cfg = self.config
+        if cfg.reward != "rlpr":
+            return None
+        threshold = StdThreshold(cfg.rlpr_std_filter, cfg.rlpr_std_threshold, cfg.rlpr_std_factor, cfg.rlpr_ema_decay)
+        scorer = RLPRScorer(self.tokenizer, cfg.rlpr_answer_marker, cfg.rlpr_debias, threshold)
+        for source in self.sources:
+            scorer.check_tasks([*source.train, *source.test], source.name)
+        return scorer
 
     def _default_sampler(self) -> TaskSampler:
         cfg = self.config
@@ -294,7 +307,7 @@ class GRPOTrainer:
                 self.step,
                 self.model if full is None else full[0],
                 self.optimizer if full is None else full[1],
-                {"sampler": self._sampler_state()},
+                {"sampler": self._sampler_state(), **({"rlpr": self.rlpr.threshold.state_dict()} if self.rlpr else {})},
                 keep=self.config.keep_checkpoints,
             )
         # No rank starts the next step before the checkpoint is whole: a rank that
@@ -310,6 +323,8 @@ class GRPOTrainer:
         apply = functools.partial(self.dist.load_full_state, self.model, self.optimizer) if self.dist.lockstep else None
         state = load_checkpoint(path, self.model, self.optimizer, apply=apply)
         self.sampler.load_state_dict(state.get("sampler", {}))
+        if self.rlpr is not None:
+            self.rlpr.threshold.load_state_dict(state.get("rlpr", {}))
         self.step = int(state["step"])
         if self.dist.is_writer:
             print(f"resumed from {path} at step {self.step}")
@@ -430,8 +445,17 @@ class GRPOTrainer:
         metrics.update(batch.sampler_metrics)
         metrics.update(extra)
         timer = dict(batch.timer)
+        groups, draws = batch.groups, batch.draws
+        if self.rlpr is not None:
+            start = time.perf_counter()
+            groups, draws, rlpr_metrics = self._rlpr_rewards(groups, draws)
+            metrics.update(rlpr_metrics)
+            timer["rlpr_s"] = time.perf_counter() - start
         start = time.perf_counter()
-        metrics.update(self._update(batch.groups, [d.source for d in batch.draws], self._group_weights(batch.draws)))
+        if groups:
+            metrics.update(self._update(groups, [d.source for d in draws], self._group_weights(draws)))
+        else:  # the std filter left no group
+            metrics.update({"loss": 0.0, "skipped_update": 1.0})
         timer["train_s"] = time.perf_counter() - start
         if self._async is not None:
             self._async.publish(self.model, self.step + 1)
@@ -442,6 +466,51 @@ class GRPOTrainer:
         metrics["train_tokens_per_s"] = metrics["tokens/trained"] / max(timer["train_s"], 1e-9)
         metrics["tokens/generated"] = batch.generated_tokens
         return metrics
+
+    def _rlpr_rewards(
+        self, groups: Sequence[list[Trajectory]], draws: Sequence[Draw]
+    ) -> tuple[list[list[Trajectory]], list[Draw], dict[str, Any]]:
+        """The groups the RLPR std filter keeps (and their draws), with RLPR's reward as
+        their task reward; the written trajectories and the rollout metrics keep the
+        verifier's. Each rank scores its share of the groups; every rank gets them all."""
+        assert self.rlpr is not None
+        for d in draws:  # tasks a sampler made (miner variants) have not been checked yet
+            self.rlpr.check_tasks([d.task], self.sources[d.source].name)
+        with torch.no_grad(), self._autocast(), self.dist.generating():
+            scored = self.dist.spread(list(groups), self._rlpr_score, what="gathering the RLPR rewards")
+        rewards = [r for s in scored for r in s.reward]
+        kept, metrics = self.rlpr.select(rewards, [i for i, g in enumerate(groups) for _ in g])
+        bases = [b for s in scored for b in s.base if b is not None]
+        probs = [p for s in scored for p in s.prob if p is not None]
+        metrics["rlpr/debias_mean"] = float(np.mean(bases)) if bases else 0.0
+        metrics["rlpr/prob_mean"] = float(np.mean(probs)) if probs else 0.0
+        rescored = [
+            [t.model_copy(update={"task_reward": r}) for t, r in zip(g, s.reward, strict=True)]
+            for g, s in zip(groups, scored, strict=True)
+        ]
+        return [rescored[i] for i in kept], [draws[i] for i in kept], metrics
+
+    def _rlpr_score(self, groups: list[list[Trajectory]]) -> list[RLPRScores]:
+        """RLPR scores of ``groups``' episodes, in one pass over all of them, split per group."""
+        assert self.rlpr is not None
+        cfg = self.config
+        flat = self.rlpr.score(
+            self.model,
+            [t for g in groups for t in g],
+            max_seq_len=cfg.max_seq_len,
+            micro_batch_size=cfg.micro_batch_size,
+            chunk_tokens=cfg.logprob_chunk_tokens,
+            temperature=cfg.temperature,
+            share_prompts=cfg.reuse_kv_cache,  # within `generating`: every rank runs its own passes
+            pad_id=self.policy.pad_id,
+            device=self.device,
+        )
+        out, at = [], 0
+        for g in groups:
+            part = slice(at, at + len(g))
+            out.append(RLPRScores(flat.reward[part], flat.prob[part], flat.base[part]))
+            at += len(g)
+        return out
 
     def _sampler_state(self) -> dict[str, Any] | None:
         """What a checkpoint saves of the sampler: with async rollouts, its state after the

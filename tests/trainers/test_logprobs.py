@@ -229,3 +229,20 @@ def test_a_shared_prompt_runs_once(model) -> None:
         handle.remove()
     assert sum(fed) == int(batch.attention_mask.sum())
     assert shared == sum(fed) - 2 * 7 - 2 * 4  # each group's prompt once instead of three times
+
+
+def test_prompt_lengths_share_a_prompt_shorter_than_the_first_policy_token(model) -> None:
+    """Rows that differ before their first policy token (RLPR's reasoning) still share
+    what they open with, when told where it ends; the log-probs stay those of a full pass."""
+    batch = _grouped_batch()
+    late = batch.mask.clone()
+    late[:, :10] = 0  # the first policy token moves past the rows' differences
+    batch = TrainBatch(**{**batch.__dict__, "mask": late})
+    lengths = [7] * 3 + [4] * 3
+    with torch.no_grad():
+        shared, _ = policy_logprobs(model, batch, prompt_lengths=lengths)
+        full, _ = policy_logprobs(model, batch, share_prompts=False)
+    assert torch.allclose(shared, full, atol=1e-5)
+    assert torch.allclose(full, _reference(model, batch)[0] * late, atol=1e-5)
+    with pytest.raises(ValueError, match="prompt_lengths must give each row a length from 1"):
+        policy_logprobs(model, batch, prompt_lengths=[12] * 6)
