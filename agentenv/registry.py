@@ -465,6 +465,7 @@ def _register_builtins() -> None:
         extra="textarena",
         description="TextArena's text games: single-player puzzles, and two-player games against a fixed opponent.",
     )
+    register(
         "mcp-notes-v0",
         "agentenv.envs.mcp_env.notes:NotesEnv",
         description="Keep a notes store in order through a real MCP server's tools (stdio); needs the mcp extra.",
