@@ -110,22 +110,28 @@ class _Namespace:
     extra: str
     """The pip extra that installs it."""
     description: str
+    explain: str | None
+    """``module:function`` giving why an id of the namespace is not registered (or None)."""
 
 
 _namespaces: dict[str, _Namespace] = {}
 _namespaces_loaded: set[str] = set()
 
 
-def register_namespace(namespace: str, loader: str, *, requires: str, extra: str, description: str = "") -> None:
+def register_namespace(
+    namespace: str, loader: str, *, requires: str, extra: str, description: str = "", explain: str | None = None
+) -> None:
     """Declare a namespace of ids that ``loader`` (``"module:function"``) registers on
     first use: when an id ``namespace/...`` is looked up, or `envs_list` runs.
 
     For adapters whose ids come from another library's registry (a dataset or game per
     id): ``import agentenv`` stays light, and an id asked for without the library
-    installed fails in one line naming the extra (``pip install 'agentenv[EXTRA]'``)."""
+    installed fails in one line naming the extra (``pip install 'agentenv[EXTRA]'``).
+    ``explain`` (``"module:function"``, called with an unknown id of the namespace) may
+    say why that id is not offered, e.g. a game the adapter leaves out and the reason."""
     if "/" in namespace or not _ID_RE.match(f"{namespace}/x-v0"):
         raise ValueError(f"a namespace looks like 'reasoning-gym' (no slash), got {namespace!r}")
-    _namespaces[namespace] = _Namespace(loader, requires, extra, description)
+    _namespaces[namespace] = _Namespace(loader, requires, extra, description, explain)
     _namespaces_loaded.discard(namespace)
 
 
@@ -189,6 +195,10 @@ def resolve(name: str) -> str:
         _load_namespace(namespace, strict=True)
         if name in _registry:
             return name
+        explain = _namespaces[namespace].explain
+        reason = _load(explain)(name) if explain is not None else None
+        if reason:
+            raise UnknownEnvError(f"no env registered as {name!r}: {reason}")
         own = [k for k in _registry if k.startswith(namespace + "/")]
         hint = did_you_mean(name, own) or f" It has {len(own)} ids; `agentenv list {namespace}` shows them."
         raise UnknownEnvError(f"no env registered as {name!r}.{hint}")
@@ -463,6 +473,7 @@ def _register_builtins() -> None:
         "agentenv.envs.textarena_games:register_all",
         requires="textarena",
         extra="textarena",
+        explain="agentenv.envs.textarena_catalog:why_not",
         description="TextArena's text games: single-player puzzles, and two-player games against a fixed opponent.",
     )
     register(

@@ -96,7 +96,7 @@ _SUPPORTED: dict[str, tuple[int, tuple[str, ...]]] = {
 
 _NLTK = "downloads NLTK corpora when imported (no network here)"
 _JURY = "needs an OpenRouter API key (an LLM plays the judge or the other side over the network)"
-_PY312 = "its module does not import on Python 3.11 (3.12 f-string syntax)"
+_PY312 = "does not import on Python 3.11 (its module uses 3.12 f-string syntax)"
 _MANY = "needs three or more players"
 EXCLUDED: dict[str, str] = {
     "BabyAiText": "imports the `gym` package, which textarena does not install",
@@ -113,21 +113,21 @@ EXCLUDED: dict[str, str] = {
     "LetterAuction": _NLTK,
     "ReverseTicTacToe": _PY312,
     "ScenarioPlanning": _JURY,
-    "ScorableGames": "its game configurations are missing from the textarena 0.7.4 wheel",
+    "ScorableGames": "lacks its game configurations in the textarena 0.7.4 wheel",
     "SecretMafia": _MANY,
     "SettlersOfCatan": _MANY,
-    "Sokoban-v0-medium": "its level generator takes from a second to minutes per reset (over 100 s for seed 1)",
+    "Sokoban-v0-medium": "takes from a second to minutes per reset to generate a level (over 100 s for seed 1)",
     "SpellingBee": _NLTK,
-    "SpiteAndMalice": "its two-player reset fails inside textarena ('TwoPlayerState' has no 'logs')",
-    "Stratego": "its reset does not finish (textarena 0.7.4)",
+    "SpiteAndMalice": "fails in its two-player reset inside textarena ('TwoPlayerState' has no 'logs')",
+    "Stratego": "never finishes a reset (textarena 0.7.4)",
     "Taboo": _MANY,
     "ThreePlayerGOPS": _MANY,
     "ThreePlayerIPD": _MANY,
     "ThreePlayerTicTacToe": _MANY,
     "TwentyQuestions": _JURY,
     "UltimateTexasHoldem": _PY312,
-    "UsedCar": "its module is missing from the textarena 0.7.4 wheel",
-    "UsedCarNegotiation": "its data file (blue_book.txt) is missing from the textarena 0.7.4 wheel",
+    "UsedCar": "is missing from the textarena 0.7.4 wheel (no module)",
+    "UsedCarNegotiation": "lacks its data file (blue_book.txt) in the textarena 0.7.4 wheel",
     "WordChains": _NLTK,
     "WordLadder": _NLTK,
     "WordSearch": _NLTK,
@@ -248,11 +248,23 @@ def game_info(game: str) -> GameInfo:
         if key in by_agentenv_id:
             return by_agentenv_id[key]
     family = name.split("-v")[0].removeprefix("textarena/")
-    for key in (name, family):
+    as_ta = re.fullmatch(r"(?:textarena/)?(?P<name>[A-Za-z0-9]+)-(?P<variant>[A-Za-z0-9-]+)-v(?P<version>\d+)", name)
+    variant = f"{as_ta['name']}-v{as_ta['version']}-{as_ta['variant']}" if as_ta else name
+    for key in (name, variant, family):
         if key in EXCLUDED:
             raise KeyError(f"TextArena game {game!r} is not supported: it {EXCLUDED[key]}")
     hint = did_you_mean(name, GAMES) or did_you_mean(game, by_agentenv_id)
     raise KeyError(f"no supported TextArena game {game!r}.{hint or f' {len(GAMES)} are supported; see GAMES.'}")
+
+
+def why_not(env_id: str) -> str | None:
+    """Why ``env_id`` (``textarena/...``) is not registered, when it names a game left out
+    (the registry's message for ``make``); None for a name that is no game at all."""
+    try:
+        game_info(env_id)
+    except KeyError as e:
+        return str(e.args[0]) if "is not supported" in str(e.args[0]) else None
+    return None
 
 
 _AGENTENV_IDS: dict[str, GameInfo] = {}

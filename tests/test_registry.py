@@ -227,3 +227,17 @@ def test_a_namespace_whose_library_is_missing_names_the_extra_and_is_left_out_of
     assert not [s for s in agentenv.envs_list() if s.id.startswith("ghosts/")]
     with pytest.raises(ValueError, match="no slash"):
         agentenv.register_namespace("a/b", "m:f", requires="json", extra="x")
+
+
+def why_not_toy(env_id: str) -> str | None:
+    return "it is left out on purpose" if env_id == "toys/gone-v0" else None
+
+
+def test_a_namespace_may_say_why_an_id_is_not_offered(clean_namespaces):
+    agentenv.register_namespace(
+        "toys", f"{__name__}:register_toy_namespace", requires="json", extra="toys", explain=f"{__name__}:why_not_toy"
+    )
+    with pytest.raises(UnknownEnvError, match="'toys/gone-v0': it is left out on purpose"):
+        agentenv.make("toys/gone-v0")
+    with pytest.raises(UnknownEnvError, match="Did you mean 'toys/alpha-v0'"):
+        agentenv.make("toys/alpah-v0")

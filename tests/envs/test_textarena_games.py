@@ -101,6 +101,8 @@ def test_unknown_and_excluded_games_and_a_two_player_game_without_opponent_say_w
         agentenv.make("textarena/TicTacToo-v0")
     with pytest.raises(KeyError, match="Wordle-v0' is not supported: it downloads NLTK corpora"):
         TextArenaEnv(game="Wordle-v0")
+    with pytest.raises(UnknownEnvError, match="'textarena/Sokoban-medium-v0' is not supported: it takes from a second"):
+        agentenv.make("textarena/Sokoban-medium-v0")  # a left-out variant, named by its agentenv id
     with pytest.raises(ValueError, match="two-player game and needs an opponent"):
         TextArenaEnv(game="TruthAndDeception-v0")
     with pytest.raises(ValueError, match="single-player game: it takes no opponent"):
