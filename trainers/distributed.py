@@ -48,7 +48,9 @@ from __future__ import annotations
 import contextlib
 import datetime
 import inspect
+import logging
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -408,7 +410,24 @@ class DataParallel:
         """Leave the process group this object joined (a no-op otherwise); the trainer
         then works alone (an `evaluate` after `train` plays every episode itself)."""
         if self._owns_group and dist.is_initialized():
-            dist.destroy_process_group()
+            # destroy_process_group now and then never returns, long after every rank has
+            # passed the run's last barrier (pytorch/pytorch#75097): a finished run whose
+            # results are all written would then hang at its very end. So it runs aside
+            # and is waited for at most timeout_s; a daemon thread does not keep the
+            # process from exiting.
+            left = threading.Event()
+
+            def leave() -> None:
+                dist.destroy_process_group()
+                left.set()
+
+            threading.Thread(target=leave, name="destroy-process-group", daemon=True).start()
+            if not left.wait(self.timeout_s):
+                logging.getLogger(__name__).warning(
+                    "rank %d: leaving the process group did not finish within %g s; going on without it",
+                    self.rank,
+                    self.timeout_s,
+                )
             self._owns_group = False
             self.world_size, self._wrapped = 1, None
 

@@ -7,7 +7,9 @@ with a checkpoint after each; rank 1 dies in step 2 of the first attempt, so tor
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 
 import torch
@@ -17,6 +19,7 @@ from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
 
 def main(run_dir: str, data_parallel: str = "ddp") -> None:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for the stacks of a hung rank
     torch.set_num_threads(1)
     tokenizer = tiny_tokenizer()
     config = GRPOConfig(

@@ -8,13 +8,17 @@ ranks are other samples than on one process, though from the same tasks and seed
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import logging
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections import defaultdict
 from pathlib import Path
 
@@ -23,6 +27,7 @@ import torch
 import torch.multiprocessing as mp
 
 from agentenv.trainers import GRPOConfig, GRPOTrainer
+from agentenv.trainers.distributed import DataParallel
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.slow  # processes that import torch and train
@@ -204,7 +209,7 @@ def test_torchrun_restarts_the_ranks_after_one_dies_and_the_run_resumes(tmp_path
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     command += ["--max-restarts", "1", str(Path(__file__).with_name("ddp_worker.py")), str(run_dir)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    done = run_torchrun(command, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "failed (exitcode: 3) local_rank: 1" in done.stderr  # torchrun names the rank that died
     # Rank 0's own RankFailure shows only when it notices before torchrun stops it.
@@ -213,3 +218,42 @@ def test_torchrun_restarts_the_ranks_after_one_dies_and_the_run_resumes(tmp_path
     assert steps == [1, 2]
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step-000002"
     assert (run_dir / "final").is_dir()
+
+
+def run_torchrun(command: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float = 300.0):
+    """``command`` to its end; on a hang, every rank's Python stacks (the workers dump them
+    on SIGUSR1) in the failure, and no process of it left behind."""
+    proc = subprocess.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGUSR1)  # the workers' faulthandler prints where each one waits
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        pytest.fail(f"torchrun did not finish within {timeout_s:g} s:\n{out[-2000:]}\n{err[-8000:]}")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # workers orphaned by a launcher that died
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def test_leaving_a_process_group_that_never_lets_go_does_not_hang_the_run(tmp_path, monkeypatch, caplog):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    destroy, release = dist.destroy_process_group, threading.Event()
+    monkeypatch.setattr(dist, "destroy_process_group", lambda *a, **k: release.wait())  # as in pytorch#75097
+    try:
+        data = DataParallel(rank=0, world_size=1, timeout_s=0.2, owns_group=True)
+        with caplog.at_level(logging.WARNING, logger="agentenv.trainers.distributed"):
+            data.close()
+        assert data.world_size == 1
+        assert "leaving the process group did not finish within 0.2 s; going on without it" in caplog.text
+    finally:
+        release.set()
+        destroy()
