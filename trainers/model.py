@@ -30,6 +30,7 @@ __all__ = [
     "build_tiny",
     "enable_gradient_checkpointing",
     "lean_activations",
+    "lean_attention",
     "lean_mlp_activations",
     "lean_norm_activations",
     "load_model",
@@ -256,10 +257,84 @@ def lean_norm_activations(model: torch.nn.Module) -> int:
     return changed
 
 
+GROUPED_SDPA = "agentenv_grouped_sdpa"
+
+
+def _grouped_sdpa(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers' sdpa attention, except that on the CPU a grouped-query layer with
+    more than one query position hands sdpa its key/value heads as they are
+    (``enable_gqa``) instead of repeating each for every query head of its group: the
+    repeated copies are not made, nor held for the backward pass. Every other call
+    (GPUs, decoding, position biases, soft-capping) is transformers' own."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    plain = (
+        kwargs.get("position_bias") is None and kwargs.get("softcap") is None and not kwargs.get("output_attentions")
+    )
+    if groups == 1 or query.device.type != "cpu" or query.shape[2] == 1 or not plain:
+        out: tuple[torch.Tensor, None] = sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
+        return out
+    q_len = query.shape[2]
+    causal = bool(
+        (is_causal if is_causal is not None else getattr(module, "is_causal", True)) and attention_mask is None
+    )
+    if causal and key.shape[2] > q_len:  # an empty static cache's prefill, as transformers slices it
+        key, value = key[:, :, :q_len], value[:, :, :q_len]
+    attn = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=causal, enable_gqa=True
+    )
+    return attn.transpose(1, 2).contiguous(), None
+
+
+def lean_attention(model: torch.nn.Module) -> int:
+    """Hold half (or less) of the keys and values a grouped-query model's attention keeps
+    for the backward pass on the CPU: each key/value head once, not once per query head
+    (`_grouped_sdpa`, registered with transformers as ``agentenv_grouped_sdpa``). The
+    CPU's sdpa kernel takes the grouping itself: outputs are the same bits. Applies
+    to a model whose attention implementation is ``sdpa`` with two or more key/value
+    heads, fewer than its query heads (one head's repeats are views: nothing to save);
+    returns 1 if it changed the model, else 0. Idempotent.
+
+    The kernel sums a key/value head's gradient over its query heads in an order of its
+    own, so gradients match the repeated heads' up to float rounding, not bit for bit."""
+    config = getattr(model, "config", None)
+    try:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    except ImportError:
+        return 0
+    heads, kv_heads = getattr(config, "num_attention_heads", None), getattr(config, "num_key_value_heads", None)
+    if (
+        getattr(config, "_attn_implementation", None) != "sdpa"
+        or not heads
+        or not kv_heads
+        or not 2 <= kv_heads < heads
+    ):
+        return 0
+    AttentionInterface.register(GROUPED_SDPA, _grouped_sdpa)
+    AttentionMaskInterface.register(GROUPED_SDPA, sdpa_mask)
+    config._attn_implementation = GROUPED_SDPA  # type: ignore[union-attr]
+    return 1
+
+
 def lean_activations(model: torch.nn.Module) -> int:
-    """`lean_mlp_activations` and `lean_norm_activations`: the same gradients bit for bit
+    """`lean_mlp_activations`, `lean_norm_activations` and `lean_attention`: the same
+    outputs, and the same gradients (up to float rounding for grouped-query attention),
     with fewer activations held. Returns how many modules changed."""
-    return lean_mlp_activations(model) + lean_norm_activations(model)
+    return lean_mlp_activations(model) + lean_norm_activations(model) + lean_attention(model)
 
 
 KEEP_FREED_BYTES = 1 << 30

@@ -1,6 +1,7 @@
 """`lean_activations`: gated MLPs keep half their intermediate activations for the
 backward pass and RMSNorms drop their normalised input, with the same output and the
-same gradients, bit for bit."""
+same gradients, bit for bit; grouped-query attention holds each key/value head once,
+with the same output and the same gradients up to float rounding."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import pytest
 import torch
 
 from agentenv.trainers import GRPOConfig, GRPOTrainer
-from agentenv.trainers.model import lean_activations, lean_mlp_activations, lean_norm_activations
+from agentenv.trainers.model import (
+    GROUPED_SDPA,
+    lean_activations,
+    lean_attention,
+    lean_mlp_activations,
+    lean_norm_activations,
+)
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
 
@@ -49,10 +56,75 @@ def test_same_logits_and_gradients_bit_for_bit_with_less_held_for_backward(token
     lean_logits, lean_grads = _loss_and_grads(lean, ids)
     assert torch.equal(logits, lean_logits)
     assert all(torch.equal(a, b) for a, b in zip(grads, lean_grads, strict=True))
-    # Two [tokens, intermediate] float32 tensors fewer per layer, one [tokens, hidden] per norm.
+    # Two [tokens, intermediate] float32 tensors fewer per layer, one [tokens, hidden] per
+    # norm (without a padding mask transformers' sdpa does not repeat keys: see below).
     c = plain.config
     fewer = 2 * ids.numel() * c.intermediate_size * 4 * layers + (2 * layers + 1) * ids.numel() * c.hidden_size * 4
     assert _saved_bytes(plain, ids) - _saved_bytes(lean, ids) == fewer
+
+
+def _grouped_model(tokenizer) -> torch.nn.Module:
+    """Four query heads sharing two key/value heads."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return Qwen2ForCausalLM(config)
+
+
+def test_grouped_attention_holds_each_key_value_head_once_with_the_same_output(tokenizer):
+    # With a padding mask (every training batch has one), transformers' sdpa repeats each
+    # key/value head for its query heads and the backward pass holds the copies.
+    plain = _grouped_model(tokenizer)
+    lean = copy.deepcopy(plain)
+    c = plain.config
+    assert lean_attention(lean) == 1
+    assert lean_attention(lean) == 0  # idempotent
+    ids = torch.randint(5, len(tokenizer), (4, 48), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[0, :7] = mask[2, :30] = 0  # left padding
+
+    def run(model: torch.nn.Module) -> tuple[torch.Tensor, list[torch.Tensor], int]:
+        model.zero_grad(set_to_none=True)
+        storages: dict[int, int] = {}
+
+        def pack(t: torch.Tensor) -> torch.Tensor:
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            logits = model(input_ids=ids, attention_mask=mask).logits
+        (torch.log_softmax(logits, -1)[..., 3] * mask).sum().backward()
+        return logits.detach(), [p.grad.clone() for p in model.parameters()], sum(storages.values())
+
+    logits, grads, held = run(plain)
+    lean_logits, lean_grads, lean_held = run(lean)
+    assert torch.equal(logits * mask[..., None], lean_logits * mask[..., None])
+    # The kernel sums a key/value head's gradient over its query heads in its own order.
+    for a, b in zip(grads, lean_grads, strict=True):
+        assert float((a - b).abs().max()) <= 1e-5 * float(a.abs().max())
+    head_dim = c.hidden_size // c.num_attention_heads
+    repeated = 2 * ids.numel() * (c.num_attention_heads - c.num_key_value_heads) * head_dim * 4
+    assert held - lean_held == repeated * c.num_hidden_layers
+
+
+def test_grouped_attention_leaves_other_models_alone(tokenizer):
+    model = tiny_model(tokenizer)  # one key/value head: its repeats are views, nothing to save
+    assert lean_attention(model) == 0
+    assert model.config._attn_implementation == "sdpa"
+    model.config._attn_implementation = "eager"
+    model.config.num_attention_heads, model.config.num_key_value_heads = 4, 2
+    assert lean_attention(model) == 0
+    assert model.config._attn_implementation == "eager"
 
 
 def test_lean_norms_give_the_same_bits_in_bfloat16_too(tokenizer):
@@ -127,6 +199,13 @@ def test_the_trainer_applies_it_unless_told_not_to(tmp_path, tokenizer):
     layers = tiny_model(tokenizer).config.num_hidden_layers
     assert lean_modules(trainer()) == layers + 2 * layers + 1
     assert lean_modules(trainer(lean_activations=False)) == 0
+    cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False)
+    grouped = GRPOTrainer(_grouped_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
+    assert grouped.model.config._attn_implementation == GROUPED_SDPA
+    plain = GRPOTrainer(
+        _grouped_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg.model_copy(update={"lean_activations": False})
+    )
+    assert plain.model.config._attn_implementation == "sdpa"
 
 
 def test_lora_wrapped_layers_are_left_alone(tmp_path, tokenizer):
