@@ -17,6 +17,7 @@ from typing import Any, Protocol, TextIO, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from agentenv.parsers import tool_call_text
 from agentenv.task import Task
 from agentenv.types import Action, Message
 
@@ -86,6 +87,21 @@ class ScriptedPolicy:
         if not actions:
             raise ValueError("replay needs at least one action")
         return cls(lambda conv: actions[min(conv.turn, len(actions) - 1)])
+
+    @classmethod
+    def golden(cls, key: str = "actions") -> ScriptedPolicy:
+        """Replay each task's golden tool calls, ``task.payload[key]`` (a list of
+        ``{"name": ..., "arguments": {...}}``), as tool-call text, one per turn, then
+        repeat the last one: the oracle of an env whose tasks carry their solution."""
+
+        def act(conv: Conversation) -> str:
+            if conv.task is None or key not in conv.task.payload:
+                raise ValueError(f"a golden replay needs each task's payload[{key!r}]: conversation {conv.id} has none")
+            actions = conv.task.payload[key]
+            action = actions[min(conv.turn, len(actions) - 1)]
+            return tool_call_text(action["name"], **action["arguments"])
+
+        return cls(act)
 
     def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]:
         return [self.fn(conv) for conv in conversations]

@@ -436,3 +436,18 @@ def test_lean_mode_plays_the_same_episode_without_the_diff_or_the_observation_co
     assert [t.rewards for t in full_transitions] == [t.rewards for t in lean_transitions]
     assert any(t.state_diff for t in full_transitions) and not any(t.state_diff for t in lean_transitions)
     assert all(t.observation == [] for t in lean_transitions)
+
+
+def test_a_golden_policy_replays_each_tasks_own_tool_calls():
+    def task(i: int) -> Task:
+        actions = [{"name": "add", "arguments": {"amount": 1, "note": "one"}}] * (i + 2)
+        return Task(
+            id=f"g{i}",
+            prompt="Reach it.",
+            payload={"target": i + 2, "moves": [*actions, {"name": "submit", "arguments": {}}]},
+        )
+
+    tasks = agentenv.TaskSet(task(i) for i in range(3))
+    trajs = agentenv.rollout(lambda: CounterEnv(tasks), agentenv.ScriptedPolicy.golden("moves"), n=3, seed=0)
+    assert [t.success for t in trajs] == [True] * 3
+    assert all(len(t.transitions) == t.task.payload["target"] + 1 for t in trajs)  # its own calls, then submit

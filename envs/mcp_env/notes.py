@@ -19,7 +19,6 @@ from typing import Any
 
 from agentenv.envs.mcp_env.config import ServerConfig
 from agentenv.envs.mcp_env.env import MCPEnv
-from agentenv.parsers import tool_call_text
 from agentenv.policies import ScriptedPolicy
 from agentenv.task import Task, TaskSet
 from agentenv.tools import tool
@@ -99,10 +98,4 @@ class NotesEnv(MCPEnv):
 
 def oracle() -> ScriptedPolicy:
     """Replays the task's golden actions, one per turn (the last is ``finish``)."""
-
-    def act(conv: Any) -> str:
-        actions = conv.task.payload["actions"]
-        action = actions[min(conv.turn, len(actions) - 1)]
-        return tool_call_text(action["name"], **action["arguments"])
-
-    return ScriptedPolicy(act)
+    return ScriptedPolicy.golden()

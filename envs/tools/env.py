@@ -33,7 +33,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from agentenv import CallOutcome, Env, InfraError, ScriptedPolicy, State, Task, TaskSet, ToolError, tool_call_text
+from agentenv import CallOutcome, Env, InfraError, ScriptedPolicy, State, Task, TaskSet, ToolError
 from agentenv.envs.tools import service as services
 from agentenv.envs.tools.domain import FINISH_TOOL, MESSAGE_FIELD, Domain, Route, load_domain
 from agentenv.envs.tools.service import db_hash
@@ -279,10 +279,4 @@ def respond_spec(domain: Domain) -> ToolSpec:
 
 def oracle() -> ScriptedPolicy:
     """Replays the task's golden actions, one per turn (the last is ``respond``)."""
-
-    def act(conv: Any) -> str:
-        actions = conv.task.payload["actions"]
-        action = actions[min(conv.turn, len(actions) - 1)]
-        return tool_call_text(action["name"], **action["arguments"])
-
-    return ScriptedPolicy(act)
+    return ScriptedPolicy.golden()
