@@ -79,14 +79,9 @@ class Scorer:
     ) -> ScoreReply:
         """Score ``request`` (keys: dataset, config, seed, size, index, answer, decoys:
         [[seed, index], ...], scored only when the answer scores above 0)."""
-        line = json.dumps(request).encode() + b"\n"  # ASCII: the answer's characters are escaped
         with self._lock:
-            proc = self._started()
             try:
-                assert proc.stdin is not None
-                proc.stdin.write(line)
-                proc.stdin.flush()
-                reply = self._read_line(proc, timeout_s)
+                reply = self._exchange(request, timeout_s)
             except (BrokenPipeError, EOFError):
                 code = self._stop()
                 return ScoreReply(None, [], f"the scoring process died on this answer (exit code {code})")
@@ -106,14 +101,9 @@ class Scorer:
         dataset, config, seed, size, indices). `ValueError` when the dataset cannot make them."""
         from agentenv.errors import InfraError
 
-        line = json.dumps({**request, "op": "entries"}).encode() + b"\n"
         with self._lock:
-            proc = self._started()
             try:
-                assert proc.stdin is not None
-                proc.stdin.write(line)
-                proc.stdin.flush()
-                data = json.loads(self._read_line(proc, timeout_s))
+                data = json.loads(self._exchange({**request, "op": "entries"}, timeout_s))
             except (BrokenPipeError, EOFError, TimeoutError, ValueError) as e:
                 code = self._stop()
                 raise InfraError(
@@ -128,6 +118,15 @@ class Scorer:
             self._stop()
 
     # -- internals ------------------------------------------------------------------
+
+    def _exchange(self, request: dict[str, Any], timeout_s: float) -> bytes:
+        """One request line to the child, its reply line back; the caller holds the lock.
+        The line is ASCII: ``json.dumps`` escapes the answer's characters."""
+        proc = self._started()
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
+        proc.stdin.flush()
+        return self._read_line(proc, timeout_s)
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is None:
