@@ -11,6 +11,8 @@ reward function (a hash of the completion's text, so groups differ and every ste
 updates). A random model almost never ends its turn, so each completion runs to 64
 tokens in both. Each trainer runs in a subprocess of its own (TRL's with
 ``.venv-bench/bin/python``), alternating over ``--rounds`` so drift hits both alike.
+Each trainer runs with activation checkpointing off and on (TRL's default is on,
+agentenv's off), and the ratios compare like with like, then default with default.
 
 Step time: the median over measured steps of a whole step (generation, rewards,
 update). Peak memory: the process's peak resident set during the steps, minus its
@@ -41,9 +43,15 @@ BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 TARGET_TIME, TARGET_MEMORY = 0.5, 0.7  # agentenv over TRL
 ROLES = {  # name: (python, what it is)
     "agentenv": ("", "agentenv GRPOTrainer, defaults (KV reuse on, no activation checkpointing)"),
+    "agentenv-ckpt": ("", "agentenv GRPOTrainer, activation checkpointing on, as TRL's defaults"),
     "trl": ("bench", "TRL GRPOTrainer, defaults (activation checkpointing on)"),
     "trl-matched": ("bench", "TRL GRPOTrainer, activation checkpointing off, as agentenv"),
 }
+PAIRS = [  # (agentenv role, TRL role): like for like, then each trainer's defaults
+    ("agentenv", "trl-matched"),
+    ("agentenv-ckpt", "trl"),
+    ("agentenv", "trl"),
+]
 SYSTEM = (
     "You are a careful assistant that answers arithmetic questions. Read the question, "
     "work out the value step by step in your head, and reply with the final integer only: "
@@ -105,7 +113,7 @@ def peak_rss_bytes() -> int:
 # -- the two trainers, each run in a child process -------------------------------------
 
 
-def run_agentenv(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+def run_agentenv(args: argparse.Namespace, folder: Path, checkpointing: bool) -> dict[str, Any]:
     import agentenv
     from agentenv import Env, Task
     from agentenv.trainers import GRPOConfig, GRPOTrainer
@@ -138,6 +146,7 @@ def run_agentenv(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         test_fraction=0.01,
         tensorboard=False,
         learning_rate=1e-6,
+        gradient_checkpointing=checkpointing,
     )
     trainer = GRPOTrainer(
         model, tokenizer, envs=[lambda: Answer(agentenv.TaskSet(tasks), tool_prompt="none")], config=config
@@ -218,7 +227,10 @@ def child(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     folder = Path(args.dir)
-    result = run_agentenv(args, folder) if args.role == "agentenv" else run_trl(args, folder, args.role == "trl")
+    if args.role.startswith("agentenv"):
+        result = run_agentenv(args, folder, args.role == "agentenv-ckpt")
+    else:
+        result = run_trl(args, folder, args.role == "trl")
     print("RESULT " + json.dumps(result), flush=True)
 
 
@@ -277,29 +289,14 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]], h
     )
     for role, (_, what) in ROLES.items():
         print(f"  {role}: {what}")
-    rows = [
-        (role, f"{step[role]:.2f}", f"{grown[role]:.0f}", f"{peak[role]:.0f}")
-        + (
-            (f"{step['agentenv'] / step[role]:.2f}x", f"{grown['agentenv'] / grown[role]:.2f}x")
-            if role != "agentenv"
-            else ("", "")
-        )
-        for role in ROLES
-    ]
-    headers = [
-        "trainer",
-        "step (s)",
-        "peak over pre-step RSS (MiB)",
-        "peak RSS (MiB)",
-        "agentenv time /",
-        "agentenv memory /",
-    ]
-    print(table(headers, rows))
-    for role in ("trl", "trl-matched"):
-        t, m = step["agentenv"] / step[role], grown["agentenv"] / grown[role]
+    rows = [(role, f"{step[role]:.2f}", f"{grown[role]:.0f}", f"{peak[role]:.0f}") for role in ROLES]
+    print(table(["trainer", "step (s)", "peak over pre-step RSS (MiB)", "peak RSS (MiB)"], rows))
+    for ours, theirs in PAIRS:
+        t, m = step[ours] / step[theirs], grown[ours] / grown[theirs]
+        verdict = {True: "met", False: "MISSED"}
         print(
-            f"vs {role}: step time {t:.2f}x (target <= {TARGET_TIME}: {'met' if t <= TARGET_TIME else 'MISSED'}); "
-            f"peak memory {m:.2f}x (target <= {TARGET_MEMORY}: {'met' if m <= TARGET_MEMORY else 'MISSED'})"
+            f"{ours} / {theirs}: step time {t:.2f}x (target <= {TARGET_TIME}: {verdict[t <= TARGET_TIME]}); "
+            f"peak memory {m:.2f}x (target <= {TARGET_MEMORY}: {verdict[m <= TARGET_MEMORY]})"
         )
 
 
