@@ -218,7 +218,10 @@ class GRPOConfig(BaseModel):
     bf16: bool = True
     """bf16 autocast on GPU (ignored on CPU)."""
     gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass to save memory."""
+    """Recompute activations in the backward pass to save memory. It also turns off the
+    update's shared prompt pass (checkpointing drops the KV cache), so every row runs its
+    whole prompt: with few layers and long shared prompts it saves little or nothing and
+    is slower (bench/train_vs_trl.py). It pays off with many layers or long completions."""
     lean_activations: bool = True
     """Hold fewer activations for the backward pass and recompute them there, with the
     same gradients bit for bit (`lean_activations`): gated MLPs (Llama, Qwen, Mistral, ...)
