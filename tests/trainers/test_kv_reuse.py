@@ -18,6 +18,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 import agentenv
 from agentenv.envs.guess_number import GuessNumberEnv
 from agentenv.trainers.generation import KVPrefix, reusable, sample
+from agentenv.trainers.model import lean_attention
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.tokens import build_tiny_tokenizer
 
@@ -43,15 +44,14 @@ def tok() -> Any:
 
 
 def _qwen(tok: Any, **overrides: Any) -> torch.nn.Module:
+    shape: dict[str, Any] = {"num_attention_heads": 2, "num_key_value_heads": 1}
     config = Qwen2Config(
         vocab_size=len(tok),
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
         tie_word_embeddings=True,
-        **overrides,
+        **{**shape, **overrides},
     )
     with torch.random.fork_rng():
         torch.manual_seed(0)
@@ -107,6 +107,21 @@ def test_reuse_samples_the_same_tokens_with_the_same_logprobs(model, tok, concur
     assert tokens == tokens_fresh
     for a, b in zip(logprobs, logprobs_fresh, strict=True):
         assert a == pytest.approx(b, abs=1e-5)  # a prefill and a cached decode round differently
+
+
+def test_reuse_samples_the_same_tokens_with_grouped_query_attention(tok) -> None:
+    # Four query heads on two key/value heads, attention held lean as the trainer has it
+    # (`lean_attention`): prefills with a padding mask take sdpa's grouped path.
+    model = _qwen(tok, num_attention_heads=4, num_key_value_heads=2)
+    assert lean_attention(model) == 1
+    kept = TransformersPolicy(model, tok, max_new_tokens=6, seed=3, reuse_cache=True)
+    fresh = TransformersPolicy(model, tok, max_new_tokens=6, seed=3, reuse_cache=False)
+    with_reuse, without = _rollout(kept, groups=True), _rollout(fresh, groups=True)
+    tokens, logprobs = _generations(with_reuse)
+    tokens_fresh, logprobs_fresh = _generations(without)
+    assert tokens == tokens_fresh
+    for a, b in zip(logprobs, logprobs_fresh, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
 
 
 def test_a_group_prefills_its_prompt_once(model, tok, fed) -> None:

@@ -12,20 +12,21 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 import agentenv
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate
 from agentenv.trainers.logprobs import policy_logprobs
+from agentenv.trainers.model import lean_attention
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.tokens import build_tiny_tokenizer
 
 VOCAB = 96
 
 
-def _tiny(vocab_size: int, seed: int = 0) -> Qwen2ForCausalLM:
+def _tiny(vocab_size: int, seed: int = 0, heads: int = 2, kv_heads: int = 1) -> Qwen2ForCausalLM:
     config = Qwen2Config(
         vocab_size=vocab_size,
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
         tie_word_embeddings=True,
         initializer_range=0.3,
     )
@@ -197,7 +198,17 @@ def _grouped_batch() -> TrainBatch:
     return collate(examples, pad_id=0)
 
 
-def test_rows_sharing_a_prompt_get_the_log_probs_and_gradients_of_a_full_pass(model) -> None:
+def _grouped_query_model() -> Qwen2ForCausalLM:
+    """Four query heads on two key/value heads, attention held lean as the trainer has it."""
+    model = _tiny(VOCAB, heads=4, kv_heads=2)
+    assert lean_attention(model) == 1
+    return model
+
+
+@pytest.mark.parametrize("attention", ["multi-query", "grouped-query, lean"])
+def test_rows_sharing_a_prompt_get_the_log_probs_and_gradients_of_a_full_pass(model, attention) -> None:
+    if attention != "multi-query":
+        model = _grouped_query_model()
     batch = _grouped_batch()
     results = {}
     for share in (True, False):
