@@ -65,20 +65,7 @@ def test_same_logits_and_gradients_bit_for_bit_with_less_held_for_backward(token
 
 def _grouped_model(tokenizer) -> torch.nn.Module:
     """Four query heads sharing two key/value heads."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    return Qwen2ForCausalLM(config)
+    return tiny_model(tokenizer, hidden=64, layers=2, heads=4, kv_heads=2)
 
 
 def test_grouped_attention_holds_each_key_value_head_once_with_the_same_output(tokenizer):

@@ -62,18 +62,18 @@ def tiny_tokenizer():
     return build_tiny_tokenizer(corpus, vocab_size=300)
 
 
-def tiny_model(tokenizer, seed: int = 0):
+def tiny_model(tokenizer, seed: int = 0, *, hidden: int = 32, layers: int = 1, heads: int = 2, kv_heads: int = 1):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
     return Qwen2ForCausalLM(
         Qwen2Config(
             vocab_size=len(tokenizer),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            num_key_value_heads=1,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
             tie_word_embeddings=True,
             pad_token_id=tokenizer.pad_token_id,
         )
