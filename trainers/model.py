@@ -316,13 +316,8 @@ def lean_attention(model: torch.nn.Module) -> int:
         from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
     except ImportError:
         return 0
-    heads, kv_heads = getattr(config, "num_attention_heads", None), getattr(config, "num_key_value_heads", None)
-    if (
-        getattr(config, "_attn_implementation", None) != "sdpa"
-        or not heads
-        or not kv_heads
-        or not 2 <= kv_heads < heads
-    ):
+    heads, kv_heads = getattr(config, "num_attention_heads", 0) or 0, getattr(config, "num_key_value_heads", 0) or 0
+    if getattr(config, "_attn_implementation", None) != "sdpa" or not 2 <= kv_heads < heads:
         return 0
     AttentionInterface.register(GROUPED_SDPA, _grouped_sdpa)
     AttentionMaskInterface.register(GROUPED_SDPA, sdpa_mask)
@@ -330,11 +325,13 @@ def lean_attention(model: torch.nn.Module) -> int:
     return 1
 
 
-def lean_activations(model: torch.nn.Module) -> int:
-    """`lean_mlp_activations`, `lean_norm_activations` and `lean_attention`: the same
-    outputs, and the same gradients (up to float rounding for grouped-query attention),
-    with fewer activations held. Returns how many modules changed."""
-    return lean_mlp_activations(model) + lean_norm_activations(model) + lean_attention(model)
+def lean_activations(model: torch.nn.Module, *, attention: bool = True) -> int:
+    """`lean_mlp_activations`, `lean_norm_activations` and (with ``attention``, for a
+    model trained on the CPU) `lean_attention`: the same outputs, and the same gradients
+    (up to float rounding for grouped-query attention), with fewer activations held.
+    Returns how many modules changed."""
+    changed = lean_mlp_activations(model) + lean_norm_activations(model)
+    return changed + (lean_attention(model) if attention else 0)
 
 
 KEEP_FREED_BYTES = 1 << 30

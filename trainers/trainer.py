@@ -182,7 +182,8 @@ class GRPOTrainer:
         if cfg.gradient_checkpointing:
             enable_gradient_checkpointing(model)
         if cfg.lean_activations:  # after peft: its wrapped layers are left alone
-            lean_activations(model)
+            # Grouped attention only helps on the CPU; elsewhere the model keeps "sdpa".
+            lean_activations(model, attention=self.device.type == "cpu")
         return model.to(self.device)
 
     def _rlpr_scorer(self) -> RLPRScorer | None:
