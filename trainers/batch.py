@@ -59,6 +59,8 @@ def anchor_keys(traj: Trajectory) -> list[str]:
     """GiGPO anchor state of each turn: a hash of everything the agent has seen and
     done before it (the group shares the initial observation). The last observation
     alone is not a state: "higher" after two different guesses is two states."""
+    if not traj.transitions:  # it ended before its first step (its reset failed)
+        return []
     keys = ["start"]
     digest = hashlib.blake2b(digest_size=12)
     for transition in traj.transitions[:-1]:
@@ -116,7 +118,8 @@ def turn_advantages(
 def build_examples(
     trajs: Sequence[Trajectory], per_turn: Sequence[Sequence[float]], *, max_seq_len: int, version: int | None = None
 ) -> list[Example]:
-    """One `Example` per trajectory that has generations (infra ones get an all-zero mask).
+    """One `Example` per trajectory, in order: infra ones get an all-zero mask, and one
+    without generations (it ended before its first turn) gets no ids at all.
 
     With the learner's ``version``, each generated id's lag is ``version`` minus its
     turn's `Generation.policy_version` (0 for a turn that records none)."""
@@ -150,8 +153,6 @@ def build_examples(
                     f"a turn was sampled by version {gen.policy_version}, newer than the learner's {version}"
                 )
             lags += [behind] * len(gen.token_ids)
-        if not ids:
-            continue
         truncated = len(ids) > max_seq_len
         examples.append(
             Example(
@@ -169,6 +170,8 @@ def build_examples(
 
 def collate(examples: Sequence[Example], pad_id: int, device: torch.device | str = "cpu") -> TrainBatch:
     """Right-pad into tensors; position t predicts token t + 1."""
+    if not examples or not all(e.ids for e in examples):
+        raise ValueError("collate needs examples that each hold at least one id")
     width = max(len(e.ids) for e in examples)
     b = len(examples)
     input_ids = torch.full((b, width), pad_id, dtype=torch.long)

@@ -108,10 +108,14 @@ def test_generations_whose_logprobs_are_missing_get_zero_old_logprobs() -> None:
     assert e.mask == [0, 1, 1]
 
 
-def test_a_trajectory_without_generations_gives_no_example(two_turns) -> None:
+def test_a_trajectory_without_generations_gives_an_empty_example_in_its_place(two_turns) -> None:
+    # Examples stay aligned with the trajectories (the trainer pairs them with their groups).
     scripted = _traj([None, None])
     examples = build_examples([scripted, two_turns], [[1.0, 1.0], [1.0, 1.0]], max_seq_len=100)
-    assert [e.ids[0] for e in examples] == [10]
+    assert [e.ids[:1] for e in examples] == [[], [10]]
+    assert examples[0].mask == []
+    with pytest.raises(ValueError, match="at least one id"):
+        collate(examples, pad_id=0)
 
 
 # --- collate -----------------------------------------------------------------------------------
@@ -328,3 +332,23 @@ def test_sft_without_trajectories_is_refused(tok) -> None:
     )
     with pytest.raises(ValueError, match="at least one trajectory"):
         sft(Qwen2ForCausalLM(config), tok, [], steps=1)
+
+
+@pytest.mark.parametrize("step_mode", ["gigpo", "per_turn"])
+def test_an_episode_that_failed_before_its_first_step_does_not_break_the_step_term(step_mode) -> None:
+    # Its env's reset raised (a service down): no transitions, no generations. It is
+    # infra, so it gets no turns and leaves its group's statistics alone.
+    win = _traj([_gen([1], [2])], task_reward=1.0, failure=Failure.NONE)
+    lose = _traj([_gen([1], [2])], task_reward=0.0)
+    never_started = _traj([], task_reward=None, failure=Failure.INFRA)
+    per_turn, _ = turn_advantages(
+        [win, lose, never_started],
+        [0, 0, 0],
+        [{}, {}, {}],
+        task_mode="std",
+        step_mode=step_mode,
+        step_weight=1.0,
+        gamma=1.0,
+    )
+    assert per_turn[2] == []
+    assert per_turn[0][0] > 0 > per_turn[1][0]

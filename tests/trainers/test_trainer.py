@@ -83,15 +83,26 @@ def test_gradient_checkpointing_trains(tmp_path, tokenizer):
     assert any(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(), strict=True))
 
 
-def test_infra_episodes_are_masked_out_and_never_stop_training(tmp_path, tokenizer):
+@pytest.mark.parametrize("step_advantage", ["gigpo", "per_turn"])
+def test_infra_episodes_are_masked_out_and_never_stop_training(tmp_path, tokenizer, step_advantage):
     class Crashy(SayEnv):
+        """'crash-*' fails in its tool; 'down-*' in its reset (no step at all)."""
+
         def default_tasks(self):
             return TaskSet(
-                [Task(id=f"t{i}", prompt="x") for i in range(6)] + [Task(id=f"crash-{i}", prompt="y") for i in range(6)]
+                [Task(id=f"t{i}", prompt="x") for i in range(6)]
+                + [Task(id=f"{kind}-{i}", prompt="y") for kind in ("crash", "down") for i in range(3)]
             )
 
-    cfg = _config(tmp_path, steps=3, batch_size=16)
+        def initial_state(self, task):
+            if task.id.startswith("down"):
+                raise ConnectionError("the service is down")
+            return super().initial_state(task)
+
+    cfg = _config(tmp_path, steps=3, batch_size=24, step_advantage=step_advantage, seed=1)
     history = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[Crashy], config=cfg).train()
+    tasks = [t for h in history for t in h["tasks"]]
+    assert any(t.startswith("down") for t in tasks) and any(t.startswith("crash") for t in tasks)
     assert any(h["failure/infra"] > 0 for h in history)
     assert all(math.isfinite(h["loss"]) for h in history)
 
