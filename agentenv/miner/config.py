@@ -43,6 +43,9 @@ class MinerConfig(BaseModel):
     solved_window: int = Field(8, ge=1, description="most recent episodes the solved test looks at")
     quarantine_after: int = Field(3, ge=1, description="K: consecutive all-fail visits that quarantine a task")
     retest_every: int = Field(10, ge=1, description="steps between retests of a quarantined task")
+    max_requeues: int = Field(
+        2, ge=0, description="re-queues in a row of a task whose every rollout was lost to infrastructure"
+    )
     # -- mined tasks
     resume: bool = Field(True, description="restart failed episodes from the turn where they broke")
     variants: bool = Field(True, description="make validated variants of failed tasks with Env.mutate")

@@ -6,7 +6,10 @@ its episodes broke, and its place in the pool (active, solved, quarantined).
 
 A *visit* is one group: the G rollouts of a task in one step. Infra failures are
 counted apart and never as attempts; a visit with nothing but infra failures is
-reported back so the sampler re-queues the task.
+reported back so the sampler re-queues the task, up to ``max_requeues`` times in
+a row: a task whose environment stays broken (a dead service, a bad task file)
+is then quarantined, retested every ``retest_every`` steps instead of taking a
+group every step, and back in the pool once its episodes run.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class TaskRecord(BaseModel):
     successes: int = 0
     infra: int = 0
     """Episodes lost to infrastructure: re-queued, never counted as attempts."""
+    infra_streak: int = 0
+    """Consecutive visits in which every rollout was lost to infrastructure."""
     ema: float | None = None
     """EMA of the per-visit success rate; None until the first counted visit."""
     last_step: int | None = None
@@ -109,7 +114,16 @@ class Ledger:
         record.infra += len(group) - len(valid)
         rewards = {t.task_reward or 0.0 for t in valid}
         if not valid:
-            return Visit(task_id=task.id, counted=0, successes=0, requeue=True, informative=False)
+            record.infra_streak += 1
+            requeue = record.infra_streak <= cfg.max_requeues
+            broken = None
+            if not requeue:  # its env stays broken: out of the pool, retested like a quarantined task
+                broken = "quarantined" if record.status != "quarantined" else None
+                record.status, record.status_step = "quarantined", step
+            return Visit(
+                task_id=task.id, counted=0, successes=0, requeue=requeue, informative=False, status_change=broken
+            )
+        record.infra_streak = 0
         wins = [int(t.success) for t in valid]
         record.attempts += len(valid)
         record.successes += sum(wins)
@@ -148,8 +162,8 @@ class Ledger:
 
 def _next_status(record: TaskRecord, cfg: MinerConfig, any_win: bool) -> Status | None:
     """The status this visit moves the task to, if it changes."""
-    if record.status == "quarantined":
-        return "active" if any_win else None
+    if record.status == "quarantined":  # back on a win, or if it came for a broken env, not for failing
+        return "active" if any_win or record.all_fail_streak < cfg.quarantine_after else None
     if record.all_fail_streak >= cfg.quarantine_after:
         return "quarantined"
     window = record.recent

@@ -31,6 +31,30 @@ def test_infra_failures_are_requeued_and_never_counted():
     assert "infra" not in r.failures
 
 
+def test_a_task_whose_env_stays_broken_is_quarantined_after_max_requeues_and_returns_once_it_runs():
+    ledger = Ledger(MinerConfig(max_requeues=2, quarantine_after=3))
+    lost = [traj(TASK, infra=True)] * 4
+    visits = [ledger.record_visit(TASK, 0, step, lost) for step in range(4)]
+    assert [v.requeue for v in visits] == [True, True, False, False]
+    assert [v.status_change for v in visits] == [None, None, "quarantined", None]
+    r = ledger.get("t")
+    assert r.status == "quarantined" and r.status_step == 3 and r.attempts == 0
+    # Its retest runs and fails by the policy's doing: a broken env, not a hard task, put it there.
+    visit = ledger.record_visit(TASK, 0, 13, [traj(TASK, False), traj(TASK, infra=True)])
+    assert visit.status_change == "active" and r.infra_streak == 0 and r.attempts == 1
+    assert ledger.record_visit(TASK, 0, 14, lost).requeue  # the count restarted
+    assert not Ledger(MinerConfig(max_requeues=0)).record_visit(TASK, 0, 0, lost).requeue
+
+
+def test_a_task_quarantined_for_failing_stays_there_until_a_win():
+    ledger = Ledger(MinerConfig(quarantine_after=2))
+    for step in range(2):
+        ledger.record_visit(TASK, 0, step, [traj(TASK, False)] * 2)
+    assert ledger.get("t").status == "quarantined"
+    assert ledger.record_visit(TASK, 0, 12, [traj(TASK, False)] * 2).status_change is None
+    assert ledger.record_visit(TASK, 0, 22, [traj(TASK, True), traj(TASK, False)]).status_change == "active"
+
+
 def test_tasks_solved_90_percent_over_the_window_leave_the_pool():
     ledger = Ledger(MinerConfig(solved_window=10, solved_threshold=0.9))
     ledger.record_visit(TASK, 0, 1, [traj(TASK, True)] * 4 + [traj(TASK, False)])  # 4/5, window not full
