@@ -22,6 +22,7 @@ whose cache or attention cannot take it (`generation.reusable`).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -29,7 +30,7 @@ from torch.utils.checkpoint import checkpoint
 
 from agentenv.trainers.batch import TrainBatch
 from agentenv.trainers.generation import cache_argument, reusable
-from agentenv.trainers.model import CausalLM
+from agentenv.trainers.model import CausalLM, recomputed_norm_outputs
 
 __all__ = ["policy_logprobs"]
 
@@ -77,10 +78,12 @@ def policy_logprobs(
         )
     decoder = model.get_decoder()
     prompts = _shared_prompts(batch, prompt_lengths) if share_prompts and _can_share(model, decoder) else None
-    if prompts is None:
-        hidden = _last_hidden(decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False))
-    else:
-        hidden = _hidden_sharing_prompts(decoder, batch, *prompts)
+    with recomputed_norm_outputs() if torch.is_grad_enabled() else contextlib.nullcontext():
+        if prompts is None:
+            out = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+            hidden = _last_hidden(out)
+        else:
+            hidden = _hidden_sharing_prompts(decoder, batch, *prompts)
     head = model.get_output_embeddings()
     config = getattr(model, "config", None)
     scale, softcap = getattr(config, "logit_scale", None), getattr(config, "final_logit_softcapping", None)

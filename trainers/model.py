@@ -13,7 +13,9 @@ model against them (``isinstance``) gives a clear error for any other module.
 
 from __future__ import annotations
 
+import threading
 import types
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
@@ -35,6 +37,7 @@ __all__ = [
     "lean_norm_activations",
     "load_model",
     "quiet_progress_bars",
+    "recomputed_norm_outputs",
     "resolve_device",
 ]
 
@@ -108,8 +111,8 @@ def resolve_device(name: str) -> torch.device:
 class _SwiGLUDown(torch.autograd.Function):
     """``linear(silu(gate) * up, weight, bias)`` keeping only ``gate`` and ``up`` for the
     backward pass: ``silu(gate)`` and the product are recomputed there (two elementwise
-    ops) instead of held from the forward pass. The backward runs the ops autograd runs
-    for the unfused graph, in the same order, so the gradients are the same bits."""
+    ops) instead of held from the forward pass. The backward computes each gradient with
+    the ops autograd runs for the unfused graph, so the gradients are the same bits."""
 
     @staticmethod
     def forward(ctx: Any, gate: torch.Tensor, up: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
@@ -119,18 +122,24 @@ class _SwiGLUDown(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        # At most two [tokens, intermediate] temporaries live at once besides the saved
+        # pair, and the two gradients returned are written into them: the MLP's backward
+        # is where training on a CPU peaks. In-place products are the same bits.
         gate, up, weight = ctx.saved_tensors
         act = F.silu(gate)
-        grad_h = grad @ weight.to(grad.dtype)
         grad_weight = grad_bias = None
         flat = grad.reshape(-1, grad.shape[-1])
         if ctx.needs_input_grad[2]:
             h = act * up
             grad_weight = (flat.t() @ h.reshape(-1, h.shape[-1])).to(weight.dtype)
+            del h
         if ctx.has_bias and ctx.needs_input_grad[3]:
             grad_bias = flat.sum(0).to(weight.dtype)
-        grad_gate = torch.ops.aten.silu_backward(grad_h * up, gate)
-        return grad_gate, grad_h * act, grad_weight, grad_bias
+        grad_h = grad @ weight.to(grad.dtype)
+        grad_up = act.mul_(grad_h)  # grad_h * silu(gate)
+        grad_h.mul_(up)
+        grad_gate = torch.ops.aten.silu_backward.grad_input(grad_h, gate, grad_input=grad_h)
+        return grad_gate, grad_up, grad_weight, grad_bias
 
 
 def _swiglu_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
@@ -220,7 +229,78 @@ def _rms_norm_forward(self: Any, hidden_states: torch.Tensor) -> torch.Tensor:
     variance = hidden_states.pow(2).mean(-1, keepdim=True)
     r = torch.rsqrt(variance + self.variance_epsilon)
     out: torch.Tensor = _ScaleByWeight.apply(hidden_states, r, self.weight, input_dtype)
+    if _recipes.active and out.requires_grad:
+        _recipes.remember(out, (hidden_states, r, self.weight, input_dtype))
     return out
+
+
+class _NormRecipes(threading.local):
+    """Within `recomputed_norm_outputs` (this thread): each lean RMSNorm's output,
+    by its storage, with what recomputes it."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.by_storage: dict[int, tuple[weakref.ref[torch.Tensor], tuple[Any, ...]]] = {}
+
+    def remember(self, out: torch.Tensor, recipe: tuple[Any, ...]) -> None:
+        key = out.untyped_storage().data_ptr()
+        self.by_storage[key] = (weakref.ref(out, lambda _: self.by_storage.pop(key, None)), recipe)
+
+
+_recipes = _NormRecipes()
+
+
+class _Recompute:
+    """A saved view of a lean RMSNorm's output, held as the inputs that give it again."""
+
+    def __init__(self, recipe: tuple[Any, ...], view: torch.Tensor) -> None:
+        self.recipe = recipe
+        self.versions = [t._version for t in recipe[:3]]
+        self.view = (view.size(), view.stride(), view.storage_offset())
+
+    def tensor(self) -> torch.Tensor:
+        x, r, weight, dtype = self.recipe
+        if [t._version for t in (x, r, weight)] != self.versions:
+            raise RuntimeError("an RMSNorm's input was modified in place after the forward pass that saved it")
+        with torch.no_grad():
+            out = weight * (x * r).to(dtype)  # _ScaleByWeight's forward: the same bits
+        return out.as_strided(*self.view)
+
+
+def _pack(t: torch.Tensor) -> Any:
+    if t.layout != torch.strided:
+        return t
+    key = t.untyped_storage().data_ptr()
+    entry = _recipes.by_storage.get(key)
+    if entry is None:
+        return t
+    out = entry[0]()  # alive, so its storage is still the one t views
+    if out is None or out.untyped_storage().data_ptr() != key or out.dtype != t.dtype:
+        return t
+    return _Recompute(entry[1], t)
+
+
+def _unpack(packed: Any) -> torch.Tensor:
+    return packed.tensor() if isinstance(packed, _Recompute) else packed
+
+
+@contextmanager
+def recomputed_norm_outputs() -> Iterator[None]:
+    """Within: the layers that read a lean RMSNorm's output (`lean_norm_activations`;
+    the attention's projections, the MLP's) do not hold it for the backward pass, but
+    the norm's input and its reciprocal root mean square, which the norm holds anyway:
+    the output is recomputed from them there (one elementwise op; the same bits). One
+    ``[tokens, hidden]`` tensor less held per norm. For a training forward pass."""
+    if _recipes.active:
+        yield
+        return
+    _recipes.active = True
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(_pack, _unpack):
+            yield
+    finally:
+        _recipes.active = False
+        _recipes.by_storage.clear()
 
 
 def _computes_rms_norm(module: torch.nn.Module, weight: torch.nn.Parameter) -> bool:
@@ -329,7 +409,8 @@ def lean_activations(model: torch.nn.Module, *, attention: bool = True) -> int:
     """`lean_mlp_activations`, `lean_norm_activations` and (with ``attention``, for a
     model trained on the CPU) `lean_attention`: the same outputs, and the same gradients
     (up to float rounding for grouped-query attention), with fewer activations held.
-    Returns how many modules changed."""
+    A forward pass run within `recomputed_norm_outputs` holds less again. Returns how
+    many modules changed."""
     changed = lean_mlp_activations(model) + lean_norm_activations(model)
     return changed + (lean_attention(model) if attention else 0)
 

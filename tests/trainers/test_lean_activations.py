@@ -1,6 +1,7 @@
 """`lean_activations`: gated MLPs keep half their intermediate activations for the
 backward pass and RMSNorms drop their normalised input, with the same output and the
-same gradients, bit for bit; grouped-query attention holds each key/value head once,
+same gradients, bit for bit (and the layers reading a norm's output recompute it, within
+`recomputed_norm_outputs`); grouped-query attention holds each key/value head once,
 with the same output and the same gradients up to float rounding."""
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import pytest
 import torch
 
 from agentenv.trainers import GRPOConfig, GRPOTrainer
+from agentenv.trainers import model as model_module
 from agentenv.trainers.model import (
     GROUPED_SDPA,
     lean_activations,
     lean_attention,
     lean_mlp_activations,
     lean_norm_activations,
+    recomputed_norm_outputs,
 )
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
@@ -66,6 +69,33 @@ def test_same_logits_and_gradients_bit_for_bit_with_less_held_for_backward(token
 def _grouped_model(tokenizer) -> torch.nn.Module:
     """Four query heads sharing two key/value heads."""
     return tiny_model(tokenizer, hidden=64, layers=2, heads=4, kv_heads=2)
+
+
+def test_norm_outputs_are_recomputed_for_the_backward_pass_with_the_same_gradients(tokenizer):
+    lean = tiny_model(tokenizer)
+    lean_activations(lean)
+    ids = torch.randint(5, len(tokenizer), (4, 48), generator=torch.Generator().manual_seed(0))
+    logits, grads = _loss_and_grads(lean, ids)
+    with recomputed_norm_outputs():
+        again, recomputed = _loss_and_grads(lean, ids)
+    assert torch.equal(logits, again)
+    assert all(torch.equal(a, b) for a, b in zip(grads, recomputed, strict=True))
+
+    held: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> object:  # what the context would hold, counted
+        packed = model_module._pack(t)
+        if isinstance(packed, torch.Tensor):
+            held[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return packed
+
+    with recomputed_norm_outputs(), torch.autograd.graph.saved_tensors_hooks(pack, model_module._unpack):
+        lean(input_ids=ids).logits.sum()
+    # The three projections of each attention read one norm's output, the MLP another,
+    # the output head the final norm's: one [tokens, hidden] float32 tensor less each.
+    config = lean.config
+    norms = 2 * config.num_hidden_layers + 1
+    assert _saved_bytes(lean, ids) - sum(held.values()) == norms * ids.numel() * config.hidden_size * 4
 
 
 def test_grouped_attention_holds_each_key_value_head_once_with_the_same_output(tokenizer):
@@ -123,6 +153,9 @@ def test_lean_norms_give_the_same_bits_in_bfloat16_too(tokenizer):
     lean_logits, lean_grads = _loss_and_grads(lean, ids)
     assert torch.equal(logits, lean_logits)
     assert all(torch.equal(a, b) for a, b in zip(grads, lean_grads, strict=True))
+    with recomputed_norm_outputs():
+        _, recomputed = _loss_and_grads(lean, ids)
+    assert all(torch.equal(a, b) for a, b in zip(grads, recomputed, strict=True))
 
 
 def test_applying_twice_changes_nothing_more_and_inference_takes_the_plain_path(tokenizer):
