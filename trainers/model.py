@@ -228,8 +228,11 @@ def _rms_norm_forward(self: Any, hidden_states: torch.Tensor) -> torch.Tensor:
     hidden_states = hidden_states.to(torch.float32)
     variance = hidden_states.pow(2).mean(-1, keepdim=True)
     r = torch.rsqrt(variance + self.variance_epsilon)
+    if not (torch.is_grad_enabled() and (hidden_states.requires_grad or self.weight.requires_grad)):
+        plain: torch.Tensor = self.weight * (hidden_states * r).to(input_dtype)  # nothing to hold: no Function
+        return plain
     out: torch.Tensor = _ScaleByWeight.apply(hidden_states, r, self.weight, input_dtype)
-    if _recipes.active and out.requires_grad:
+    if _recipes.active:
         _recipes.remember(out, (hidden_states, r, self.weight, input_dtype))
     return out
 

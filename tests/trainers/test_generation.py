@@ -14,7 +14,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 import agentenv
-from agentenv.trainers.generation import sample
+from agentenv.trainers.generation import draw, sample
 from agentenv.trainers.tokens import build_tiny_tokenizer
 
 MAX_NEW = 12
@@ -121,7 +121,7 @@ def test_rows_stop_at_a_stop_id_and_otherwise_run_to_max_new_tokens(model, tok, 
 
 
 def test_a_seeded_generator_reproduces_the_samples(model, tok, prompts) -> None:
-    def draw(seed: int):
+    def run(seed: int):
         return sample(
             model,
             prompts,
@@ -132,7 +132,7 @@ def test_a_seeded_generator_reproduces_the_samples(model, tok, prompts) -> None:
             generator=torch.Generator().manual_seed(seed),
         )
 
-    first, again, other = draw(7), draw(7), draw(8)
+    first, again, other = run(7), run(7), run(8)
     assert first.token_ids == again.token_ids
     assert first.logprobs == again.logprobs
     assert first.token_ids != other.token_ids
@@ -262,3 +262,27 @@ def test_decoding_writes_into_the_cache_in_place_and_samples_as_the_copying_cach
     assert grown.token_ids == copied.token_ids
     for row, want in zip(grown.logprobs, copied.logprobs, strict=True):
         assert row == pytest.approx(want, abs=1e-5)
+
+
+def test_draw_follows_the_probabilities_and_never_draws_a_zero_entry() -> None:
+    probs = torch.tensor([[0.1, 0.0, 0.6, 0.3, 0.0]]).repeat(20000, 1) * 3.0  # unnormalised is fine
+    counts = torch.bincount(draw(probs, torch.Generator().manual_seed(0)), minlength=5).double() / 20000
+    assert counts[1] == counts[4] == 0
+    # three standard errors of a share estimated from 20000 draws
+    assert torch.allclose(counts, torch.tensor([0.1, 0.0, 0.6, 0.3, 0.0], dtype=torch.double), atol=0.011)
+
+
+def test_draw_at_the_ends_of_the_uniform_range_lands_on_entries_above_zero(monkeypatch) -> None:
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0, 0.0]] * 2)
+    ends = torch.tensor([[0.0], [1.0]])  # 0, and a uniform that rounds up to the total
+    monkeypatch.setattr(torch, "rand", lambda *a, **k: ends.clone())
+    assert draw(probs).tolist() == [1, 3]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_draw_refuses_probabilities_that_are_not_finite(bad) -> None:
+    probs = torch.tensor([[0.5, 0.5], [bad, 0.5]])
+    with pytest.raises(ValueError, match="NaN or inf"):
+        draw(probs)
+    with pytest.raises(ValueError, match="all zero"):
+        draw(torch.zeros(1, 3))
