@@ -218,10 +218,12 @@ class GRPOConfig(BaseModel):
     bf16: bool = True
     """bf16 autocast on GPU (ignored on CPU)."""
     gradient_checkpointing: bool = False
-    """Recompute activations in the backward pass to save memory. It also turns off the
-    update's shared prompt pass (checkpointing drops the KV cache), so every row runs its
-    whole prompt: with few layers and long shared prompts it saves little or nothing and
-    is slower (bench/train_vs_trl.py). It pays off with many layers or long completions."""
+    """Recompute each decoder layer's activations in the backward pass to save memory,
+    for about a third more training time. The update's shared prompt pass stays on: a
+    group's prompt runs once, without checkpointing, and the rows' passes read its keys
+    and values (`agentenv.trainers.logprobs`). On the benches' 4-layer model it holds
+    about as much as lean activations without it, for 1.5x the step time
+    (bench/train_vs_trl.py); it pays off with many layers or long completions."""
     lean_activations: bool = True
     """Hold fewer activations for the backward pass and recompute them there, with the
     same gradients bit for bit (`lean_activations`): gated MLPs (Llama, Qwen, Mistral, ...)

@@ -16,13 +16,18 @@ forward pass: the distinct prompts run once, their KV cache is copied to every r
 that opens with them, and each row runs only what follows. The gradient reaches
 the prompt through the cache, so the log-probs and the gradient are those of the
 full forward pass up to float rounding, for ``1 / group_size`` of the prompt's
-cost. Not with activation checkpointing (which drops the cache), nor for models
-whose cache or attention cannot take it (`generation.reusable`).
+cost. Each row reads its prompt's keys and values through a cache that never
+grows (`_FixedPrefix`), so with activation checkpointing, the layers re-run in the
+backward pass read the same cache again: the prompt pass runs without
+checkpointing (its rows are few), the rest with it. Not for models whose cache or
+attention cannot take it (`generation.reusable`), nor, with checkpointing, for a
+cache of another shape than transformers' dynamic layers.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -108,8 +113,71 @@ def _last_hidden(out: object) -> torch.Tensor:
 
 
 def _can_share(model: torch.nn.Module, decoder: torch.nn.Module) -> bool:
-    checkpointing = torch.is_grad_enabled() and getattr(decoder, "gradient_checkpointing", False) and decoder.training
-    return not checkpointing and reusable(model)
+    return reusable(model) and (not _checkpointed(decoder) or _fixed_prefix_layer() is not None)
+
+
+def _checkpointed(decoder: torch.nn.Module) -> list[torch.nn.Module]:
+    """The decoder's modules that activation checkpointing re-runs in this pass (none
+    without gradients or outside training)."""
+    if not (torch.is_grad_enabled() and decoder.training):
+        return []
+    return [m for m in decoder.modules() if getattr(m, "gradient_checkpointing", False) is True]
+
+
+@contextlib.contextmanager
+def _setting(modules: list[torch.nn.Module], name: str, value: bool) -> Iterator[None]:
+    """``module.name = value`` on each module for the duration (the instance's own)."""
+    before = [vars(m).get(name, _UNSET) for m in modules]
+    for m in modules:
+        setattr(m, name, value)
+    try:
+        yield
+    finally:
+        for m, old in zip(modules, before, strict=True):
+            if old is _UNSET:
+                delattr(m, name)
+            else:
+                setattr(m, name, old)
+
+
+_UNSET = object()
+
+
+def _fixed_prefix_layer() -> type | None:
+    """`_FixedPrefix`'s class, made on first use; None where transformers' cache has no
+    dynamic layers (4.x)."""
+    global _FIXED_PREFIX
+    if _FIXED_PREFIX is None:
+        try:
+            from transformers.cache_utils import DynamicLayer
+        except ImportError:
+            return None
+
+        class _FixedPrefix(DynamicLayer):
+            """One layer's prompt keys and values ``[prompts, heads, length, dim]``, read by
+            row i as prompt ``index[i]``'s. ``update`` returns them followed by the new
+            keys and values and keeps nothing: reading it twice gives the same."""
+
+            def __init__(self, keys: torch.Tensor, values: torch.Tensor, index: torch.Tensor) -> None:
+                super().__init__()
+                self.keys, self.values, self.index = keys, values, index  # what the mask and length read
+                self.prefix = keys, values
+                self.device, self.is_initialized = keys.device, True
+
+            def update(
+                self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+                keys, values = (
+                    torch.cat([p.index_select(0, self.index), new], dim=-2)
+                    for p, new in zip(self.prefix, (key_states, value_states), strict=True)
+                )
+                return keys, values
+
+        _FIXED_PREFIX = _FixedPrefix
+    return _FIXED_PREFIX
+
+
+_FIXED_PREFIX: type | None = None
 
 
 def _shared_prompts(
@@ -149,19 +217,19 @@ def _kv_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
 
 
 def _expanded(cache: Any, index: torch.Tensor) -> Any:
-    """A cache whose row i holds row ``index[i]`` of ``cache``, by ``index_select``: its
-    backward (``index_add_``) sums a prompt's row gradients in a fixed order. The cache's
-    own ``batch_select_indices`` indexes, and on a CPU that backward adds with atomics
-    across threads, in an order that changes from run to run."""
+    """A cache whose row i reads row ``index[i]`` of ``cache`` and never grows
+    (`_FixedPrefix` layers), by ``index_select``: its backward (``index_add_``) sums a
+    prompt's row gradients in a fixed order. The cache's own ``batch_select_indices``
+    indexes, and on a CPU that backward adds with atomics across threads, in an order
+    that changes from run to run; it is the fallback for caches of another shape."""
     from transformers import DynamicCache
 
-    layers = _kv_layers(cache)
-    if layers is None:
+    layers, fixed = _kv_layers(cache), _fixed_prefix_layer()
+    if layers is None or fixed is None:
         cache.batch_select_indices(index)
         return cache
     out = DynamicCache()
-    for i, (keys, values) in enumerate(layers):
-        out.update(keys.index_select(0, index), values.index_select(0, index), i)
+    out.layers = [fixed(keys, values, index) for keys, values in layers]
     return out
 
 
@@ -179,12 +247,14 @@ def _hidden_sharing_prompts(
         prompt_ids[j, width - len(p) :] = torch.tensor(p)
         prompt_att[j, width - len(p) :] = 1
     prompt_ids, prompt_att = prompt_ids.to(device), prompt_att.to(device)
-    out = decoder(
-        input_ids=prompt_ids,
-        attention_mask=prompt_att,
-        position_ids=(prompt_att.cumsum(-1) - 1).clamp(min=0),
-        use_cache=True,
-    )
+    checkpointed = _checkpointed(decoder)
+    with _setting(checkpointed, "gradient_checkpointing", False):  # it writes the cache: not to be re-run
+        out = decoder(
+            input_ids=prompt_ids,
+            attention_mask=prompt_att,
+            position_ids=(prompt_att.cumsum(-1) - 1).clamp(min=0),
+            use_cache=True,
+        )
     prompt_hidden, cache = _last_hidden(out), getattr(out, cache_arg)
     index = torch.tensor(rows, device=device)
     cache = _expanded(cache, index)
@@ -196,13 +266,16 @@ def _hidden_sharing_prompts(
         rest_ids[i, : n - s] = batch.input_ids[i, s:n]
         rest_att[i, : n - s] = 1
     starts_t = torch.tensor(starts, device=device)
-    out = decoder(
-        input_ids=rest_ids,
-        attention_mask=torch.cat([prompt_att[index], rest_att], dim=1),
-        position_ids=starts_t[:, None] + torch.arange(rest, device=device)[None, :],
-        use_cache=True,
-        **{cache_arg: cache},
-    )
+    # transformers drops the cache of a checkpointed layer unless the layer only reads it,
+    # as each does from a fixed prefix.
+    with _setting(checkpointed, "_can_checkpoint_with_cache", True):
+        out = decoder(
+            input_ids=rest_ids,
+            attention_mask=torch.cat([prompt_att[index], rest_att], dim=1),
+            position_ids=starts_t[:, None] + torch.arange(rest, device=device)[None, :],
+            use_cache=True,
+            **{cache_arg: cache},
+        )
     rest_hidden = _last_hidden(out)
     # Position start - 1 (the prompt's last token) scores the first policy token; the
     # rest of each row's positions come from its own pass.

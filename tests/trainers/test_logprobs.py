@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -12,7 +13,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 import agentenv
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate
 from agentenv.trainers.logprobs import policy_logprobs
-from agentenv.trainers.model import lean_attention
+from agentenv.trainers.model import enable_gradient_checkpointing, lean_attention
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.tokens import build_tiny_tokenizer
 
@@ -240,6 +241,34 @@ def test_a_shared_prompt_runs_once(model) -> None:
         handle.remove()
     assert sum(fed) == int(batch.attention_mask.sum())
     assert shared == sum(fed) - 2 * 7 - 2 * 4  # each group's prompt once instead of three times
+
+
+@pytest.mark.parametrize("attention", ["multi-query", "grouped-query, lean"])
+def test_with_activation_checkpointing_a_shared_prompt_still_runs_once_with_the_same_gradients(attention) -> None:
+    plain = _tiny(VOCAB) if attention == "multi-query" else _grouped_query_model()
+    checkpointed = copy.deepcopy(plain)
+    enable_gradient_checkpointing(checkpointed)
+    batch = _grouped_batch()
+    fed: list[int] = []
+    handle = checkpointed.get_decoder().register_forward_pre_hook(
+        lambda _m, _a, kw: fed.append(int(kw["attention_mask"][:, -kw["input_ids"].shape[1] :].sum())), with_kwargs=True
+    )
+    results = []
+    for model in (plain, checkpointed):
+        model.train()
+        logp, entropy = policy_logprobs(model, batch, chunk_tokens=5, share_prompts=model is checkpointed)
+        (logp * batch.mask).sum().backward()
+        results.append((logp.detach(), entropy, [p.grad for p in model.parameters()]))
+    handle.remove()
+    assert sum(fed) == int(batch.attention_mask.sum()) - 2 * 7 - 2 * 4  # each group's prompt once
+    (full, full_entropy, full_grads), (shared, shared_entropy, shared_grads) = results
+    assert torch.allclose(shared, full, atol=1e-5)
+    assert torch.allclose(shared_entropy, full_entropy, atol=1e-5)
+    for a, b in zip(shared_grads, full_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    decoder = checkpointed.get_decoder()
+    assert all(m.gradient_checkpointing for m in decoder.layers)  # restored after the prompt pass
+    assert not any("_can_checkpoint_with_cache" in vars(m) for m in decoder.modules())
 
 
 def test_prompt_lengths_share_a_prompt_shorter_than_the_first_policy_token(model) -> None:
