@@ -84,11 +84,10 @@ def policy_logprobs(
     decoder = model.get_decoder()
     prompts = _shared_prompts(batch, prompt_lengths) if share_prompts and _can_share(model, decoder) else None
     with recomputed_norm_outputs() if torch.is_grad_enabled() else contextlib.nullcontext():
-        if prompts is None:
+        hidden = _hidden_sharing_prompts(decoder, batch, *prompts) if prompts is not None else None
+        if hidden is None:
             out = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
             hidden = _last_hidden(out)
-        else:
-            hidden = _hidden_sharing_prompts(decoder, batch, *prompts)
     head = model.get_output_embeddings()
     config = getattr(model, "config", None)
     scale, softcap = getattr(config, "logit_scale", None), getattr(config, "final_logit_softcapping", None)
@@ -235,9 +234,10 @@ def _expanded(cache: Any, index: torch.Tensor) -> Any:
 
 def _hidden_sharing_prompts(
     decoder: torch.nn.Module, batch: TrainBatch, prompts: list[list[int]], rows: list[int], starts: list[int]
-) -> torch.Tensor:
+) -> torch.Tensor | None:
     """The decoder's last hidden states ``[B, T, H]`` at every position a policy token is
-    scored from (others are 0), running each distinct prompt once."""
+    scored from (others are 0), running each distinct prompt once; None when activation
+    checkpointing is on and the prompt's cache is not transformers' dynamic layers."""
     device = batch.input_ids.device
     cache_arg = cache_argument(decoder)
     width = max(len(p) for p in prompts)
@@ -256,6 +256,8 @@ def _hidden_sharing_prompts(
             use_cache=True,
         )
     prompt_hidden, cache = _last_hidden(out), getattr(out, cache_arg)
+    if checkpointed and _kv_layers(cache) is None:
+        return None  # the re-run layers would write to a cache of this shape a second time
     index = torch.tensor(rows, device=device)
     cache = _expanded(cache, index)
     lengths = batch.attention_mask.sum(-1).tolist()

@@ -271,6 +271,26 @@ def test_with_activation_checkpointing_a_shared_prompt_still_runs_once_with_the_
     assert not any("_can_checkpoint_with_cache" in vars(m) for m in decoder.modules())
 
 
+def test_with_checkpointing_a_cache_of_another_shape_falls_back_to_the_full_pass(monkeypatch) -> None:
+    import agentenv.trainers.logprobs as logprobs
+
+    plain = _tiny(VOCAB)
+    checkpointed = copy.deepcopy(plain)
+    enable_gradient_checkpointing(checkpointed)
+    monkeypatch.setattr(logprobs, "_kv_layers", lambda cache: None)  # as a cache transformers may change
+    batch = _grouped_batch()
+    results = []
+    for model in (plain, checkpointed):
+        model.train()
+        logp, _ = policy_logprobs(model, batch, share_prompts=model is checkpointed)
+        (logp * batch.mask).sum().backward()
+        results.append((logp.detach(), [p.grad for p in model.parameters()]))
+    (full, full_grads), (shared, shared_grads) = results
+    assert torch.allclose(shared, full, atol=1e-5)
+    for a, b in zip(shared_grads, full_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
 def test_prompt_lengths_share_a_prompt_shorter_than_the_first_policy_token(model) -> None:
     """Rows that differ before their first policy token (RLPR's reasoning) still share
     what they open with, when told where it ends; the log-probs stay those of a full pass."""
