@@ -221,9 +221,9 @@ class GRPOConfig(BaseModel):
     """Recompute each decoder layer's activations in the backward pass to save memory,
     for about a third more training time. The update's shared prompt pass stays on: a
     group's prompt runs once, without checkpointing, and the rows' passes read its keys
-    and values (`agentenv.trainers.logprobs`). On the benches' 4-layer model it holds
-    about as much as lean activations without it, for 1.5x the step time
-    (bench/train_vs_trl.py); it pays off with many layers or long completions."""
+    and values (`agentenv.trainers.logprobs`). On the benches' 4-layer model it holds a
+    little less than lean activations without it (225 against 240 MiB), for 1.3x the
+    step time (bench/train_vs_trl.py); it pays off with many layers or long completions."""
     lean_activations: bool = True
     """Hold fewer activations for the backward pass and recompute them there, with the
     same gradients bit for bit (`lean_activations`): gated MLPs (Llama, Qwen, Mistral, ...)
