@@ -171,6 +171,10 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
     """Subtracted (as the ``format`` component) for any invalid action."""
     max_action_chars: int = 32_000
     """Longer actions are refused with a format error before parsing."""
+    max_calls_per_action: int | None = None
+    """Most tool calls one action may make (None: the parser's limit, 16); more is a
+    format error and none of them runs. An env whose budget is its turns (each call a
+    guess, a move) sets 1, so that one action cannot make many moves."""
     max_format_errors: int = 3
     """Consecutive invalid actions that end the episode with failure ``format``."""
     success_threshold: float = 1.0
@@ -229,6 +233,8 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             if max_turns < 1:
                 raise ValueError(f"max_turns must be >= 1, got {max_turns}")
             self.max_turns = max_turns
+        if self.max_calls_per_action is not None and self.max_calls_per_action < 1:
+            raise ValueError(f"max_calls_per_action must be None or >= 1, got {self.max_calls_per_action}")
         self.render_mode = render_mode
         self.parser: ActionParser = parser or AutoParser()
         if tasks is None:
@@ -660,6 +666,9 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         calls = self.parser.parse(action)
         if not calls:
             raise ParseError(f"no tool call found. {self.parser.format_hint}")
+        limit = self.max_calls_per_action
+        if limit is not None and len(calls) > limit:
+            raise ParseError(f"at most {limit} tool call{'s' if limit > 1 else ''} per turn here, got {len(calls)}")
         return calls
 
     def _call(self, call: ToolCall, call_id: str) -> CallOutcome:

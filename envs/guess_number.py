@@ -1,7 +1,8 @@
 """Guess the number: find a secret integer from higher/lower feedback.
 
 The reference env for interaction: the agent must read each observation to act
-well. Step reward: the share of the search interval each guess eliminates.
+well. Step reward: the share of the search interval each guess eliminates. One guess per
+turn: an action with more is a format error.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class GuessState(State):
 
 class GuessNumberEnv(Env[GuessState]):
     max_turns = 12
+    max_calls_per_action = 1  # the budget is guesses: sixteen in one turn would sweep 1..16
     instructions = "Find the secret integer. After each guess you are told if the secret is higher or lower."
 
     def __init__(

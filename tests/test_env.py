@@ -451,3 +451,25 @@ def test_a_golden_policy_replays_each_tasks_own_tool_calls():
     trajs = agentenv.rollout(lambda: CounterEnv(tasks), agentenv.ScriptedPolicy.golden("moves"), n=3, seed=0)
     assert [t.success for t in trajs] == [True] * 3
     assert all(len(t.transitions) == t.task.payload["target"] + 1 for t in trajs)  # its own calls, then submit
+
+
+def test_max_calls_per_action_refuses_a_longer_action_before_any_call_runs():
+    class TwoCalls(CounterEnv):
+        max_calls_per_action = 2
+
+    env = TwoCalls()
+    env.reset(seed=0)
+    three = "\n".join(tool_call_text("add", amount=1) for _ in range(3))
+    _, _, _, _, info = env.step(three)
+    assert info["error_kind"] == "format" and info["error"] == "at most 2 tool calls per turn here, got 3"
+    assert env.state.count == 0
+    env.step("\n".join(tool_call_text("add", amount=1) for _ in range(2)))
+    assert env.state.count == 2
+
+
+def test_max_calls_per_action_below_one_is_refused_at_construction():
+    class NoCall(CounterEnv):
+        max_calls_per_action = 0
+
+    with pytest.raises(ValueError, match="max_calls_per_action must be None or >= 1, got 0"):
+        NoCall()

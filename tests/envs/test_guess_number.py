@@ -60,3 +60,17 @@ def test_the_opening_env_is_solved_by_binary_search_and_half_as_often_after_a_wa
     assert 0.65 < len(wasted) / len(mixed) < 0.85  # the oracle's share of wasted openings
     assert 0.35 < sum(t.success for t in wasted) / len(wasted) < 0.65
     check_env(make())  # raises on any breach of the contract
+
+
+@pytest.mark.parametrize("env_id", ["guess-number-v0", "guess-number-opening-v0"])
+def test_one_action_cannot_sweep_the_range_with_many_guesses(env_id):
+    # The budget is guesses: sixteen guess calls in one turn would find any secret of 1..16.
+    env = agentenv.make(env_id)
+    env.reset(seed=0, options={"task": next(t for t in env.tasks if t.payload["high"] == 16)})
+    sweep = "\n".join(tool_call_text("guess", number=n) for n in range(1, 17))
+    obs, reward, terminated, _, info = env.step(sweep)
+    assert not terminated and not info["success"]
+    assert info["error_kind"] == "format" and "at most 1 tool call per turn" in info["error"]
+    assert reward < 0 and env.state.widths == [16]  # no guess ran
+    env.step(tool_call_text("guess", number=8))  # one guess a turn still works
+    assert len(env.state.widths) == 2
