@@ -3,8 +3,10 @@
 Tools: ``run_python`` (run code, see capped output), ``write_file`` / ``read_file``
 (the workspace), ``run_tests`` (the visible tests against solution.py) and
 ``submit`` (ends the episode). Step rewards: ``parses`` (the code given this step
-parses), ``runs`` (a run this step finished without error), ``progress`` (the
-rise of the best visible-test pass fraction so far; it cannot be farmed). Task
+parses), ``runs`` (a run this step finished without error), each paid once per
+episode, at the first step where it holds (paid every step, ``run_python("pass")``
+each turn would earn most of a solve), and ``progress`` (the rise of the best
+visible-test pass fraction so far). None of the three can be farmed. Task
 rewards: ``task`` is 1 when every hidden test passes, ``hidden_fraction`` the
 share that passed (reported; weight 0 in the scalar reward by default).
 
@@ -51,6 +53,8 @@ class CodeState(State):
     best_visible: float = 0.0
     """Best visible-test pass fraction so far."""
     runs: int = 0
+    shaped: list[str] = []
+    """The once-per-episode step rewards already paid ("parses", "runs")."""
     submitted: bool = False
     submission: str | None = None
     hidden_passed: int | None = None
@@ -124,11 +128,13 @@ class CodeEnv(Env[CodeState]):
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         signals, self._signals = self._signals, {}
-        return {
-            "parses": signals.get("parses", 0.0),
-            "runs": signals.get("runs", 0.0),
-            "progress": signals.get("progress", 0.0),
-        }
+        rewards, shaped = {"progress": signals.get("progress", 0.0)}, self.state.shaped
+        for name in ("parses", "runs"):
+            earned = signals.get(name, 0.0) > 0 and name not in shaped
+            if earned:
+                shaped.append(name)
+            rewards[name] = 1.0 if earned else 0.0
+        return rewards
 
     def verify(self, task: Task) -> dict[str, float]:
         state = self.state

@@ -115,6 +115,17 @@ def test_step_rewards_parse_run_and_progress_only_when_the_visible_pass_rate_ris
     assert rewards(tool_call_text("run_tests"))["progress"] == 0.5
 
 
+def test_parses_and_runs_are_paid_once_per_episode_so_running_pass_every_turn_earns_almost_nothing(env):
+    # Paid every step, run_python("pass") for 16 turns summed to 0.8: most of a solve.
+    env.reset(options={"task": ADD_TASK})
+    paid = []
+    for _ in range(env.max_turns):
+        _, reward, *_, info = env.step(tool_call_text("run_python", code="pass"))
+        paid.append((info["rewards"]["parses"], info["rewards"]["runs"], reward))
+    assert paid[0] == (1.0, 1.0, pytest.approx(0.05)) and all(p == (0.0, 0.0, 0.0) for p in paid[1:])
+    assert env.state.shaped == ["parses", "runs"]
+
+
 def test_no_submission_scores_zero_and_truncates(env):
     env.reset(options={"task": ADD_TASK})
     for _ in range(env.max_turns):
