@@ -2,6 +2,12 @@
 
 The reference env for authoring: a `State`, two typed tools, a sub-goal step
 reward, a verifier and a seeded task generator with difficulty levels.
+
+Step reward ``progress``: 0.1 for each step of the gold evaluation (its operands and
+operator; either order for ``+`` and ``*``) computed for the first time, less 0.1
+for each other calculation in the same action, never below 0. Paying for any
+result that equals a gold value paid ``calculate(0, "+", k)`` for k = 1, 2, ...
+without reading the task.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ Operand = Annotated[int, Field(ge=-(10**12), le=10**12)]
 class ArithmeticState(State):
     results: list[int] = []
     answer: int | None = None
+    done_steps: list[int] = []
+    """Indices of the gold steps computed so far (each pays once)."""
 
 
 class ArithmeticEnv(Env[ArithmeticState]):
@@ -60,13 +68,21 @@ class ArithmeticEnv(Env[ArithmeticState]):
         return "submitted"
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
-        # Sub-goal: a new intermediate value of the gold evaluation order.
-        gold, results = self.task.payload["intermediates"], self.state.results
-        fresh = 0
+        # Sub-goal: a step of the gold evaluation, done for the first time; any other
+        # calculation in the action cancels one, so enumerating cannot pay.
+        steps, done = self.task.payload["steps"], self.state.done_steps
+        fresh = wasted = 0
         for o in outcomes:
-            if o.ok and o.call.name == "calculate" and o.result in gold and results.count(o.result) == 1:
+            if not (o.ok and o.call.name == "calculate"):
+                continue
+            a, op, b = (o.call.arguments[k] for k in ("a", "op", "b"))
+            index = next((i for i, s in enumerate(steps) if i not in done and _same_step(s, a, op, b)), None)
+            if index is None:
+                wasted += 1
+            else:
+                done.append(index)
                 fresh += 1
-        return {"progress": 0.1 * fresh}
+        return {"progress": 0.1 * max(0, fresh - wasted)}
 
     def verify(self, task: Task) -> float:
         return float(self.state.answer == task.payload["answer"])
@@ -75,6 +91,11 @@ class ArithmeticEnv(Env[ArithmeticState]):
         """A new expression with the same number of operations and operand range."""
         difficulty = task.metadata.difficulty
         return _task(f"{task.id}~v{int(rng.integers(1 << 30)):08x}", rng, difficulty)
+
+
+def _same_step(step: list, a: int, op: str, b: int) -> bool:
+    x, step_op, y = step[0], step[1], step[2]
+    return op == step_op and ((a, b) == (x, y) or (op != "-" and (a, b) == (y, x)))
 
 
 @functools.cache

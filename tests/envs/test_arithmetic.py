@@ -33,10 +33,37 @@ def test_task_generator_is_seeded_and_answers_are_right():
         assert eval(expression) == task.payload["answer"]
 
 
-def test_progress_rewards_new_gold_intermediates_once():
+def test_progress_rewards_new_gold_steps_once():
     env = ArithmeticEnv(make_tasks(4, seed=0, difficulties=(1,)))
     env.reset(options={"task": env.tasks[0]})
     a, op, b, _value = env.task.payload["steps"][0]
     assert env.step(tool_call_text("calculate", a=a, op=op, b=b))[4]["rewards"]["progress"] == 0.1
     assert env.step(tool_call_text("calculate", a=a, op=op, b=b))[4]["rewards"]["progress"] == 0.0
     assert env.step(tool_call_text("calculate", a=10**13, op="+", b=1))[4]["error_kind"] == "format"
+
+
+def test_progress_cannot_be_had_by_enumerating_values():
+    # Paying for any result equal to a gold value paid calculate(0, "+", k), k = 1, 2, ...
+    env = ArithmeticEnv(make_tasks(40, seed=0, difficulties=(3,)))
+    for task in env.tasks:
+        env.reset(options={"task": task})
+        for turn in range(env.max_turns - 1):
+            sweep = "\n".join(tool_call_text("calculate", a=0, op="+", b=16 * turn + i) for i in range(1, 17))
+            assert env.step(sweep)[4]["rewards"]["progress"] == 0.0
+
+
+def test_progress_pays_gold_steps_in_one_action_in_either_order_and_a_stray_call_cancels_one():
+    task = next(t for t in make_tasks(40, seed=0, difficulties=(3,)) if t.payload["steps"][0][1] in "+*")
+    (a, op, b, _), second = task.payload["steps"][0], task.payload["steps"][1]
+    env = ArithmeticEnv([task])
+    env.reset(options={"task": task})
+    both = tool_call_text("calculate", a=b, op=op, b=a) + tool_call_text(
+        "calculate", a=second[0], op=second[1], b=second[2]
+    )
+    assert env.step(both)[4]["rewards"]["progress"] == pytest.approx(0.2)
+    third = task.payload["steps"][2]
+    stray = tool_call_text("calculate", a=third[0], op=third[1], b=third[2]) + tool_call_text(
+        "calculate", a=1, op="-", b=10**12
+    )
+    assert env.step(stray)[4]["rewards"]["progress"] == 0.0
+    assert env.state.done_steps == [0, 1, 2]
