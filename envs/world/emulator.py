@@ -13,7 +13,10 @@ For an emulated tool `Emulator.call`:
 4. stores the accepted reply in the cache, or raises `InfraError` naming the last
    reason: the episode ends as infra, and the failure is counted in the metrics
    for the task and the policy. A model that gives no reply at all (its transport
-   gave up after its own retries, it raised, it hung) is an infra failure at once.
+   gave up after its own retries, it raised, it hung) is an infra failure at once;
+   but a scripted table's miss (``no_entry``) is the agent's tool error, and so is
+   a request or reply too long for the model (``too_long``) when the agent's part of
+   the request is at least the model's ``reply_tokens`` characters: the actions set it.
 
 The canonical state is never touched here: the caller swaps it for
 ``Accepted.state``. Code tools go through `run_code`: the function gets a copy of
@@ -198,6 +201,16 @@ class Emulator:
                 # leave any episode unscored.
                 self.metrics.model_error(error.kind)
                 raise ToolError(f"{request.tool} cannot be carried out here: this world has no outcome for it")
+            if error.kind == "too_long" and _agent_chars(request) >= getattr(self.model, "reply_tokens", 0):
+                # The prompt past the model's context, or its reply past its token limit, on a
+                # request the agent made large (its arguments, the state its calls built, their
+                # history): as infra, one long write would leave any episode unscored. On a small
+                # request the model itself failed (a reply that rambles on), which is infra.
+                self.metrics.model_error(error.kind)
+                raise ToolError(
+                    f"{request.tool} cannot be carried out here: the call, or the state it works on, is too large "
+                    "for this world; work on less at once"
+                )
             self._give_up(error.kind, task, policy)
             raise InfraError(f"the world model failed: {error}")
         if error is not None:
@@ -229,6 +242,15 @@ def run_code(world: World, tool: WorldTool, state: dict[str, Any], args: BaseMod
         return validate_change(observation, patch, world, tool, bind_all(tool.writes, arguments), state, arguments)
     except Rejected as e:
         raise RuntimeError(f"code tool {tool.name!r} made a change it may not make: {e}") from None
+
+
+def _agent_chars(request: WorldRequest) -> int:
+    """Size of the request's part that the agent's calls shaped (arguments, state, history),
+    as ASCII-escaped JSON: at least its UTF-8 bytes and any JSON spelling of it, so a reply
+    budget of this many tokens fits an echo of all of it, whatever the tokenizer (a token
+    is at least a byte)."""
+    shaped = [request.arguments, request.state, [[h.arguments, h.observation] for h in request.history]]
+    return len(json.dumps(shaped, ensure_ascii=True, separators=(",", ":"), default=str))
 
 
 def _shortened(item: HistoryItem) -> HistoryItem:

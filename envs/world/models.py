@@ -35,8 +35,11 @@ __all__ = ["ScriptedWorldModel", "WorldModel", "WorldModelError"]
 class WorldModelError(Exception):
     """The world model gave no reply (not a wrong one: those are validation failures).
     ``kind`` names the cause for the metrics: timeout, connection, rate_limited,
-    server_error, refused, bad_response, no_entry, error. Each ends the episode as
-    ``infra`` but ``no_entry`` (a scripted table's miss), which the agent sees as a tool error."""
+    server_error, refused, bad_response, no_entry, too_long, error. Each ends the
+    episode as ``infra`` but ``no_entry`` (a scripted table's miss), which the agent
+    sees as a tool error, and ``too_long`` (a prompt past the model's context or a
+    reply cut at its token limit), a tool error too where the agent made the request
+    large (see `agentenv.envs.world.emulator`)."""
 
     def __init__(self, message: str, kind: str = "error") -> None:
         super().__init__(message)

@@ -8,11 +8,17 @@ prompt (`agentenv.envs.world.prompt`), JSON output, and structured output.
 Structured output: ``structured="auto"`` (the default) sends ``response_format``
 with the reply's JSON Schema (``json_schema``); a server that refuses it (HTTP 400
 or 422) is asked again with ``{"type": "json_object"}``, then with no
-``response_format``, and the mode that worked is kept for later calls. Whatever
-the server promises, the reply is validated like any other.
+``response_format``, and the first mode that gets an answer is kept for later calls.
+A request every mode gets refused (a prompt past the context window, say) changes
+no mode: one long request cannot switch structured output off for every episode.
+Whatever the server promises, the reply is validated like any other.
 
 A reply that never comes (the transport gave up) raises `WorldModelError` with its
-kind: timeout, connection, rate_limited, server_error, refused, bad_response.
+kind: timeout, connection, rate_limited, server_error, refused, bad_response; and
+too_long for a prompt past the server's context (its HTTP 400, 413 or 422 says so)
+or a reply cut at ``max_tokens``: when the agent's call and the state its calls
+built are what made the request large, the emulator shows it to the agent as a tool
+error (see `agentenv.envs.world.emulator`).
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ _FORMATS: dict[str, dict[str, Any] | None] = {
     "none": None,
 }
 _HTTP = re.compile(r"HTTP (\d{3}) from")
+_TOO_LONG = re.compile(
+    r"context (length|window|size)|maximum context|too many tokens|too long|prompt is too|max_new_tokens", re.IGNORECASE
+)
 
 
 class OpenAIWorldModel:
@@ -82,6 +91,7 @@ class OpenAIWorldModel:
         if structured not in ("auto", *_MODES):
             raise ValueError(f"structured must be 'auto', 'json_schema', 'json_object' or 'none', got {structured!r}")
         self.model = model
+        self.max_tokens = max_tokens
         self.structured: Structured = structured
         self._mode: Structured = "json_schema" if structured == "auto" else structured
         self._extra = dict(extra_body or {})
@@ -110,20 +120,30 @@ class OpenAIWorldModel:
 
     def propose(self, request: WorldRequest) -> str:
         conversation = Conversation(id=0, messages=messages(request))  # type: ignore[arg-type]
+        start = mode = self._mode
         while True:
-            mode = self._mode
             output = self._policy(mode).act([conversation])[0]
             if isinstance(output, Generation):
+                if mode != start:
+                    with self._lock:  # a simpler response_format answered where `start` was refused: keep it
+                        if self._mode == start:
+                            self._mode = mode
+                if output.finish_reason == "length":
+                    message = f"{self.model}: the reply was cut at max_tokens={self.max_tokens}"
+                    raise WorldModelError(message, kind="too_long")
                 content = output.action.get("content") if isinstance(output.action, dict) else output.action
                 return content if isinstance(content, str) else ""
             error = output.error if isinstance(output, PolicyFailure) else f"unexpected output {output!r:.100}"
             status = _status(error)
             if self.structured == "auto" and status in (400, 422) and mode != "none":
-                with self._lock:  # the server refuses this response_format: the next one, for good
-                    if self._mode == mode:
-                        self._mode = _MODES[_MODES.index(mode) + 1]
+                mode = _MODES[_MODES.index(mode) + 1]  # perhaps the server refuses this response_format
                 continue
             raise WorldModelError(f"{self.model}: {error}", kind=_kind(error, status))
+
+    @property
+    def reply_tokens(self) -> int:
+        """Most tokens per reply (``max_tokens``)."""
+        return self.max_tokens
 
     @property
     def mode(self) -> Structured:
@@ -156,6 +176,8 @@ def _status(error: str) -> int | None:
 def _kind(error: str, status: int | None) -> str:
     if status == 429:
         return "rate_limited"
+    if status in (400, 413, 422) and _TOO_LONG.search(error):
+        return "too_long"
     if status is not None:
         return "server_error" if status >= 500 else "refused"
     if "timed out" in error:

@@ -75,11 +75,32 @@ class TransformersWorldModel:
             return str(self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True))
         return "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant: "
 
+    @property
+    def reply_tokens(self) -> int:
+        """Most tokens per reply (``max_new_tokens``)."""
+        return self.max_new_tokens
+
+    def _stop_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for value in (self.tokenizer.eos_token_id, getattr(self.hf_model.generation_config, "eos_token_id", None)):
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, (list, tuple)):
+                ids.update(v for v in value if isinstance(v, int))
+        return ids
+
     def propose(self, request: WorldRequest) -> str:
         import torch
 
         text = self.prompt_text(request)
         ids = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        room = getattr(self.hf_model.config, "max_position_embeddings", None)
+        if isinstance(room, int) and ids.shape[1] + self.max_new_tokens > room:
+            raise WorldModelError(
+                f"the prompt ({ids.shape[1]} tokens) and max_new_tokens ({self.max_new_tokens}) pass the "
+                f"model's {room} positions",
+                kind="too_long",
+            )
         device = next(self.hf_model.parameters()).device
         pad = self.tokenizer.pad_token_id
         eos = self.tokenizer.eos_token_id
@@ -96,4 +117,7 @@ class TransformersWorldModel:
                 out = self.hf_model.generate(ids.to(device), attention_mask=torch.ones_like(ids).to(device), **kwargs)
             except (RuntimeError, ValueError) as e:  # out of memory, a bad config: no reply
                 raise WorldModelError(f"generation failed: {type(e).__name__}: {str(e)[:300]}") from None
-        return str(self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
+        reply = out[0, ids.shape[1] :]
+        if len(reply) >= self.max_new_tokens and int(reply[-1]) not in self._stop_ids():
+            raise WorldModelError(f"the reply was cut at max_new_tokens={self.max_new_tokens}", kind="too_long")
+        return str(self.tokenizer.decode(reply, skip_special_tokens=True))

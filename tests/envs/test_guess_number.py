@@ -68,7 +68,7 @@ def test_one_action_cannot_sweep_the_range_with_many_guesses(env_id):
     env = agentenv.make(env_id)
     env.reset(seed=0, options={"task": next(t for t in env.tasks if t.payload["high"] == 16)})
     sweep = "\n".join(tool_call_text("guess", number=n) for n in range(1, 17))
-    obs, reward, terminated, _, info = env.step(sweep)
+    _, reward, terminated, _, info = env.step(sweep)
     assert not terminated and not info["success"]
     assert info["error_kind"] == "format" and "at most 1 tool call per turn" in info["error"]
     assert reward < 0 and env.state.widths == [16]  # no guess ran

@@ -84,6 +84,44 @@ def test_a_server_without_json_schema_support_falls_back(make_env, server: OpenA
     assert kinds == ["json_schema", "json_object", None]
 
 
+def test_a_request_past_the_context_window_is_a_tool_error_and_switches_no_mode_off(make_env, server) -> None:
+    # A prompt the agent's writes grew past the context got HTTP 400 on every mode; read as
+    # "response_format refused", it switched structured output off for good and ended as infra.
+    def short_context(request: Request) -> Reply:
+        if "x" * 500 in request.body["messages"][1]["content"]:
+            return Reply({"error": {"message": "This model's maximum context length is 8192 tokens."}}, status=400)
+        return chat_reply(json.dumps(GOOD))
+
+    server.script = short_context
+    long_note = tool_call_text("add_note", title="t", text="x" * 500)  # past max_tokens=256 characters
+    env, (_, _, terminated, truncated, info) = play(make_env, server, long_note, max_tokens=256)
+    assert (
+        not (terminated or truncated) and info["error_kind"] == "tool" and "too large for this world" in info["error"]
+    )
+    assert env.model.mode == "json_schema" and env.metrics.model_errors == {"too_long": 1}
+    assert env.metrics.by_task.get("todo", {}).get("failures", 0) == 0 and env.state.world == START
+    assert env.step(ADD)[4]["success"]  # the same model, still structured, answers the next call
+    assert (server.requests[-1].body.get("response_format") or {}).get("type") == "json_schema"
+
+
+@pytest.mark.parametrize("max_tokens", [16, 2048])
+def test_a_reply_cut_at_max_tokens_is_the_agents_error_only_where_its_request_is_that_long(
+    make_env, server, max_tokens: int
+) -> None:
+    # The call and state here are ~60 characters: past a 16-token reply budget the agent's
+    # request may be what does not fit (a tool error, as infra one long write would leave an
+    # episode unscored); within 2048 the model rambled on by itself (infra).
+    server.script = lambda request: chat_reply(json.dumps(GOOD)[:40], finish_reason="length")
+    env, (_, _, terminated, truncated, info) = play(make_env, server, max_attempts=3, max_tokens=max_tokens)
+    if max_tokens == 16:
+        assert not (terminated or truncated) and info["error_kind"] == "tool"
+        assert "too large for this world" in info["error"]
+    else:
+        assert truncated and info["failure"] == "infra" and "cut at max_tokens=2048" in info["error"]
+    assert env.metrics.model_errors == {"too_long": 1} and len(server.requests) == 1
+    assert env.state.world == START
+
+
 BAD_ANSWERS = {
     "not_json": "Sure, I created the note.",
     "shape": json.dumps({**GOOD, "done": True}),

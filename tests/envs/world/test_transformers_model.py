@@ -15,6 +15,7 @@ import torch
 
 from agentenv import tool_call_text
 from agentenv.envs.world import TransformersWorldModel
+from agentenv.envs.world.models import WorldModelError
 from agentenv.envs.world.prompt import WorldRequest, messages
 from tests.trainers.toy import tiny_model, tiny_tokenizer
 
@@ -35,13 +36,44 @@ def tokenizer():
     return tiny_tokenizer()
 
 
-def test_random_weights_give_no_valid_reply_and_the_episode_is_infra(make_env, tokenizer) -> None:
-    model = TransformersWorldModel(tiny_model(tokenizer), tokenizer, max_new_tokens=8)
+def test_random_weights_ramble_past_max_new_tokens_and_the_episode_is_infra(make_env, tokenizer) -> None:
+    # The call and state are ~60 characters, a reply of 96 tokens fits an echo of them: a reply
+    # cut there is the model's failure.
+    model = TransformersWorldModel(tiny_model(tokenizer), tokenizer, max_new_tokens=96)
     env = make_env(model=model, max_attempts=2)
     env.reset(options={"task": "todo"})
     *_, truncated, info = env.step(ADD)
-    assert truncated and info["failure"] == "infra"
-    assert sum(env.metrics.rejected.values()) == 2 and env.state.world == {"notes": {}, "count": 0}
+    assert truncated and info["failure"] == "infra" and "cut at max_new_tokens=96" in info["error"]
+    assert env.metrics.model_errors == {"too_long": 1} and env.state.world == {"notes": {}, "count": 0}
+
+
+def test_a_request_longer_than_the_reply_budget_cut_there_is_the_agents_tool_error(make_env, tokenizer) -> None:
+    model = TransformersWorldModel(tiny_model(tokenizer), tokenizer, max_new_tokens=96)
+    env = make_env(model=model, max_attempts=2)
+    env.reset(options={"task": "todo"})
+    *_, terminated, truncated, info = env.step(tool_call_text("add_note", title="todo", text="milk " * 40))
+    assert not (terminated or truncated) and info["error_kind"] == "tool" and "too large" in info["error"]
+    assert env.metrics.model_errors == {"too_long": 1}
+
+
+def test_a_prompt_past_the_models_positions_is_too_long_before_generating(tokenizer) -> None:
+    hf = tiny_model(tokenizer)
+    model = TransformersWorldModel(hf, tokenizer, max_new_tokens=hf.config.max_position_embeddings)
+    request = WorldRequest(
+        world="w",
+        world_description="d",
+        tool="t",
+        tool_description="td",
+        arguments_schema={},
+        arguments={},
+        may_change=[],
+        state={},
+        state_is_slice=False,
+        history=[],
+    )
+    with pytest.raises(WorldModelError, match="pass the model's") as caught:
+        model.propose(request)
+    assert caught.value.kind == "too_long"
 
 
 def test_the_prompt_is_the_chat_template_of_the_shared_messages(tokenizer) -> None:
