@@ -27,9 +27,9 @@ def trajectories() -> list[agentenv.Trajectory]:
     guess = agentenv.rollout("guess-number-v0", agentenv.spec("guess-number-v0").make_oracle(), n=20)
     arith = agentenv.rollout("arithmetic-v0", agentenv.spec("arithmetic-v0").make_oracle(), n=20)
     # One action with two tool calls: two consecutive tool messages (one shared user turn in qwen).
-    two_calls = tool_call_text("guess", number=8) + tool_call_text("guess", number=12)
-    replay = agentenv.ScriptedPolicy.replay([two_calls, tool_call_text("guess", number=3)])
-    multi = agentenv.rollout("guess-number-v0", replay, n=2, env_kwargs={"max_turns": 3})
+    two_calls = tool_call_text("calculate", a=2, op="+", b=3) + tool_call_text("calculate", a=4, op="*", b=5)
+    replay = agentenv.ScriptedPolicy.replay([two_calls, tool_call_text("submit", answer=3)])
+    multi = agentenv.rollout("arithmetic-v0", replay, n=2, env_kwargs={"max_turns": 3})
     return guess + arith + multi
 
 
