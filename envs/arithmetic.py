@@ -41,9 +41,14 @@ class ArithmeticEnv(Env[ArithmeticState]):
         if tasks is None and difficulties is not None:  # a curriculum slice of the default tasks
             tasks = _default_tasks().filter(lambda t: t.metadata.difficulty in difficulties)
         super().__init__(tasks, **kwargs)
+        self._gold_calls: list[bool] = []  # this step's calculations: was each a new gold step?
 
     def default_tasks(self) -> TaskSet:
         return _default_tasks()
+
+    def initial_state(self, task: Task) -> ArithmeticState:
+        self._gold_calls = []
+        return ArithmeticState()
 
     @tool
     def calculate(self, a: Operand, op: Literal["+", "-", "*"], b: Operand) -> int:
@@ -54,8 +59,14 @@ class ArithmeticEnv(Env[ArithmeticState]):
             op: The operator.
             b: The right operand.
         """
-        self.state.results.append(OPS[op](a, b))
-        return self.state.results[-1]
+        state, steps = self.state, self.task.payload["steps"]
+        state.results.append(OPS[op](a, b))
+        # Matched on the validated operands ("3" and 3.0 are 3 by then).
+        index = next((i for i, s in enumerate(steps) if i not in state.done_steps and _same_step(s, a, op, b)), None)
+        if index is not None:
+            state.done_steps.append(index)
+        self._gold_calls.append(index is not None)
+        return state.results[-1]
 
     @tool(terminal=True)
     def submit(self, answer: int) -> str:
@@ -70,19 +81,9 @@ class ArithmeticEnv(Env[ArithmeticState]):
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         # Sub-goal: a step of the gold evaluation, done for the first time; any other
         # calculation in the action cancels one, so enumerating cannot pay.
-        steps, done = self.task.payload["steps"], self.state.done_steps
-        fresh = wasted = 0
-        for o in outcomes:
-            if not (o.ok and o.call.name == "calculate"):
-                continue
-            a, op, b = (o.call.arguments[k] for k in ("a", "op", "b"))
-            index = next((i for i, s in enumerate(steps) if i not in done and _same_step(s, a, op, b)), None)
-            if index is None:
-                wasted += 1
-            else:
-                done.append(index)
-                fresh += 1
-        return {"progress": 0.1 * max(0, fresh - wasted)}
+        gold, self._gold_calls = self._gold_calls, []
+        fresh = sum(gold)
+        return {"progress": 0.1 * max(0, fresh - (len(gold) - fresh))}
 
     def verify(self, task: Task) -> float:
         return float(self.state.answer == task.payload["answer"])

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 import agentenv
@@ -67,3 +69,11 @@ def test_progress_pays_gold_steps_in_one_action_in_either_order_and_a_stray_call
     )
     assert env.step(stray)[4]["rewards"]["progress"] == 0.0
     assert env.state.done_steps == [0, 1, 2]
+
+
+def test_progress_matches_the_validated_operands():
+    env = ArithmeticEnv(make_tasks(4, seed=0, difficulties=(1,)))
+    env.reset(options={"task": env.tasks[0]})
+    a, op, b, _ = env.task.payload["steps"][0]
+    call = {"name": "calculate", "arguments": {"a": str(a), "op": op, "b": float(b)}}  # lax JSON: "3", 3.0
+    assert env.step(f"<tool_call>{json.dumps(call)}</tool_call>")[4]["rewards"]["progress"] == 0.1
