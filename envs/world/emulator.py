@@ -1,4 +1,4 @@
-"""The emulator: one tool call in, one validated change out, or an infra failure with the reason.
+"""The emulator: one tool call in, one validated change out, or a refusal or infra failure with the reason.
 
 For an emulated tool `Emulator.call`:
 
@@ -10,10 +10,14 @@ For an emulated tool `Emulator.call`:
    in a worker thread with a deadline (a model that hangs cannot hang `step`);
 3. validates the reply (`agentenv.envs.world.validate`); a rejected reply is asked
    again with the reasons fed back, up to ``max_attempts`` replies in all;
-4. stores the accepted reply in the cache, or raises `InfraError` naming the last
-   reason: the episode ends as infra, and the failure is counted in the metrics
-   for the task and the policy. A model that gives no reply at all (its transport
-   gave up after its own retries, it raised, it hung) is an infra failure at once;
+4. stores the accepted reply in the cache, or raises `CallRefused` (a `ToolError`)
+   naming the last reason: the agent's call fails, the state is unchanged, the
+   episode goes on, and the failure is counted in the metrics for the task and the
+   policy. Whether a model can answer a call validly depends on the call: a write
+   that would break an invariant, text that talks a model into a forbidden change;
+   as infra, such an action would end any episode unscored. A model that gives no
+   reply at all (its transport gave up after its own retries, it raised, it hung)
+   is an infra failure at once;
    but a scripted table's miss (``no_entry``) is the agent's tool error, and so is
    a request or reply too long for the model (``too_long``) when the agent's part of
    the request is at least the model's ``reply_tokens`` characters: the actions set it.
@@ -44,12 +48,21 @@ from agentenv.envs.world.prompt import HistoryItem, WorldRequest
 from agentenv.envs.world.validate import Accepted, Rejected, validate, validate_change
 from agentenv.envs.world.world import World, WorldTool
 
-__all__ = ["Emulator", "run_code"]
+__all__ = ["CallRefused", "Emulator", "run_code"]
 
 logger = logging.getLogger("agentenv.envs.world")
 _FEEDBACK_CHARS = 400
 HISTORY_CHARS = 2000
 """Each earlier observation is cut to this many characters in a prompt."""
+
+
+class CallRefused(ToolError):
+    """No reply of the world model passed validation within its attempts: the agent's
+    call fails with the last reason. ``rejected``: the replies rejected."""
+
+    def __init__(self, message: str, rejected: int) -> None:
+        super().__init__(message)
+        self.rejected = rejected
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +112,8 @@ class Emulator:
         task: str,
         policy: str,
     ) -> Outcome:
-        """The accepted change of one emulated call (see the module docstring); `InfraError` otherwise."""
+        """The accepted change of one emulated call (see the module docstring); `CallRefused`
+        or `InfraError` otherwise."""
         self.metrics.request()
         writes = bind_all(tool.writes, args)
         digest = state_hash(state)
@@ -170,9 +184,10 @@ class Emulator:
             self.metrics.accept()
             return accepted, attempt
         self.metrics.fail(task, policy)
-        raise InfraError(
-            f"the world model gave no valid reply for {tool.name!r} in {self.max_attempts} attempts; "
-            f"last: {reasons[-1]}"
+        raise CallRefused(
+            f"{tool.name} cannot be carried out here: the world gave no valid outcome for it in "
+            f"{self.max_attempts} attempts; last: {reasons[-1]}",
+            rejected=len(reasons),
         )
 
     def _reply(self, request: WorldRequest, attempt: int, *, task: str, policy: str) -> Any:

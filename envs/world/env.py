@@ -14,10 +14,13 @@ undoing and redoing a sub-goal earns nothing. Only validated state counts, so a
 rejected proposal earns nothing. ``emulator_rejections`` (weight 0) counts the
 replies rejected in the step: a diagnostic the trainer's metrics show.
 
-Faults. A world model that gives no valid reply within its attempts, raises, hangs
-or cannot be reached ends the episode as ``infra``, with the reason, and is counted
-in `WorldMetrics` for the task and the policy. Anything an action alone causes (bad
-arguments, an unknown tool, a tool error) is the policy's: a format or tool error.
+Faults. A world model that raises, hangs or cannot be reached ends the episode as
+``infra``, with the reason, and is counted in `WorldMetrics` for the task and the
+policy. One that gives no valid reply within its attempts fails the agent's call as
+a tool error with the last reason (counted the same way): whether a valid outcome
+exists depends on the call, so as infra an action could end any episode unscored.
+Anything else an action alone causes (bad arguments, an unknown tool, a call too
+large for the model) is the policy's too: a format or tool error.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any, ClassVar
 
 from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, tool_call_text
 from agentenv.envs.world.cache import WorldCache, open_cache
-from agentenv.envs.world.emulator import Emulator, run_code
+from agentenv.envs.world.emulator import CallRefused, Emulator, run_code
 from agentenv.envs.world.metrics import WorldMetrics, world_metrics
 from agentenv.envs.world.models import ScriptedWorldModel, WorldModel
 from agentenv.envs.world.predicates import Predicate, rule_predicate
@@ -162,7 +165,11 @@ class WorldEnv(Env[WorldEnvState]):
         state = self.state.world
         if tool.emulated:
             history = self.state.history[-self.history_turns :] if self.history_turns else []
-            outcome = self.emulator.call(tool, args, state, history, task=self.task.id, policy=self.policy_id)
+            try:
+                outcome = self.emulator.call(tool, args, state, history, task=self.task.id, policy=self.policy_id)
+            except CallRefused as e:
+                self._rejections += e.rejected
+                raise
             self._rejections += outcome.rejected
             accepted = outcome.accepted
         else:

@@ -3,8 +3,8 @@
 One `WorldMetrics` is shared by every env handed it (by default, one per world per
 process, from `world_metrics`). World-model trouble is counted three ways: in
 total, per task and per policy (``WorldEnv(policy_id=...)``), so a policy that
-learns to break the emulator (to dodge a penalty, or to make the episode end as
-``infra``) shows up as a rise in its own rejection and failure counts. The env also
+learns to break the emulator (to dodge a penalty) shows up as a rise in its own
+rejection and failure counts. The env also
 reports each step's rejections as the weight-0 reward component
 ``emulator_rejections``, so the trainer's ``reward/emulator_rejections`` curve shows
 the same rise with no extra wiring.
@@ -40,7 +40,8 @@ class WorldMetrics:
         self.model_errors: Counter[str] = Counter()
         """Calls that got no reply, by kind (timeout, connection, rate_limited, ...)."""
         self.failures = 0
-        """Tool calls the emulator gave up on: each ended an episode as infra."""
+        """Tool calls the emulator gave up on: no valid reply within the attempts (the agent's
+        call failed as a tool error), or no reply at all (the episode ended as infra)."""
         self.stale = 0
         """Cached replies that no longer validated (dropped and asked again)."""
         self.by_task: defaultdict[str, Counter[str]] = defaultdict(Counter)

@@ -1,6 +1,6 @@
 """WorldEnv on a small notes world: the canonical state changes only through validated
-proposals, rejected ones are retried with the reason fed back and then fail as infra
-(counted per task and policy), the cache makes a seeded episode replay with no model
+proposals, rejected ones are retried with the reason fed back and then fail the call as
+a tool error (counted per task and policy), the cache makes a seeded episode replay with no model
 call, and code tools run without the model."""
 
 from __future__ import annotations
@@ -53,14 +53,15 @@ def test_a_rejected_proposal_is_retried_with_the_reason_and_then_counts(make_env
     assert env.metrics.retries == 2 and env.metrics.failures == 0
 
 
-def test_after_the_last_rejected_attempt_the_episode_is_infra_and_the_state_unchanged(make_env) -> None:
+def test_after_the_last_rejected_attempt_the_call_is_a_tool_error_and_the_state_unchanged(make_env) -> None:
     breaks_invariant = {"observation": "ok", "state_patch": [{"op": "add", "path": "/notes/todo", "value": "x"}]}
     env = make_env(model=FakeModel([breaks_invariant]), max_attempts=2, policy_id="policy-7")
     env.reset(options={"task": "todo"})
     before = env.state.world
     _, reward, terminated, truncated, info = env.step(ADD)
-    assert truncated and not terminated and info["failure"] == "infra" and info["success"] is None
+    assert not (truncated or terminated) and info["error_kind"] == "tool" and info["failure"] is None
     assert "invariant" in info["error"] and "count_matches" in info["error"]
+    assert info["rewards"]["emulator_rejections"] == 2.0
     assert env.state.world == before and reward == 0.0
     assert env.metrics.by_task["todo"] == {"rejected": 2, "failures": 1}
     assert env.metrics.by_policy["policy-7"] == {"rejected": 2, "failures": 1}

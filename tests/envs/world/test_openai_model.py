@@ -1,6 +1,7 @@
 """OpenAIWorldModel against a local server that speaks the OpenAI chat protocol and answers
-adversarially: every bad answer is retried or ends the episode as infra with the reason,
-counted by kind, and the canonical state never changes on a rejected proposal."""
+adversarially: every bad answer is retried, then fails the call as a tool error with the
+reason; a server that gives no answer ends the episode as infra; both are counted by kind,
+and the canonical state never changes on a rejected proposal."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def test_agent_text_reaches_the_model_as_quoted_data_and_cannot_write_the_goal(m
     user = server.requests[0].body["messages"][1]["content"]
     assert json.loads(user)["call"]["arguments"]["text"] == injection  # data, inside a JSON string
     assert injection not in server.requests[0].body["messages"][0]["content"]
-    assert truncated and info["failure"] == "infra" and "forbidden_path" in info["error"]
+    assert not truncated and info["error_kind"] == "tool" and "forbidden_path" in info["error"]
     assert env.state.world == START and reward == 0.0
 
 
@@ -135,11 +136,11 @@ BAD_ANSWERS = {
 
 
 @pytest.mark.parametrize("case", list(BAD_ANSWERS))
-def test_each_bad_answer_is_retried_then_infra_with_the_reason(make_env, server, case: str) -> None:
+def test_each_bad_answer_is_retried_then_a_tool_error_with_the_reason(make_env, server, case: str) -> None:
     server.script = lambda request: chat_reply(BAD_ANSWERS[case])
     env, (_, reward, terminated, truncated, info) = play(make_env, server, max_attempts=2)
     kind = case.split("-")[0]
-    assert truncated and not terminated and info["failure"] == "infra" and kind in info["error"]
+    assert not (truncated or terminated) and info["error_kind"] == "tool" and kind in info["error"]
     assert env.state.world == START and reward == 0.0
     assert env.metrics.rejected == {kind: 2} and env.metrics.failures == 1 and len(server.requests) == 2
 

@@ -76,7 +76,7 @@ def test_spec_postconditions_and_invariants_bind(tmp_path: Path) -> None:
     )
     env.reset()
     *_, info = env.step(agentenv.tool_call_text("add_note", title="todo", text="buy milk"))
-    assert info["failure"] == "infra" and "saves_the_text" in info["error"]
+    assert info["error_kind"] == "tool" and "saves_the_text" in info["error"]
 
 
 class _Reply:
