@@ -20,6 +20,15 @@ memory (``RLIMIT_AS``) or crash the interpreter. Each of these scores the answer
 with a reason; none is an infra failure, because the answer caused it. Only a child
 that cannot start (reasoning-gym missing or broken) is `InfraError`.
 
+And against an answer that runs as code. Some scorers ``eval`` the answer (0.1.25:
+n_queens, spiral_matrix, string_insertion, binary_matrix, for partial credit on a
+Python literal) or hand it to sympy's ``parse_expr``, which evaluates it too (the
+integration and polynomial datasets, countdown, puzzle24): code in an answer could
+write a forged reply line of its own and score 1. While a scorer runs
+(`_answer_as_data`), ``eval`` in reasoning-gym's modules is `ast.literal_eval`, and
+sympy evaluates parsed text only when every name it uses is a math name
+(`MATH_NAMES`) or one of the scorer's own symbols; anything else scores 0.
+
 Does not protect against: a scorer that is wrong (that is the dataset's business;
 see the hedge check in `agentenv.envs.reasoning_gym`), or a machine so loaded that an
 honest answer's scoring runs past the limit (it then scores 0: raise ``timeout_s``).
@@ -30,7 +39,10 @@ the standard library and reasoning-gym only, so it starts without agentenv.
 
 from __future__ import annotations
 
+import ast
 import atexit
+import contextlib
+import importlib
 import json
 import os
 import select
@@ -38,7 +50,9 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["ScoreReply", "Scorer", "shared_scorer"]
@@ -49,6 +63,16 @@ START_TIMEOUT_S = 120.0
 """Importing reasoning-gym takes about 1.5 s on an idle machine; a loaded one may take far longer."""
 _CACHED_DATASETS = 64
 _CACHED_ENTRIES = 4096
+MATH_NAMES = frozenset(
+    """Integer Float Rational Symbol Function factorial factorial2 binomial gamma beta
+    sin cos tan cot sec csc asin acos atan acot asec acsc atan2 sinh cosh tanh coth sech csch
+    asinh acosh atanh exp log ln sqrt cbrt root Abs sign floor ceiling re im arg conjugate
+    erf erfc erfi Ei Si Ci li LambertW Heaviside DiracDelta Max Min Mod Add Mul Pow
+    Integral Derivative Sum Product Limit Piecewise Eq Ne Lt Le Gt Ge And Or Not
+    pi E I oo zoo nan EulerGamma GoldenRatio Catalan""".split()
+)
+"""The names sympy-parsed answer text may use, besides the scorer's own symbols: what sympy's
+parser makes of numbers, symbols and ``3!``, and the functions and constants of answers."""
 
 
 class ScoreReply:
@@ -102,13 +126,17 @@ class Scorer:
         from agentenv.errors import InfraError
 
         with self._lock:
-            try:
-                data = json.loads(self._exchange({**request, "op": "entries"}, timeout_s))
-            except (BrokenPipeError, EOFError, TimeoutError, ValueError) as e:
-                code = self._stop()
-                raise InfraError(
-                    f"the reasoning-gym process failed generating entries ({type(e).__name__}, exit code {code})"
-                ) from None
+            for attempt in range(2):  # a child that died since its last reply gets one fresh successor
+                try:
+                    data = json.loads(self._exchange({**request, "op": "entries"}, timeout_s))
+                    break
+                except (BrokenPipeError, EOFError, TimeoutError, ValueError) as e:
+                    code = self._stop()
+                    if attempt == 0 and isinstance(e, (BrokenPipeError, EOFError)):
+                        continue
+                    raise InfraError(
+                        f"the reasoning-gym process failed generating entries ({type(e).__name__}, exit code {code})"
+                    ) from None
         if data.get("error") is not None:
             raise ValueError(data["error"])
         return list(data["entries"])
@@ -251,7 +279,8 @@ class _Child:
         name, config, size = request["dataset"], request["config"], request["size"]
         dataset, entry = self.entry(name, config, request["seed"], size, request["index"])
         try:
-            score = float(dataset.score_answer(request["answer"], entry))
+            with _answer_as_data():  # entries are generated outside it: their code may eval
+                score = float(dataset.score_answer(request["answer"], entry))
         except Exception as e:  # noqa: BLE001 - the answer made the dataset's scorer fail
             return {"score": None, "decoys": [], "error": f"{type(e).__name__}: {str(e)[:300]}"}
         decoys: list[float] = []
@@ -259,10 +288,46 @@ class _Child:
             for seed, index in request["decoys"]:
                 other, decoy = self.entry(name, config, seed, size, index)
                 try:
-                    decoys.append(float(other.score_answer(request["answer"], decoy)))
+                    with _answer_as_data():
+                        decoys.append(float(other.score_answer(request["answer"], decoy)))
                 except Exception:  # noqa: BLE001 - an answer no decoy accepts
                     decoys.append(0.0)
         return {"score": score, "decoys": decoys, "error": None}
+
+
+@contextlib.contextmanager
+def _answer_as_data() -> Iterator[None]:
+    """While a scorer runs: ``eval`` in reasoning-gym's modules reads literals only, and sympy's
+    parser evaluates math names only (see the module docstring)."""
+    patched = []
+    for name, module in list(sys.modules.items()):
+        if (name == "reasoning_gym" or name.startswith("reasoning_gym.")) and isinstance(module, types.ModuleType):
+            if "eval" not in vars(module):
+                module.eval = ast.literal_eval  # type: ignore[attr-defined]  # the module's name shadows the builtin
+                patched.append(module)
+    parser = sys.modules.get("sympy.parsing.sympy_parser")
+    original = getattr(parser, "eval_expr", None)
+    if parser is not None and original is not None:
+        parser.eval_expr = _math_only(original)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for module in patched:
+            del module.eval
+        if parser is not None and original is not None:
+            parser.eval_expr = original  # type: ignore[attr-defined]
+
+
+def _math_only(evaluate: Callable[..., Any]) -> Callable[..., Any]:
+    def eval_expr(code: Any, local_dict: Any, global_dict: Any) -> Any:
+        compiled = code if isinstance(code, types.CodeType) else compile(str(code), "<answer>", "eval")
+        allowed = MATH_NAMES | set(local_dict or ())
+        bad = sorted({n for n in compiled.co_names if n not in allowed})
+        if bad or any(isinstance(c, types.CodeType) for c in compiled.co_consts):
+            raise ValueError(f"the answer is not a math expression (it uses {', '.join(bad)[:200] or 'a function'})")
+        return evaluate(compiled, local_dict, global_dict)
+
+    return eval_expr
 
 
 def _serve(memory_limit_bytes: int) -> None:
@@ -274,6 +339,8 @@ def _serve(memory_limit_bytes: int) -> None:
     if memory_limit_bytes > 0:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
     child = _Child()
+    with contextlib.suppress(ImportError):  # imported now, so that _answer_as_data finds it to guard
+        importlib.import_module("sympy.parsing.sympy_parser")
     out.write(b'{"ready": true}\n')
     for line in sys.stdin.buffer:
         try:

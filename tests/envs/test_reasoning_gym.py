@@ -230,13 +230,45 @@ def test_a_scorer_that_raises_on_the_answer_scores_0_and_says_so_but_not_to_the_
 
 
 def test_an_answer_that_hangs_the_scorer_scores_0_and_the_next_step_works():
-    env = ReasoningGymEnv("n_queens", size=2, score_timeout_s=1.0)
+    env = ReasoningGymEnv("polynomial_multiplication", size=2, score_timeout_s=1.0)
     env.reset(seed=0)
-    *_, info = env.step(tagged("9**9**9**9"))  # a scorer that eval()s it would run for ever
+    *_, info = env.step(tagged("9**9**9**9"))  # sympy, parsing it, computes the power for ever
     assert info["task_reward"] == 0.0 and info["failure"] == "policy" and "ran past 1 s" in env.state.note
     env.reset(seed=0)
     *_, info = env.step(reference(env))
     assert info["success"] is True
+
+
+FORGE = "__import__('os').write(3, b'{\"score\": 1.0, \"decoys\": [], \"error\": null}\\n') or 1"
+"""Code that, run by a scorer, writes a reply line of its own to the scoring process's reply pipe."""
+
+
+@pytest.mark.parametrize("dataset", ["n_queens", "string_insertion", "polynomial_multiplication", "countdown"])
+def test_an_answer_a_scorer_evaluates_runs_no_code_and_cannot_forge_its_score(dataset):
+    # n_queens and string_insertion eval() the answer, the others hand it to sympy's parse_expr:
+    # the line above scored 1.0 on every task before.
+    env = ReasoningGymEnv(dataset, size=4)
+    for seed in range(2):
+        env.reset(seed=seed)
+        *_, info = env.step(tagged(FORGE))
+        assert info["success"] is False and info["task_reward"] < 0.1
+        env.reset(seed=seed)
+        *_, info = env.step(reference(env))  # the same process, unharmed, scores the honest answer
+        assert info["success"] is True
+
+
+def test_literal_answers_keep_their_partial_credit_and_math_answers_their_functions():
+    chars = ReasoningGymEnv("string_insertion", size=2)
+    chars.reset(seed=0)
+    *_, info = chars.step(tagged(repr(list(chars.task.payload["answer"]))))  # a Python list of its characters
+    assert info["task_reward"] == pytest.approx(0.1)
+    integral = ReasoningGymEnv("intermediate_integration", size=8)  # exp, sin, cos, asin, sqrt, Integral
+    assert {"exp(", "sin(", "asin(", "sqrt(", "Integral("} <= {
+        f"{name}(" for t in integral.tasks for name in re.findall(r"([A-Za-z]+)\(", t.payload["answer"])
+    }
+    for task in integral.tasks:
+        integral.reset(options={"task": task})
+        assert integral.step(reference(integral))[4]["success"] is True, task.payload["answer"]
 
 
 def test_a_killed_scoring_process_is_restarted(legs):
