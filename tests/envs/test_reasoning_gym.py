@@ -239,7 +239,7 @@ def test_an_answer_that_hangs_the_scorer_scores_0_and_the_next_step_works():
     assert info["success"] is True
 
 
-FORGE = "__import__('os').write(3, b'{\"score\": 1.0, \"decoys\": [], \"error\": null}\\n') or 1"
+FORGE = '__import__(\'os\').write(3, b\'{"score": 1.0, "decoys": [], "error": null}\\n\') or 1'
 """Code that, run by a scorer, writes a reply line of its own to the scoring process's reply pipe."""
 
 
