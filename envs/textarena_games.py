@@ -18,7 +18,10 @@ scores it as a loss, and so does this env.
 Rewards. The task reward is the agent's TextArena reward at the end of the game,
 mapped to [0, 1]: single-player games clip it to [0, 1] (1 is solved; games that give
 partial credit on a loss, such as the share of pegs right, keep it; -1 for a forfeit
-becomes 0); two-player games map a win to 1, a draw to 0.5 and a loss to 0. An
+becomes 0); two-player games map a win to 1, a draw to 0.5 and a loss to 0. A game
+that ends on the agent's invalid move scores 0 whatever credit the game gives: kept,
+one good guess and then a repeated one would lock in GuessTheNumber's credit for
+closeness without searching. An
 episode cut by ``max_turns`` before the game ended scores 0. A move that crashes the
 library ends the episode with 0 (the agent's move caused it, so it is the policy's
 failure, never ``infra``).
@@ -359,6 +362,8 @@ class ArenaState(State):
     """Why the game ended, in the game's words."""
     crashed: str | None = None
     """The library's error when the agent's move crashed it (the episode ends, unsolved)."""
+    forfeit: bool = False
+    """The game ended on the agent's invalid move (it scores 0, partial credit or not)."""
 
 
 class TextArenaEnv(Env[ArenaState]):
@@ -508,7 +513,7 @@ class TextArenaEnv(Env[ArenaState]):
 
     def verify(self, task: Task) -> dict[str, float]:
         state = self.state
-        if not state.done or state.crashed is not None or state.game_reward is None:
+        if not state.done or state.crashed is not None or state.game_reward is None or state.forfeit:
             return {"task": 0.0}
         reward = state.game_reward
         if self.game.players == 1:
@@ -565,6 +570,8 @@ class TextArenaEnv(Env[ArenaState]):
         if game.done:
             state.done = True
             state.game_reward, state.reason = game.result(agent)
+            info = game.env.state.game_info
+            state.forfeit = bool(isinstance(info, dict) and (info.get(agent) or {}).get("invalid_move"))
             told = _render(game.waiting(agent), agent)
             return f"{told}\n[GAME] Game over: {state.reason}" if state.reason else told
         return _render(game.observe(), agent)

@@ -169,12 +169,18 @@ def test_a_draw_is_worth_half():
     assert env.state.reason == "The game is a draw!" and info["task_reward"] == 0.5 and not info["success"]
 
 
-def test_single_player_rewards_keep_the_games_partial_credit():
+def test_single_player_rewards_keep_the_games_partial_credit_but_not_on_a_forfeit():
     env = TextArenaEnv(game="GuessTheNumber-v0")
     env.reset(seed=3)
-    *_, info = play(env, ["[1]", "[1]", "[1]"])  # a repeated guess twice: the game ends it
-    assert info["failure"] == "policy" and 0.0 <= info["task_reward"] < 1.0
-    assert info["task_reward"] == pytest.approx(max(env.state.game_reward, 0.0))
+    *_, info = play(env, [f"[{n}]" for n in range(20, 9, -1)])  # the turn limit, target 3: credit for closeness
+    assert info["failure"] == "policy" and "turn limit" in env.state.reason
+    assert 0.0 < info["task_reward"] < 1.0 and info["task_reward"] == pytest.approx(env.state.game_reward)
+    # A good guess, then a repeated one twice: the game ends on the invalid move and would give
+    # the same credit for closeness without any search.
+    env.reset(seed=3)
+    *_, info = play(env, ["[4]", "[4]", "[4]"])
+    assert env.state.forfeit and env.state.game_reward > 0.5
+    assert info["failure"] == "policy" and info["task_reward"] == 0.0
 
 
 def test_the_agent_can_play_second_and_turns_end_with_the_agent_to_move():
