@@ -25,9 +25,11 @@ n_queens, spiral_matrix, string_insertion, binary_matrix, for partial credit on 
 Python literal) or hand it to sympy's ``parse_expr``, which evaluates it too (the
 integration and polynomial datasets, countdown, puzzle24): code in an answer could
 write a forged reply line of its own and score 1. While a scorer runs
-(`_answer_as_data`), ``eval`` in reasoning-gym's modules is `ast.literal_eval`, and
-sympy evaluates parsed text only when every name it uses is a math name
-(`MATH_NAMES`) or one of the scorer's own symbols; anything else scores 0.
+(`_answer_as_data`), ``eval`` in reasoning-gym's modules evaluates only text of the
+entry itself (bitwise_arithmetic evaluates its problem) and reads anything else as a
+literal (`ast.literal_eval`), and sympy evaluates parsed text only when every name it
+uses is a math name (`MATH_NAMES`) or one of the scorer's own symbols; anything else
+scores 0.
 
 Does not protect against: a scorer that is wrong (that is the dataset's business;
 see the hedge check in `agentenv.envs.reasoning_gym`), or a machine so loaded that an
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import builtins
 import contextlib
 import importlib
 import json
@@ -279,7 +282,7 @@ class _Child:
         name, config, size = request["dataset"], request["config"], request["size"]
         dataset, entry = self.entry(name, config, request["seed"], size, request["index"])
         try:
-            with _answer_as_data():  # entries are generated outside it: their code may eval
+            with _answer_as_data(entry):  # entries are generated outside it: their code may eval
                 score = float(dataset.score_answer(request["answer"], entry))
         except Exception as e:  # noqa: BLE001 - the answer made the dataset's scorer fail
             return {"score": None, "decoys": [], "error": f"{type(e).__name__}: {str(e)[:300]}"}
@@ -288,7 +291,7 @@ class _Child:
             for seed, index in request["decoys"]:
                 other, decoy = self.entry(name, config, seed, size, index)
                 try:
-                    with _answer_as_data():
+                    with _answer_as_data(decoy):
                         decoys.append(float(other.score_answer(request["answer"], decoy)))
                 except Exception:  # noqa: BLE001 - an answer no decoy accepts
                     decoys.append(0.0)
@@ -296,14 +299,22 @@ class _Child:
 
 
 @contextlib.contextmanager
-def _answer_as_data() -> Iterator[None]:
-    """While a scorer runs: ``eval`` in reasoning-gym's modules reads literals only, and sympy's
-    parser evaluates math names only (see the module docstring)."""
+def _answer_as_data(entry: Any) -> Iterator[None]:
+    """While a scorer runs on ``entry``: ``eval`` in reasoning-gym's modules evaluates the
+    entry's own text only and reads anything else as a literal, and sympy's parser
+    evaluates math names only (see the module docstring)."""
+    trusted = set(_strings(entry))
+
+    def entry_eval(source: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(source, str) and source in trusted:
+            return builtins.eval(source, *args, **kwargs)
+        return ast.literal_eval(source)
+
     patched = []
     for name, module in list(sys.modules.items()):
         if (name == "reasoning_gym" or name.startswith("reasoning_gym.")) and isinstance(module, types.ModuleType):
             if "eval" not in vars(module):
-                module.eval = ast.literal_eval  # type: ignore[attr-defined]  # the module's name shadows the builtin
+                module.eval = entry_eval  # type: ignore[attr-defined]  # the module's name shadows the builtin
                 patched.append(module)
     parser = sys.modules.get("sympy.parsing.sympy_parser")
     original = getattr(parser, "eval_expr", None)
@@ -316,6 +327,17 @@ def _answer_as_data() -> Iterator[None]:
             del module.eval
         if parser is not None and original is not None:
             parser.eval_expr = original  # type: ignore[attr-defined]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
 
 
 def _math_only(evaluate: Callable[..., Any]) -> Callable[..., Any]:

@@ -257,6 +257,15 @@ def test_an_answer_a_scorer_evaluates_runs_no_code_and_cannot_forge_its_score(da
         assert info["success"] is True
 
 
+def test_a_scorer_still_evaluates_its_own_entrys_text():
+    env = ReasoningGymEnv("bitwise_arithmetic", size=4)  # its scorer eval()s the problem, e.g. "(0x3a2f >> 0x2)"
+    for seed in range(4):
+        env.reset(seed=seed)
+        assert env.step(reference(env))[4]["success"] is True
+        env.reset(seed=seed)
+        assert env.step(tagged(f"{env.task.payload['answer']} + 1"))[4]["success"] is False
+
+
 def test_literal_answers_keep_their_partial_credit_and_math_answers_their_functions():
     chars = ReasoningGymEnv("string_insertion", size=2)
     chars.reset(seed=0)
