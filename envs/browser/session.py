@@ -42,7 +42,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from playwright.async_api import Browser, BrowserContext, Dialog, Page, Route, WebSocketRoute
+import httpx
+from playwright.async_api import Browser, BrowserContext, Dialog, Page, Request, Route, WebSocketRoute
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
@@ -88,6 +89,8 @@ _RESTORE_FORM = """(state) => {
   }
   window.scrollTo(state.scroll[0], state.scroll[1]);
 }"""
+_PROBE_TIMEOUT_S = 3.0
+"""How long the site's server may take to answer the probe after a timed-out action."""
 _GONE = ("has been closed", "Connection closed", "Target crashed", "Target closed", "Browser closed")
 """What Playwright says when the page, the browser or its own driver is gone: never the agent's doing
 (an agent cannot close its page; popups are other pages)."""
@@ -120,6 +123,8 @@ class Session:
         self._navigations_blocked: list[str] = []
         self._dialogs: list[str] = []
         self._popups = 0
+        self._loading: set[Request] = set()
+        """Navigation requests of the page that have not finished: a page the site is slow to send."""
         self._crashed = False
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -132,6 +137,7 @@ class Session:
         `capture` returned (plus ``refs``, a `RefBook.export`)."""
         self._close_in_background()
         self.browser, self.origin = browser, origin
+        self._loading.clear()
         self.book = RefBook()
         self.blocked, self._crashed = [], False
         storage = _with_origin((restore or {}).get("storage"), origin)
@@ -155,7 +161,12 @@ class Session:
             await context.route(re.compile(f"^(?!{re.escape(origin)}/)"), self._guard)
             await context.route_web_socket(re.compile(".*"), self._refuse_socket)
             page = await context.new_page()
-            page.on("popup", self._on_popup)
+            # Any other page of the context is closed: popups, and the background tabs that
+            # Control+Enter or Shift+Enter on a focused link opens without a popup event.
+            context.on("page", self._on_page)
+            page.on("request", self._on_request)
+            page.on("requestfinished", self._on_request_done)
+            page.on("requestfailed", self._on_request_done)
             page.on("dialog", self._on_dialog)
             page.on("crash", self._on_crash)
             self.page = page
@@ -166,7 +177,7 @@ class Session:
                 self.book.restore(restore["refs"])
             return await self.look()
         except PlaywrightError as e:
-            raise self._fault(e, "opening the page") from None
+            raise await self._fault(e, "opening the page") from None
 
     async def close(self) -> None:
         self._close_in_background()
@@ -274,7 +285,8 @@ class Session:
                     with contextlib.suppress(PlaywrightError):
                         await page.wait_for_load_state("domcontentloaded")
                     continue
-                fault = self._fault(e, "saving the page")  # never the agent's doing: a snapshot must not fail on it
+                # never the agent's doing: a snapshot must not fail on it
+                fault = await self._fault(e, "saving the page")
                 raise (
                     fault if isinstance(fault, InfraError) else InfraError(f"could not save the page: {fault}")
                 ) from None
@@ -285,7 +297,7 @@ class Session:
         try:
             return await self._page().evaluate(expression)
         except PlaywrightError as e:
-            raise self._fault(e, "reading the page's reward") from None
+            raise await self._fault(e, "reading the page's reward") from None
 
     # -- internals -----------------------------------------------------------------------
 
@@ -309,7 +321,7 @@ class Session:
             left = await self._stay_on_site(page)
             await self.look()
         except PlaywrightError as e:
-            fault = self._fault(e, "the action")
+            fault = await self._fault(e, "the action")
             if isinstance(fault, ToolError):  # the page may have changed under the action: show it as it is
                 with contextlib.suppress(PlaywrightError):
                     await self.look()
@@ -337,8 +349,10 @@ class Session:
         await page.goto(self.origin + back)
         return url
 
-    def _fault(self, error: PlaywrightError, what: str) -> Exception:
-        """`InfraError` when the browser, the page or the server failed; `ToolError` otherwise."""
+    async def _fault(self, error: PlaywrightError, what: str) -> Exception:
+        """`InfraError` when the browser, the page or the server failed; `ToolError` otherwise.
+        Decided on state, never on the error's call log: that quotes the element and the text
+        the agent typed, so words in them ("navigating", "net::ERR_") would pass for infra."""
         text = describe(error)
         if self._crashed:
             return InfraError("the page crashed")
@@ -350,17 +364,28 @@ class Session:
             return InfraError(f"the browser failed during {what}: {text}")
         if not self.server_alive():
             return InfraError("the site's server is down")
-        full = str(error)
-        if isinstance(error, PlaywrightTimeoutError) and ("navigat" in full or what != "the action"):
+        timeout = isinstance(error, PlaywrightTimeoutError)
+        if timeout and (what != "the action" or self._loading):
             return InfraError(f"a page of the site did not load in time ({text})")
-        if "net::ERR_" in full:
-            return InfraError(f"the site did not answer: {text}")
-        if isinstance(error, PlaywrightTimeoutError):
+        if (timeout or "net::ERR_" in text) and not await self._server_answers():
+            return InfraError(f"the site's server did not answer ({text})")
+        if timeout:
             return ToolError(
                 f"the element did not take the action within {self.settings.action_timeout_s:g} s "
                 "(it is hidden, covered, or gone from the page)"
             )
         return ToolError(_agent_text(text))
+
+    async def _server_answers(self) -> bool:
+        """Whether the site's server answers an HTTP request within a few seconds (any status)."""
+        if not self.origin:
+            return False
+        try:
+            async with httpx.AsyncClient(timeout=_PROBE_TIMEOUT_S, trust_env=False) as client:
+                await client.get(self.origin + "/")
+        except httpx.HTTPError:
+            return False
+        return True
 
     async def _guard(self, route: Route) -> None:
         request = route.request
@@ -383,10 +408,19 @@ class Session:
         with contextlib.suppress(PlaywrightError):
             await socket.close()
 
-    async def _on_popup(self, popup: Page) -> None:
+    def _on_request(self, request: Request) -> None:
+        if request.is_navigation_request():
+            self._loading.add(request)
+
+    def _on_request_done(self, request: Request) -> None:
+        self._loading.discard(request)
+
+    async def _on_page(self, page: Page) -> None:
+        if page is self.page:
+            return
         self._popups += 1
         with contextlib.suppress(PlaywrightError):
-            await popup.close()
+            await page.close()
 
     async def _on_dialog(self, dialog: Dialog) -> None:
         self._dialogs.append(dialog.message[:300])

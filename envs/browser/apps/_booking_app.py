@@ -112,6 +112,8 @@ def schedule(db: sqlite3.Connection, req: Req) -> Response:
     day = _parse_day(raw) if raw else TODAY
     if day is None:
         raise HttpError(400, f"The date must be written YYYY-MM-DD, like {TODAY.isoformat()}; got {raw!r}.")
+    if day in (date.min, date.max):  # its previous or next day does not exist
+        raise HttpError(400, f"The schedule shows days from 0001-01-02 to 9999-12-30; got {raw!r}.")
     bookings: dict[int, list[tuple[int, str, str, str]]] = {}
     for room_id, i, title, start, end in db.execute(
         "SELECT room_id, id, title, start_time, end_time FROM bookings WHERE day = ? AND status = 'confirmed' "

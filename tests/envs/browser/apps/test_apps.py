@@ -127,6 +127,13 @@ def test_booking_form_shows_each_problem_and_books_nothing(episode, change, mess
     assert ep.query("SELECT count(*) FROM bookings") == [(27,)]
 
 
+@pytest.mark.parametrize("day", ["0001-01-01", "9999-12-31"])
+def test_booking_schedule_at_the_ends_of_the_calendar_is_a_page_not_a_server_error(episode, day) -> None:
+    # The previous or next day's link overflowed: OverflowError, HTTP 500.
+    r = episode(BOOKING).client.get(f"/?date={day}")
+    assert r.status_code == 400 and "0001-01-02 to 9999-12-30" in r.text
+
+
 def test_booking_edit_may_keep_its_own_slot_and_cancelled_bookings_are_frozen(episode) -> None:
     ep = episode(BOOKING)
     same = {**BOOK, "room": "4", "day": "2025-06-19", "start_time": "09:00", "end_time": "10:00",
