@@ -21,8 +21,8 @@ partial credit on a loss, such as the share of pegs right, keep it; -1 for a for
 becomes 0); two-player games map a win to 1, a draw to 0.5 and a loss to 0. A game
 that ends on the agent's invalid move scores 0 whatever credit the game gives: kept,
 one good guess and then a repeated one would lock in GuessTheNumber's credit for
-closeness without searching. An
-episode cut by ``max_turns`` before the game ended scores 0. A move that crashes the
+closeness without searching. An episode cut by ``max_turns`` before the game ended
+scores 0. A move that crashes the
 library ends the episode with 0 (the agent's move caused it, so it is the policy's
 failure, never ``infra``).
 

@@ -5,7 +5,6 @@ env passes check_env with the oracle's actions."""
 from __future__ import annotations
 
 import asyncio
-import re
 
 import pytest
 
@@ -13,6 +12,7 @@ import agentenv
 from agentenv import check_env, tool_call_text
 from agentenv.envs.browser.apps import SITES
 from tests.envs._oracle import oracle_plan
+from tests.envs.browser.test_env import ref, step
 
 pytestmark = pytest.mark.slow  # a browser, three sites, every task
 
@@ -55,18 +55,6 @@ def test_check_env_passes_with_the_oracles_actions(env_id):
         env.close()
 
 
-def _ref(env, role: str, name: str) -> str:
-    text = env.messages[-1]["content"]
-    text = text if isinstance(text, str) else text[0]["text"]
-    found = re.findall(r"\[(e\d+)\] " + re.escape(role) + r' "' + re.escape(name) + r'"', text)
-    assert found, (role, name, text[:2000])
-    return found[0]
-
-
-def _step(env, tool: str, **args):
-    return env.step(tool_call_text(tool, **args))
-
-
 def test_agent_text_in_a_playwright_error_never_makes_it_infra():
     # The fault was classified on Playwright's call log, which quotes the text typed and the
     # element's HTML: "net::ERR_" typed into a number field ended the episode as infra, and so
@@ -75,24 +63,24 @@ def test_agent_text_in_a_playwright_error_never_makes_it_infra():
     mail = agentenv.make("browser-mail-v0")
     try:
         booking.reset(seed=0, options={"task": "booking/book-interview"})
-        _step(booking, "goto", url="/bookings/new")
-        *_, truncated, info = _step(
-            booking, "fill", ref=_ref(booking, "spinbutton", "Number of attendees"), text="four net::ERR_"
+        step(booking, "goto", url="/bookings/new")
+        *_, truncated, info = step(
+            booking, "fill", ref=ref(booking.messages, "spinbutton", "Number of attendees"), text="four net::ERR_"
         )
         assert not truncated and info["error_kind"] == "tool" and info["failure"] is None
         mail.reset(seed=0, options={"task": "mail/unread-count"})
-        _step(mail, "goto", url="/compose")
+        step(mail, "goto", url="/compose")
         for name, text in (("To", "sam.rivera@northwind.test"), ("Subject", "navigation"), ("Message", "x")):
-            _step(mail, "fill", ref=_ref(mail, "textbox", name), text=text)
-        _step(mail, "click", ref=_ref(mail, "button", "Send"))
+            step(mail, "fill", ref=ref(mail.messages, "textbox", name), text=text)
+        step(mail, "click", ref=ref(mail.messages, "button", "Send"))
         sent = 45  # the seed database holds 44 messages
-        _step(mail, "goto", url=f"/message/{sent}")
-        assert "Subject: navigation" in mail.messages[-1]["content"] or "navigation" in mail.messages[-1]["content"]
-        _step(mail, "goto", url=f"/compose?reply_to={sent}")
-        _step(mail, "fill", ref=_ref(mail, "textbox", "Message"), text="y")
-        _step(mail, "click", ref=_ref(mail, "button", "Send"))
-        _step(mail, "goto", url=f"/message/{sent + 1}?dialog=labels")  # a modal over the page
-        *_, truncated, info = _step(mail, "click", ref=_ref(mail, "link", "navigation"))  # behind it
+        step(mail, "goto", url=f"/message/{sent}")
+        assert "navigation" in mail.messages[-1]["content"]
+        step(mail, "goto", url=f"/compose?reply_to={sent}")
+        step(mail, "fill", ref=ref(mail.messages, "textbox", "Message"), text="y")
+        step(mail, "click", ref=ref(mail.messages, "button", "Send"))
+        step(mail, "goto", url=f"/message/{sent + 1}?dialog=labels")  # a modal over the page
+        *_, truncated, info = step(mail, "click", ref=ref(mail.messages, "link", "navigation"))  # behind it
         assert not truncated and info["error_kind"] == "tool" and "covered" in info["error"]
     finally:
         booking.close()
@@ -103,8 +91,8 @@ def test_background_tabs_a_key_opens_are_closed():
     env = agentenv.make("browser-booking-v0")
     try:
         env.reset(seed=0, options={"task": "booking/book-interview"})
-        _step(env, "press", key="Tab")
-        _step(env, "press", key="Tab")  # a link has the focus
+        step(env, "press", key="Tab")
+        step(env, "press", key="Tab")  # a link has the focus
         *_, info = env.step(tool_call_text("press", key="Control+Enter") * 8)
         assert info["error"] is None
         context = env._session.context
