@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 
 from agentenv import AutoParser, HermesParser, JSONParser, OpenAIParser, ParseError, ToolCall, tool_call_text
@@ -39,6 +42,23 @@ def test_json_parser_reads_bare_and_fenced_objects_and_lists():
     assert p.parse('```json\n{"name": "f"}\n```') == [ToolCall(name="f")]
     assert len(p.parse('[{"name": "f"}, {"name": "g"}]')) == 2
     assert p.parse("plain words") == []
+    assert p.parse('```\n  {"name": "f"}  \n```') == [ToolCall(name="f")]
+    assert p.parse('```json{"name": "f"}```') == [ToolCall(name="f")]
+    assert p.parse("``````") == []
+
+
+@pytest.mark.parametrize("tail", ["x", "\n" * 3 + "ok"])
+def test_json_parser_reads_a_fence_left_open_in_one_pass(tail):
+    """A reply that opens a fence and never closes it (a model repeating whitespace) is
+    plain text. A backtracking pattern took minutes at 4,000 characters and hours at the
+    size limit, stalling the step; here the child has a minute for 32,000 characters."""
+    code = (
+        "from agentenv import JSONParser, AutoParser\n"
+        f"text = '```' + ' ' * 32000 + {tail!r}\n"
+        "assert JSONParser().parse(text) == [] and AutoParser().parse(text) == []\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_openai_parser_reads_structured_tool_calls():
