@@ -71,7 +71,6 @@ INSTRUCTIONS = (
     "Solve the problem. Think it through as you like, then give only the final answer inside "
     "<answer></answer> tags, once, in the format the problem asks for."
 )
-_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")
 _RESERVED = ("seed", "size")
 
@@ -224,7 +223,7 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
 
     def _score(self, reply: str) -> _Scored:
         """The answer's score and, when it is 0 for a reason of ours, the reason."""
-        tagged = _TAG.findall(reply)
+        tagged = _tagged(reply)
         if len(tagged) > 1:
             return _Scored(0.0, f"{len(tagged)} <answer> tags; give exactly one", shown=True)
         answer = (tagged[0] if tagged else reply).strip()
@@ -332,6 +331,20 @@ def _generated_tasks(dataset: str, config_key: str, seed: int, size: int) -> Tas
         raise EnvArgumentError(f"{dataset!r} with config {config}: {e}") from None
     meta = task_meta(dataset, config)
     return TaskSet(_task(dataset, config, seed, size, i, entry, meta) for i, entry in enumerate(entries))
+
+
+def _tagged(reply: str) -> list[str]:
+    """The text of each ``<answer>...</answer>`` in ``reply``, in order, found in one pass
+    (a lazy regex rescans the rest of the reply from every unclosed tag: 20 s for a
+    reply of tags at the action limit)."""
+    found, start = [], reply.find("<answer>")
+    while start >= 0:
+        end = reply.find("</answer>", start + len("<answer>"))
+        if end < 0:
+            break
+        found.append(reply[start + len("<answer>") : end])
+        start = reply.find("<answer>", end + len("</answer>"))
+    return found
 
 
 def _task(dataset: str, config: Any, seed: int, size: int, index: int, entry: Any, meta: TaskMeta) -> Task:

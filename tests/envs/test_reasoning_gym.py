@@ -208,8 +208,20 @@ def test_a_scorer_that_accepts_anything_is_exposed_by_the_decoys():
         (tagged("9" * 4090), None),  # a huge integer the scorer does read
         ({"role": "assistant", "content": "<answer>1</answer>", "x": json.loads("[" * 500 + "]" * 500)}, "format"),
         (tagged("1e999999"), None),
+        ("<answer>" * 16_000, None),  # no tag closes: the whole reply is the answer, too long
+        ("<answer>1</answer>" + "<answer>" * 16_000, None),  # one tag, then unclosed ones
     ],
-    ids=["1MB", "lone-surrogate", "control-chars", "too-long", "huge-number", "deep-json", "huge-float"],
+    ids=[
+        "1MB",
+        "lone-surrogate",
+        "control-chars",
+        "too-long",
+        "huge-number",
+        "deep-json",
+        "huge-float",
+        "unclosed",
+        "one-closed",
+    ],
 )
 def test_hostile_text_is_a_format_error_or_a_zero_never_a_crash(legs, reply, error_kind):
     legs.reset(seed=0)
