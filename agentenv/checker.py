@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentenv.env import Env, Snapshot
+from agentenv.env import Env, Snapshot, _hook_failures
 from agentenv.errors import EnvCheckError, EnvStateError
 from agentenv.parsers import tool_call_text
 from agentenv.types import Action, ToolCall
@@ -68,12 +68,18 @@ def check_env(
     }
     problems: list[str] = []
     for name, check in checks.items():
+        # step swallows a reward hook's failure (an action must not crash it): collect them.
+        hooks: list[str] = []
+        token = _hook_failures.set(hooks)
         try:
             check()
         except EnvCheckError as e:
             problems.append(f"{name}: {e}")
         except Exception as e:  # noqa: BLE001 - report, don't crash the checker
             problems.append(f"{name}: raised {type(e).__name__}: {e}")
+        finally:
+            _hook_failures.reset(token)
+        problems.extend(f"{name}: {failure}" for failure in dict.fromkeys(hooks))
     if problems:
         raise EnvCheckError(f"{type(env).__name__} fails {len(problems)} check(s):\n- " + "\n- ".join(problems))
     return CheckReport(type(env).__name__, seed, len(plan), tuple(checks))

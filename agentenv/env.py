@@ -37,6 +37,7 @@ as an error observation with a format penalty.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import json
 import logging
@@ -128,7 +129,7 @@ class Snapshot(BaseModel):
 class _Acted:
     """What one step's action did (a plain class with slots: one is made per step)."""
 
-    __slots__ = ("calls", "error", "error_kind", "infra", "obs", "outcomes", "terminal")
+    __slots__ = ("broken", "calls", "error", "error_kind", "infra", "obs", "outcomes", "terminal")
 
     def __init__(self) -> None:
         self.calls: list[ToolCall] = []
@@ -138,6 +139,8 @@ class _Acted:
         self.error_kind: ErrorKind | None = None
         self.terminal = False
         self.infra = False
+        self.broken = False
+        """An env hook failed on what the action made: the episode ends unsolved."""
 
 
 @dataclass(slots=True)
@@ -463,7 +466,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         # is_done() runs once a step, and only when no terminal tool, infra failure or
         # streak of invalid actions already ended it.
         hard_end = act.terminal or act.infra or streak >= self.max_format_errors
-        done = False if hard_end else self.is_done()
+        done = False if hard_end else self._is_done(act)
         if hard_end or done or turn + 1 >= self.max_turns:
             terminated, truncated, failure, task_rewards = self._end_of_step(act, done=done)
             self._ended = terminated or truncated
@@ -541,7 +544,9 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 if outcome.ok:
                     if tools[call.name].terminal:
                         act.terminal = True
-                elif act.error is None:
+                elif act.error is None or (outcome.error_kind == "format" and act.error_kind != "format"):
+                    # One invalid call makes the action invalid, whatever failed before it:
+                    # a call that fails for free first must not buy the rest off the penalty.
                     act.error, act.error_kind = outcome.error, outcome.error_kind
         except ParseError as e:
             act.error, act.error_kind = str(e), "format"
@@ -560,15 +565,14 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         terminated = act.terminal or format_end or done
         truncated = not terminated and self._turn >= self.max_turns
         try:
-            value = self.verify(self.task)
+            task_rewards = {"task": 0.0} if act.broken else self._task_rewards(self.verify(self.task))
         except InfraError as e:
             act.error, act.error_kind = str(e), "infra"
             return False, True, Failure.INFRA, {}
         except EnvStateError:
             raise
-        except Exception as e:  # noqa: BLE001 - see _broken_verifier
-            value = self._broken_verifier(e, act)
-        task_rewards = self._task_rewards(value)
+        except _HOOK_ERRORS as e:  # see _broken_verifier
+            task_rewards = self._broken_verifier(e, act)
         if task_rewards["task"] >= self.success_threshold:
             failure = Failure.NONE
         elif format_end:
@@ -687,7 +691,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             return CallOutcome(call, call_id, False, error=str(e), error_kind="tool")
         except (InfraError, EnvStateError):
             raise
-        except Exception as e:  # noqa: BLE001 - an action must not be able to crash step (or pass for infra)
+        except _HOOK_ERRORS as e:  # an action must not be able to crash step (or pass for infra)
             _log_once(type(self), f"tool {call.name!r}", e)
             return CallOutcome(
                 call, call_id, False, error=f"the tool {call.name!r} failed: {_describe(e)}", error_kind="tool"
@@ -697,7 +701,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
     def _render(self, outcome: CallOutcome) -> Message:
         try:
             return self.render_result(outcome)
-        except Exception as e:  # noqa: BLE001 - a result the tool returned but nobody can show
+        except _HOOK_ERRORS as e:  # a result the tool returned but nobody can show
             _log_once(type(self), "render_result", e)
             return {
                 "role": "tool",
@@ -713,7 +717,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             feedback = self.on_answer(answer)
         except (InfraError, EnvStateError):
             raise
-        except Exception as e:  # noqa: BLE001 - an answer must not be able to crash step
+        except _HOOK_ERRORS as e:  # an answer must not be able to crash step
             _log_once(type(self), "on_answer", e)
             act.error = f"on_answer failed: {_describe(e)}"
             return None
@@ -728,14 +732,30 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             rewards = self.step_rewards(outcomes)
         except (InfraError, EnvStateError):
             raise
-        except Exception as e:  # noqa: BLE001 - logged; the step gets no step reward rather than a crash
+        except _HOOK_ERRORS as e:  # logged; the step gets no step reward rather than a crash
             _log_once(type(self), "step_rewards", e)
             return {}
         if "task" in rewards:
             raise TypeError(f"{type(self).__name__}.step_rewards() must not return 'task': that name is the verifier's")
-        return rewards
+        try:  # a NaN here would reach every advantage of the batch
+            return {k: _finite(v, f"{type(self).__name__}.step_rewards()") for k, v in rewards.items()}
+        except (TypeError, ValueError) as e:
+            _log_once(type(self), "step_rewards", e)
+            return {}
 
-    def _broken_verifier(self, error: Exception, act: _Acted) -> dict[str, float]:
+    def _is_done(self, act: _Acted) -> bool:
+        """`is_done`, guarded: a state that makes it raise ends the episode unsolved (the
+        verifier is not asked), never crashes step and never passes for infra."""
+        try:
+            return bool(self.is_done())
+        except (InfraError, EnvStateError):
+            raise
+        except _HOOK_ERRORS as e:  # an action must not be able to crash step
+            _log_once(type(self), "is_done", e)
+            act.error, act.broken = f"is_done failed: {_describe(e)}", True
+            return True
+
+    def _broken_verifier(self, error: BaseException, act: _Acted) -> dict[str, float]:
         """The verifier raised (not `InfraError`): the episode is not solved. Never infra,
         which would let a policy that can crash the verifier dodge its failures; never an
         exception out of step. Logged, and in ``info["error"]``: a bug to fix, not a score."""
@@ -744,10 +764,12 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         return {"task": 0.0}
 
     def _task_rewards(self, value: float | dict[str, float]) -> dict[str, float]:
-        rewards = {"task": float(value)} if isinstance(value, (int, float)) else dict(value)
+        """`verify`'s value as named components; TypeError or ValueError (a broken verifier)
+        for anything but a finite number or a mapping of them with a ``"task"`` key."""
+        rewards = dict(value) if isinstance(value, Mapping) else {"task": value}
         if "task" not in rewards:
             raise TypeError(f"{type(self).__name__}.verify() must return a float or a dict with a 'task' key")
-        return rewards
+        return {k: _finite(v, f"{type(self).__name__}.verify()") for k, v in rewards.items()}
 
     def _format_error_messages(self, message: Message, error: str) -> list[Message]:
         # An OpenAI assistant message with tool_calls must be answered once per call id.
@@ -815,9 +837,36 @@ def _validation_message(tool: str, error: ValidationError) -> str:
 
 _logged: set[tuple[type, str, type]] = set()
 
+_HOOK_ERRORS = (Exception, SystemExit)
+"""What an env's own code may raise on an action and be caught for: SystemExit too (a
+tool that parses a command line with argparse exits on a bad one), never
+KeyboardInterrupt."""
 
-def _log_once(env: type, where: str, error: Exception) -> None:
+
+def _finite(value: Any, where: str) -> float:
+    """``value`` as a finite float; TypeError or ValueError naming ``where`` otherwise. Any
+    real number passes (numpy's too: ``np.isclose`` gives a ``np.bool_``), no string."""
+    if isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(f"{where} must give numbers, got {type(value).__name__}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where} must give numbers, got {type(value).__name__}") from None
+    if not np.isfinite(number):
+        raise ValueError(f"{where} gave {number}, not a finite number")
+    return number
+
+
+_hook_failures: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("hook_failures", default=None)
+"""Where `check_env` collects the failures of the reward hooks that step swallows."""
+_REWARD_HOOKS = ("step_rewards", "verify", "is_done")
+
+
+def _log_once(env: type, where: str, error: BaseException) -> None:
     """Log an env's own code failing on an action, with its traceback, once per kind."""
+    collected = _hook_failures.get()
+    if collected is not None and where in _REWARD_HOOKS:
+        collected.append(f"{env.__name__}.{where}() failed: {_describe(error)}")
     key = (env, where, type(error))
     if key in _logged:
         return

@@ -131,6 +131,19 @@ def test_tool_error_is_shown_to_the_agent_without_format_penalty(counter):
     assert info["error_kind"] == "tool" and info["rewards"]["format"] == 0.0 and not terminated
 
 
+@pytest.mark.parametrize("first", [tool_call_text("add", amount=13), ADD1], ids=["tool-error-first", "valid-first"])
+def test_one_invalid_call_makes_the_action_a_format_error_whatever_ran_before_it(counter, first):
+    counter.reset(options={"task": "t0"})
+    action = (
+        first + tool_call_text("no_such_tool") + '<tool_call>{"name": "add", "arguments": {"bogus": 1}}</tool_call>'
+    )
+    for turn in range(3):
+        *_, terminated, _, info = counter.step(action)
+        assert info["error_kind"] == "format" and info["rewards"]["format"] == -counter.format_penalty
+        assert "unknown tool 'no_such_tool'" in info["error"]
+    assert terminated and info["failure"] == "format"  # the streak of invalid actions ends it
+
+
 def test_infra_failure_truncates_and_is_not_scored(counter):
     counter.reset(options={"task": "t0"})
     _, _, terminated, truncated, info = counter.step(tool_call_text("add", amount=666))

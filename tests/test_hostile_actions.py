@@ -7,10 +7,13 @@ value that breaks an encoder, a tool or a verifier that crashes on what it is gi
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 import agentenv
@@ -120,6 +123,19 @@ class FragileEnv(Env[Fragile]):
         """Return something nobody can show."""
         return {"value": value, "self": Odd(), "nan": math.nan}
 
+    @tool
+    def run(self, command: str) -> str:
+        """Run a command line."""
+        parser = argparse.ArgumentParser(prog="run")
+        parser.add_argument("-n", type=int, required=True)
+        return str(parser.parse_args(command.split()).n)  # SystemExit(2) for a bad command line
+
+    @tool
+    def note(self, text: str) -> str:
+        """Keep a note."""
+        self.state.seen.append(text)
+        return "kept"
+
     @tool(terminal=True)
     def finish(self, text: str) -> str:
         """Finish."""
@@ -127,33 +143,62 @@ class FragileEnv(Env[Fragile]):
         return "done"
 
     def step_rewards(self, outcomes):
-        return {"length": 1.0 / len(self.state.seen)} if outcomes and outcomes[0].call.name == "echo" else {}
+        if outcomes and outcomes[0].call.name == "echo":
+            return {"length": 1.0 / len(self.state.seen)}
+        if outcomes and outcomes[0].call.name == "note":
+            return {"share": math.inf if self.state.seen[-1] == "inf" else 0.0}
+        return {}
 
-    def verify(self, task: Task) -> float:
-        return float(int(self.state.seen[-1]) > 0)  # ValueError for text that is not a number
+    def is_done(self) -> bool:
+        return bool(self.state.seen) and int(self.state.seen[-1]) > 99  # ValueError for text
+
+    def verify(self, task: Task) -> Any:
+        text = self.state.seen[-1]
+        # Slips of a verifier an answer can steer: no return on a branch, numpy's bool, 0/0.
+        slips = {"none": None, "close": np.isclose(1.0, 1.0), "nan": math.nan}
+        return slips[text] if text in slips else float(int(text) > 0)
 
 
-ENV_BUGS = {
-    "a tool that raises KeyError": (tool_call_text("lookup", key="zzz"), "tool", None),
-    "a result no encoder takes": (tool_call_text("echo", value=1), None, None),
-    "a verifier that raises": (tool_call_text("finish", text="not a number"), None, "policy"),
+ENV_BUGS = {  # action: (error kind, failure, error message start)
+    "a tool that raises KeyError": (tool_call_text("lookup", key="zzz"), "tool", None, "the tool 'lookup' failed"),
+    "a tool that exits": (tool_call_text("run", command="-n"), "tool", None, "the tool 'run' failed: SystemExit"),
+    "a result no encoder takes": (tool_call_text("echo", value=1), None, None, None),
+    "a verifier that raises": (tool_call_text("finish", text="x"), None, "policy", "the verifier failed: ValueError"),
+    "a verifier that returns None": (tool_call_text("finish", text="none"), None, "policy", "the verifier failed"),
+    "a verifier that returns NaN": (tool_call_text("finish", text="nan"), None, "policy", "the verifier failed"),
+    "an is_done that raises": (tool_call_text("note", text="x"), None, "policy", "is_done failed: ValueError"),
+    "a step reward of inf": (tool_call_text("note", text="inf"), None, "policy", "is_done failed"),
 }
 
 
 @pytest.mark.parametrize("case", list(ENV_BUGS), ids=list(ENV_BUGS))
 def test_env_code_that_an_action_crashes_is_the_policys_failure_never_infra(case, caplog):
-    action, error_kind, failure = ENV_BUGS[case]
+    action, error_kind, failure, error = ENV_BUGS[case]
     env = FragileEnv([Task(id="t", prompt="go")])
     env.reset(seed=0)
-    obs, _reward, _terminated, _truncated, info = env.step(action)
-    assert info["error_kind"] == error_kind
-    assert info["failure"] == failure
-    assert failure != "infra"
+    obs, reward, _terminated, _truncated, info = env.step(action)
+    assert (info["error_kind"], info["failure"]) == (error_kind, failure)
+    assert failure != "infra" and math.isfinite(reward)
+    assert info["error"] == error if error is None else info["error"].startswith(error)
     if failure is not None:
-        assert info["error"].startswith("the verifier failed: ValueError")
+        assert info["task_reward"] == 0.0 and info["success"] is False
     for message in obs:
         message["content"].encode("utf-8")
     _serialises(env)
+
+
+def test_a_verifier_may_return_any_real_number_such_as_numpys_bool():
+    env = FragileEnv([Task(id="t", prompt="go")])
+    env.reset(seed=0)
+    *_, info = env.step(tool_call_text("finish", text="close"))
+    assert (info["task_reward"], info["success"], info["error"]) == (1.0, True, None)
+
+
+def test_a_tool_that_exits_leaves_every_episode_of_the_rollout_to_finish(tmp_path: Path):
+    policy = ScriptedPolicy.replay([tool_call_text("run", command="-n"), tool_call_text("finish", text="1")])
+    trajs = rollout(lambda: FragileEnv([Task(id="t", prompt="go")]), policy, tasks=["t"] * 4, out=tmp_path / "e.jsonl")
+    assert [t.failure for t in trajs] == ["none"] * 4
+    assert len((tmp_path / "e.jsonl").read_text().splitlines()) == 4
 
 
 # -- the rollout: a policy that raises ----------------------------------------------------
