@@ -5,7 +5,11 @@ concurrently over one pooled `httpx.Client` (vLLM, SGLang, Ollama and hosted API
 all speak this protocol). Timeouts, connection errors, HTTP 429 and 5xx are
 retried with exponential backoff; whatever still fails, and any malformed
 response, comes back as a `PolicyFailure` for that conversation alone, so the
-rollout engine ends that one episode as ``infra`` and the batch carries on.
+rollout engine ends that one episode as ``infra`` and the batch carries on. One
+refusal is the policy's own: a conversation that its turns grew past the model's
+context window (HTTP 400 "maximum context length") gets an empty action with
+``finish_reason="length"``, as the trainer's policy does at ``max_context_tokens``;
+only a first turn that does not fit (the env's prompt alone) is ``infra``.
 
 The env records every tool result as a ``tool`` message, even when the model
 wrote its call as ``<tool_call>`` text; strict servers refuse a ``tool`` message
@@ -24,6 +28,7 @@ import email.utils
 import json
 import math
 import random
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -84,6 +89,22 @@ class _Completion(BaseModel):
 
 class _Failed(Exception):
     """One conversation failed for good; the message becomes its `PolicyFailure`."""
+
+
+class _ContextFull(_Failed):
+    """The server refused the conversation as longer than the model's context window."""
+
+
+_CONTEXT_FULL = re.compile(
+    r"context (length|window|size)|maximum context|too many tokens|too long|prompt is too|max_new_tokens", re.IGNORECASE
+)
+
+
+def context_overflow(status: int, message: str) -> bool:
+    """Whether an HTTP error from an OpenAI-compatible server says the request is past
+    the model's context window (vLLM, SGLang and OpenAI answer 400 and say so; some
+    proxies 413 or 422)."""
+    return status in (400, 413, 422) and _CONTEXT_FULL.search(message) is not None
 
 
 class OpenAIPolicy:
@@ -213,6 +234,12 @@ class OpenAIPolicy:
         try:
             body = json.dumps(self.request_body(conv), ensure_ascii=False).encode()
             return _generation(self._post_with_retries(body), conv)
+        except _ContextFull as e:
+            if conv.turn == 0:  # nothing the policy wrote yet: the env's prompt does not fit
+                return PolicyFailure(error=f"{e} (the first turn: the prompt alone is past the model's context)")
+            # The conversation outgrew the context through the episode's own turns: the
+            # policy's failure, as a turn cut at the token limit (an empty action).
+            return Generation(action="", finish_reason="length")
         except _Failed as e:
             return PolicyFailure(error=str(e))
         except Exception as e:  # noqa: BLE001 - one bad conversation is data, never the batch's crash
@@ -243,8 +270,8 @@ class OpenAIPolicy:
                 if 200 <= status < 300:
                     return content
                 error = f"HTTP {status} from {self.url}: {_snippet(content)}"
-                if status != 429 and status < 500:
-                    raise _Failed(error)  # the request itself is wrong: asking again cannot help
+                if status != 429 and status < 500:  # the request itself is wrong: asking again cannot help
+                    raise (_ContextFull if context_overflow(status, error) else _Failed)(error)
                 retry_after_s = _retry_after_s(headers.get("retry-after"))
             if attempt + 1 < attempts:
                 self._sleep(self._delay_s(attempt, retry_after_s))

@@ -162,6 +162,34 @@ def test_a_failed_request_ends_only_its_episode_as_infra(server: OpenAIServer) -
     assert second.error is not None and "HTTP 400" in second.error
 
 
+@pytest.mark.parametrize("status", [400, 413])
+def test_a_conversation_its_own_turns_grew_past_the_context_is_the_policys_failure(
+    server: OpenAIServer, status: int
+) -> None:
+    """A model that rambles until its conversation no longer fits: as the trainer's policy
+    does at max_context_tokens, an empty action (a format error), never infra."""
+    ramble = "Let me think about this step by step. " * 40  # no tool call
+
+    def script(request: Request) -> Reply:
+        if sum(len(m.get("content") or "") for m in request.messages) > 4000:
+            message = "This model's maximum context length is 2048 tokens. However, you requested 2301 tokens."
+            return Reply({"error": {"message": message}}, status=status)
+        return chat_reply(ramble)
+
+    server.script = script
+    with make_policy(server) as policy:
+        trajs = agentenv.rollout("arithmetic-v0", policy, n=2)
+    assert [t.failure for t in trajs] == [Failure.FORMAT] * 2
+    assert all(t.generations[-1].action == "" and t.generations[-1].finish_reason == "length" for t in trajs)
+
+
+def test_a_first_turn_past_the_context_is_infra_and_says_the_prompt_does_not_fit(server: OpenAIServer) -> None:
+    server.script = lambda request: Reply({"error": {"message": "maximum context length is 16 tokens"}}, status=400)
+    with make_policy(server) as policy:
+        (traj,) = agentenv.rollout("arithmetic-v0", policy, n=1)
+    assert traj.failure is Failure.INFRA and "the prompt alone is past the model's context" in (traj.error or "")
+
+
 # -- concurrency ----------------------------------------------------------------
 
 

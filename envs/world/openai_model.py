@@ -33,6 +33,7 @@ from typing import Any, Literal
 from agentenv import Conversation, Generation, OpenAIPolicy, PolicyFailure
 from agentenv.envs.world.models import WorldModelError
 from agentenv.envs.world.prompt import REPLY_SCHEMA, WorldRequest, messages
+from agentenv.openai_policy import context_overflow
 
 __all__ = ["OpenAIWorldModel"]
 
@@ -47,9 +48,6 @@ _FORMATS: dict[str, dict[str, Any] | None] = {
     "none": None,
 }
 _HTTP = re.compile(r"HTTP (\d{3}) from")
-_TOO_LONG = re.compile(
-    r"context (length|window|size)|maximum context|too many tokens|too long|prompt is too|max_new_tokens", re.IGNORECASE
-)
 
 
 class OpenAIWorldModel:
@@ -176,7 +174,7 @@ def _status(error: str) -> int | None:
 def _kind(error: str, status: int | None) -> str:
     if status == 429:
         return "rate_limited"
-    if status in (400, 413, 422) and _TOO_LONG.search(error):
+    if status is not None and context_overflow(status, error):
         return "too_long"
     if status is not None:
         return "server_error" if status >= 500 else "refused"
