@@ -15,6 +15,7 @@ names (the docs and the error for a final method read that tuple):
     render_result(outcome)     how a tool result is shown to the agent
     step_rewards(outcomes)     named step-reward components
     verify(task)               the task reward, on the final state
+    closing_rewards(task_rewards)  step-reward components of the last step, after verify
     is_done()                  extra stop conditions
     on_answer(answer)          in answer mode: end on this answer (None), or feedback and another try
     mutate(task, rng)          a new task like ``task`` (variants for the failure miner)
@@ -74,6 +75,7 @@ HOOKS = (
     "render_result",
     "step_rewards",
     "verify",
+    "closing_rewards",
     "is_done",
     "on_answer",
     "mutate",
@@ -325,6 +327,15 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         """The task reward on the final state: a float, or named components including ``"task"``."""
         return 0.0
 
+    def closing_rewards(self, task_rewards: dict[str, float]) -> dict[str, float]:
+        """Step-reward components added to the episode's last step once `verify` has
+        given ``task_rewards`` (however the episode ended, infra aside): where shaping
+        the verifier did not confirm is taken back. Shaping paid on a signal the policy
+        can satisfy without solving (visible tests it can hard-code) is then worth
+        nothing unless the verifier agrees, as potential-based shaping is when the
+        final state's potential is the verified one."""
+        return {}
+
     def is_done(self) -> bool:
         """Stop conditions besides terminal tools, invalid-action streaks and max_turns."""
         return False
@@ -471,6 +482,9 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             terminated, truncated, failure, task_rewards = self._end_of_step(act, done=done)
             self._ended = terminated or truncated
             error_kind = act.error_kind  # a verifier's infrastructure failure sets it
+            if failure is not Failure.INFRA:
+                for k, v in self._closing_rewards(task_rewards).items():
+                    rewards[k] = rewards.get(k, 0.0) + v
         else:  # the common case: the episode goes on
             terminated = truncated = False
             failure, task_rewards = None, {}
@@ -743,6 +757,16 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             _log_once(type(self), "step_rewards", e)
             return {}
 
+    def _closing_rewards(self, task_rewards: dict[str, float]) -> dict[str, float]:
+        try:
+            closing = self.closing_rewards(dict(task_rewards))
+            if "task" in closing:
+                raise TypeError(f"{type(self).__name__}.closing_rewards() must not return 'task'")
+            return {k: _finite(v, f"{type(self).__name__}.closing_rewards()") for k, v in closing.items()}
+        except _HOOK_ERRORS as e:  # logged; the last step gets no closing reward rather than a crash
+            _log_once(type(self), "closing_rewards", e)
+            return {}
+
     def _is_done(self, act: _Acted) -> bool:
         """`is_done`, guarded: a state that makes it raise ends the episode unsolved (the
         verifier is not asked), never crashes step and never passes for infra."""
@@ -859,7 +883,7 @@ def _finite(value: Any, where: str) -> float:
 
 _hook_failures: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("hook_failures", default=None)
 """Where `check_env` collects the failures of the reward hooks that step swallows."""
-_REWARD_HOOKS = ("step_rewards", "verify", "is_done")
+_REWARD_HOOKS = ("step_rewards", "verify", "closing_rewards", "is_done")
 
 
 def _log_once(env: type, where: str, error: BaseException) -> None:

@@ -137,11 +137,41 @@ def test_one_invalid_call_makes_the_action_a_format_error_whatever_ran_before_it
     action = (
         first + tool_call_text("no_such_tool") + '<tool_call>{"name": "add", "arguments": {"bogus": 1}}</tool_call>'
     )
-    for turn in range(3):
+    for _ in range(3):
         *_, terminated, _, info = counter.step(action)
         assert info["error_kind"] == "format" and info["rewards"]["format"] == -counter.format_penalty
         assert "unknown tool 'no_such_tool'" in info["error"]
     assert terminated and info["failure"] == "format"  # the streak of invalid actions ends it
+
+
+class Settling(CounterEnv):
+    """Pays progress for each add and takes back, at the end, what the verifier did not confirm."""
+
+    def closing_rewards(self, task_rewards):
+        return {"progress": -2.0 * (1.0 - task_rewards["task"]), "bonus": 0.25}
+
+
+def test_closing_rewards_join_the_last_steps_step_channel_after_verify():
+    env = Settling()
+    env.reset(options={"task": "t1"})  # target 3
+    env.step(ADD1)
+    _, reward, terminated, _, info = env.step(tool_call_text("add", amount=1) + SUBMIT)
+    assert terminated and info["task_reward"] == 0.0
+    # add's progress (1.0) and the closing -2.0 add up; the weights apply as to any step reward
+    assert info["rewards"] == {"format": 0.0, "progress": -1.0, "bonus": 0.25, "task": 0.0}
+    assert env.transitions[-1].rewards == {"format": 0.0, "progress": -1.0, "bonus": 0.25}
+    assert reward == pytest.approx(0.5 * -1.0 + 0.25)
+    env.reset(options={"task": "t0"})  # target 2: solved, nothing taken back
+    env.step(ADD1)
+    *_, info = env.step(ADD1 + SUBMIT)
+    assert info["rewards"]["progress"] == 1.0 and info["task_reward"] == 1.0
+
+
+def test_closing_rewards_are_not_asked_for_an_infra_end(counter):
+    env = Settling()
+    env.reset(options={"task": "t0"})
+    *_, info = env.step(tool_call_text("add", amount=666))
+    assert info["failure"] == "infra" and "bonus" not in info["rewards"]
 
 
 def test_infra_failure_truncates_and_is_not_scored(counter):

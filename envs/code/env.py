@@ -6,7 +6,11 @@ Tools: ``run_python`` (run code, see capped output), ``write_file`` / ``read_fil
 parses), ``runs`` (a run this step finished without error), each paid once per
 episode, at the first step where it holds (paid every step, ``run_python("pass")``
 each turn would earn most of a solve), and ``progress`` (the rise of the best
-visible-test pass fraction so far). None of the three can be farmed. Task
+visible-test pass fraction so far). The prompt shows the visible tests' expected
+values, so a table of them passes every visible test: at the episode's end the
+progress the hidden tests do not confirm (best visible fraction over hidden
+fraction, all of it when nothing was submitted) is taken back (`closing_rewards`).
+None of the three can be farmed. Task
 rewards: ``task`` is 1 when every hidden test passes, ``hidden_fraction`` the
 share that passed (reported; weight 0 in the scalar reward by default).
 
@@ -135,6 +139,10 @@ class CodeEnv(Env[CodeState]):
                 shaped.append(name)
             rewards[name] = 1.0 if earned else 0.0
         return rewards
+
+    def closing_rewards(self, task_rewards: dict[str, float]) -> dict[str, float]:
+        unconfirmed = self.state.best_visible - task_rewards.get("hidden_fraction", 0.0)
+        return {"progress": -unconfirmed} if unconfirmed > 0 else {}
 
     def verify(self, task: Task) -> dict[str, float]:
         state = self.state

@@ -115,6 +115,33 @@ def test_step_rewards_parse_run_and_progress_only_when_the_visible_pass_rate_ris
     assert rewards(tool_call_text("run_tests"))["progress"] == 0.5
 
 
+LOOKUP_TABLE = "TABLE = {(1, 2): 3, (0, 0): 0}\ndef add(a, b):\n    return TABLE.get((a, b))\n"
+PARTIAL = "def add(a, b):\n    return a + b if a >= 0 else 0\n"  # 3 of the 4 hidden tests
+
+
+@pytest.mark.parametrize(
+    ("code", "kept"),
+    [(LOOKUP_TABLE, 0.0), (PARTIAL, 0.75), (ADD_TASK.payload["solution"], 1.0)],
+    ids=["visible-tests-hard-coded", "partial", "solution"],
+)
+def test_progress_the_hidden_tests_do_not_confirm_is_taken_back_on_the_last_step(env, code, kept):
+    # The prompt shows the visible tests' expected values: a table of them passed every
+    # visible test, and its progress (0.5 of the 1.55 a solve returns) was kept.
+    write = tool_call_text("write_file", path="solution.py", content=code)
+    info = submit(env, code, before=[write, tool_call_text("run_tests")])
+    progress = [t.rewards["progress"] for t in env.transitions]
+    assert progress == [0.0, 1.0, pytest.approx(kept - 1.0)] and sum(progress) == pytest.approx(kept)
+    assert info["task_reward"] == float(kept == 1.0)
+
+
+def test_progress_is_taken_back_whole_when_the_episode_ends_without_a_submission(env):
+    env.reset(options={"task": ADD_TASK})
+    env.step(tool_call_text("write_file", path="solution.py", content=ADD_TASK.payload["solution"]))
+    for _ in range(env.max_turns - 1):
+        *_, truncated, _ = env.step(tool_call_text("run_tests"))
+    assert truncated and [t.rewards["progress"] for t in env.transitions][1::14] == [1.0, -1.0]
+
+
 def test_parses_and_runs_are_paid_once_per_episode_so_running_pass_every_turn_earns_almost_nothing(env):
     # Paid every step, run_python("pass") for 16 turns summed to 0.8: most of a solve.
     env.reset(options={"task": ADD_TASK})
