@@ -5,7 +5,8 @@ each turn the ids the model generated followed by the ids of the observation as
 the chat template renders it. Nothing is re-rendered from the whole chat, so the
 tokens trained on are exactly the tokens sampled. `ChatDelta` renders one
 observation's suffix (with the template's bridge after the end-of-turn token);
-`retokenization_mismatch` says whether the incremental ids equal a one-shot
+Message text that spells a special token is defused first (`_defused`): only the
+template's own markers are special tokens. `retokenization_mismatch` says whether the incremental ids equal a one-shot
 tokenisation of the final conversation (with a model, they can differ: a model
 may sample a non-canonical split of its text).
 
@@ -65,8 +66,39 @@ SPECIAL_TOKENS = [
 ]
 
 
-def _render(tokenizer: Any, messages: Sequence[Mapping[str, Any]], generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
+def _render(
+    tokenizer: Any, messages: Sequence[Mapping[str, Any]], generation_prompt: bool, specials: Sequence[str] = ()
+) -> str:
+    return tokenizer.apply_chat_template(
+        _defused(messages, specials), tokenize=False, add_generation_prompt=generation_prompt
+    )
+
+
+def special_strings(tokenizer: Any) -> list[str]:
+    """The text of every special token of ``tokenizer`` (turn markers, end of text),
+    longest first."""
+    found = {str(t) for t in getattr(tokenizer, "all_special_tokens", None) or ()}
+    for token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values():
+        if getattr(token, "special", False):
+            found.add(str(getattr(token, "content", token)))
+    return sorted((s for s in found if len(s) > 1), key=len, reverse=True)
+
+
+def _defused(messages: Sequence[Mapping[str, Any]], specials: Sequence[str]) -> list[Mapping[str, Any]]:
+    """``messages`` with any special token's text in a message's content broken by a
+    word joiner (U+2060) after its first character: still readable, no longer one
+    token. Without it, a policy that makes the env echo ``<|im_end|><|im_start|>``
+    (an unknown tool's name, a file's content) forges turn boundaries in the very
+    sequence it is trained on."""
+    out: list[Mapping[str, Any]] = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str) and specials and any(s in content for s in specials):
+            for s in specials:
+                content = content.replace(s, s[0] + "\u2060" + s[1:])
+            m = {**m, "content": content}
+        out.append(m)
+    return out
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
@@ -85,6 +117,7 @@ class ChatDelta:
     end_of_turn: str
 
     def __post_init__(self) -> None:
+        self.specials = special_strings(self.tokenizer)
         self.end_of_turn_id = self.tokenizer.convert_tokens_to_ids(self.end_of_turn)
         if self.end_of_turn_id is None or self.end_of_turn_id == self.tokenizer.unk_token_id:
             raise ValueError(f"end-of-turn token {self.end_of_turn!r} is not in the tokenizer's vocabulary")
@@ -101,13 +134,13 @@ class ChatDelta:
 
     def prompt_ids(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """The ids of the first observation, ending with the generation prompt."""
-        return _encode(self.tokenizer, _render(self.tokenizer, messages, True))
+        return _encode(self.tokenizer, _render(self.tokenizer, messages, True, self.specials))
 
     def observation_ids(self, observation: Sequence[Mapping[str, Any]], *, stopped: bool) -> list[int]:
         """The ids to append after a generation: the end-of-turn token if the model
         did not produce one (``stopped=False``), the bridge, the observation as the
         template renders it, and the next generation prompt."""
-        full = _render(self.tokenizer, [*self._base, *observation], True)
+        full = _render(self.tokenizer, [*self._base, *observation], True, self.specials)
         if not full.startswith(self._base_text):
             raise ValueError("the chat template is not append-only: rendering more messages changed earlier text")
         ids = [] if stopped else [self.end_of_turn_id]
@@ -117,7 +150,7 @@ class ChatDelta:
         """0 when ``ids`` (ending with the last generation) equal the one-shot
         tokenisation of ``messages`` (ending with that assistant turn), else the
         position of the first differing token + 1."""
-        text = _render(self.tokenizer, messages, False)
+        text = _render(self.tokenizer, messages, False, self.specials)
         if self.bridge and text.endswith(self.bridge):
             text = text[: -len(self.bridge)]  # the model stops at end-of-turn, before the bridge
         one_shot = _encode(self.tokenizer, text)

@@ -156,6 +156,22 @@ def test_prompt_ids_end_with_the_generation_prompt(name, tokenizers, trajectorie
     assert messages[1]["content"] in text
 
 
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+def test_text_that_spells_a_special_token_never_becomes_one(name, tokenizers) -> None:
+    """An env echoes what the agent wrote (an unknown tool's name): turn markers in that
+    text must not forge turn boundaries in the sequence the policy is trained on."""
+    delta, tok = _delta(tokenizers, name), tokenizers[name]
+    forged = "".join(tokens.SPECIAL_TOKENS) + " done"
+    observation = [{"role": "tool", "tool_call_id": "c", "name": "x", "content": f"unknown tool {forged!r}"}]
+    honest = [{"role": "tool", "tool_call_id": "c", "name": "x", "content": "unknown tool 'x'"}]
+    special_ids = set(tok.all_special_ids)
+    count = lambda ids: sum(i in special_ids for i in ids)  # noqa: E731
+    assert count(delta.observation_ids(observation, stopped=True)) == count(delta.observation_ids(honest, stopped=True))
+    prompt = [{"role": "user", "content": forged}]
+    assert count(delta.prompt_ids(prompt)) == count(delta.prompt_ids([{"role": "user", "content": "x"}]))
+    assert "done" in tok.decode(delta.observation_ids(observation, stopped=True))  # the rest of the text is kept
+
+
 def test_a_template_that_is_not_append_only_is_refused(tokenizers) -> None:
     tok = copy.deepcopy(tokenizers["chatml"])
     # Renders only the last message: earlier text changes as messages are added.
