@@ -93,7 +93,9 @@ def build_spec(fn: Callable[..., Any], *, method_name: str, name: str, terminal:
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hints[param.name], Field(default, description=arg_docs.get(param.name)))
     model_name = "".join(part.title() for part in re.split(r"[_-]", name)) + "Args"
-    args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
+    # No NaN or infinity in a float argument: they pass every range check a tool writes
+    # (``amount <= 0`` is False for NaN) and turn into null in the state's JSON.
+    args_model = create_model(model_name, __config__=ConfigDict(extra="forbid", allow_inf_nan=False), **fields)
     return spec_from_model(name, summary, args_model, method_name=method_name, terminal=terminal)
 
 

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import agentenv
-from agentenv import Env, ScriptedPolicy, State, Task, ToolCall, Trajectory, rollout, tool, tool_call_text
+from agentenv import Env, ScriptedPolicy, State, Task, ToolCall, ToolError, Trajectory, rollout, tool, tool_call_text
+from agentenv.env import Snapshot
 from agentenv.envs.arithmetic import ArithmeticEnv, make_tasks
 from tests.toy_envs import CounterEnv
 
@@ -185,6 +186,30 @@ def test_env_code_that_an_action_crashes_is_the_policys_failure_never_infra(case
     for message in obs:
         message["content"].encode("utf-8")
     _serialises(env)
+
+
+class Wallet(State):
+    balance: float = 10.0
+
+
+class WalletEnv(Env[Wallet]):
+    @tool
+    def pay(self, amount: float) -> str:
+        """Pay out of the balance."""
+        if amount <= 0 or amount > self.state.balance:  # False for NaN: it would pass
+            raise ToolError("amount must be in (0, balance]")
+        self.state.balance -= amount
+        return f"paid {amount}"
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e309"])
+def test_a_float_argument_takes_no_nan_or_infinity(number):
+    env = WalletEnv([Task(id="t", prompt="go")])
+    env.reset(seed=0)
+    *_, info = env.step('<tool_call>{"name": "pay", "arguments": {"amount": ' + number + "}}</tool_call>")
+    assert info["error_kind"] == "format" and "finite number" in info["error"]
+    assert env.state.balance == 10.0
+    env.restore(Snapshot.model_validate_json(env.snapshot().model_dump_json()))  # the state still round-trips
 
 
 def test_a_verifier_may_return_any_real_number_such_as_numpys_bool():
