@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agentenv import _safejson
 from agentenv.types import Action, Message, ToolCall
 
-__all__ = ["Admitted", "admit", "clean_messages", "safe_repr"]
+__all__ = ["Admitted", "admit", "clean_messages", "limited", "safe_repr"]
 
 MAX_MESSAGE_DEPTH = 40
 """Deeper assistant-message dicts are refused (tool-call arguments nest up to 32 inside)."""
@@ -87,6 +87,27 @@ def admit(action: Any, turn: int) -> Admitted:
         {"role": "assistant", "content": shown},
         f"expected text, a ToolCall or an assistant message, got {type(action).__name__}",
     )
+
+
+def limited(admitted: Admitted, max_chars: int) -> Admitted:
+    """``admitted``, or, for an action longer than ``max_chars`` characters (its text, or
+    its message as JSON), a format error that records only the first ``max_chars`` of it:
+    a refused 10 MB action would otherwise be kept whole in the conversation, in its
+    transition and in every trajectory file, and be sent back to the policy."""
+    action = admitted.action
+    if type(action) is str:
+        size = len(action)
+        if size <= max_chars:
+            return admitted
+        text = action
+    else:
+        text = json.dumps(admitted.message, ensure_ascii=False, default=str)
+        size = len(text)
+        if size <= max_chars:
+            return admitted
+    kept = text[:max_chars] + f"\n[{size - max_chars} more characters not kept]"
+    error = admitted.error or f"the action is {size} characters long; the limit is {max_chars}"
+    return Admitted(kept, {"role": "assistant", "content": kept}, error)
 
 
 def _admit_call(call: ToolCall, turn: int) -> Admitted:

@@ -464,7 +464,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             self._check_live()  # raises, with the reason
         start = time.perf_counter()
         turn = self._turn
-        admitted = _admit.admit(action, turn)
+        admitted = _admit.limited(_admit.admit(action, turn), self.max_action_chars)
         self.messages.append(admitted.message)
         act = self._act(admitted, turn)
         obs = _admit.clean_messages(act.obs)
@@ -672,13 +672,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             raise EnvStateError("the episode has ended (terminated or truncated); call reset() to start another")
 
     def _parse(self, action: Action) -> list[ToolCall]:
-        if type(action) is str:
-            if len(action) > self.max_action_chars:
-                raise ParseError(f"the action is {len(action)} characters long; the limit is {self.max_action_chars}")
-        elif isinstance(action, dict):
-            size = len(json.dumps(action, default=str))
-            if size > self.max_action_chars:
-                raise ParseError(f"the action is {size} characters long; the limit is {self.max_action_chars}")
+        # An action past max_action_chars never gets here: `_admit.limited` refused it.
         if self.answer_mode and _answer_text(action) is not None:
             return []
         calls = self.parser.parse(action)

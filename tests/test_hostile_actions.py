@@ -188,6 +188,27 @@ def test_env_code_that_an_action_crashes_is_the_policys_failure_never_infra(case
     _serialises(env)
 
 
+@pytest.mark.parametrize(
+    "action",
+    [
+        "x" * 10_000_000,
+        "é" * 1_000_000,
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "add", "arguments": "1" * 10**6}}]},
+        ToolCall("add", {"amount": 1, "note": "n" * 10**6}),
+    ],
+    ids=["10MB-text", "non-ascii", "message", "tool-call"],
+)
+def test_an_action_past_the_limit_is_refused_and_recorded_cut_to_the_limit(tmp_path: Path, action):
+    env = CounterEnv()
+    env.reset(options={"task": "t0"})
+    *_, info = env.step(action)
+    assert info["error_kind"] == "format" and "characters long; the limit is 32000" in info["error"]
+    recorded = env.messages[-2]  # the assistant message, before the error observation
+    assert recorded["role"] == "assistant" and 32_000 < len(recorded["content"]) < 32_100
+    assert len(json.dumps(env.transitions[-1].action, ensure_ascii=False)) < 33_000
+    assert env.state.count == 0  # no call ran
+
+
 class Wallet(State):
     balance: float = 10.0
 
