@@ -104,7 +104,14 @@ class ScriptedPolicy:
         return cls(act)
 
     def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]:
-        return [self.fn(conv) for conv in conversations]
+        """``fn`` of each conversation; one it raises on fails that episode alone."""
+        return [self._one(conv) for conv in conversations]
+
+    def _one(self, conv: Conversation) -> PolicyOutput:
+        try:
+            return self.fn(conv)
+        except Exception as e:  # noqa: BLE001 - one conversation's failure, not the batch's
+            return PolicyFailure(error=f"{type(e).__name__}: {e}")
 
 
 class HumanPolicy:

@@ -494,6 +494,15 @@ def test_a_golden_policy_replays_each_tasks_own_tool_calls():
     trajs = agentenv.rollout(lambda: CounterEnv(tasks), agentenv.ScriptedPolicy.golden("moves"), n=3, seed=0)
     assert [t.success for t in trajs] == [True] * 3
     assert all(len(t.transitions) == t.task.payload["target"] + 1 for t in trajs)  # its own calls, then submit
+    # A task without its moves fails its own episode, not the batch it was asked in.
+    broken = Task(id="broken", prompt="Reach it.", payload={"target": 2})
+    trajs = agentenv.rollout(
+        lambda: CounterEnv(agentenv.TaskSet([*tasks, broken])),
+        agentenv.ScriptedPolicy.golden("moves"),
+        tasks=["g0", "broken", "g1"],
+    )
+    assert [t.failure.value for t in trajs] == ["none", "infra", "none"]
+    assert "payload['moves']" in (trajs[1].error or "")
 
 
 def test_max_calls_per_action_refuses_a_longer_action_before_any_call_runs():
