@@ -12,7 +12,8 @@ The rule, step by step; each step costs time linear in the reply's length, whate
    read again the same way up to three times (``<answer>\boxed{4}</answer>`` is 4).
    Only the last one counts: ``\boxed{1} \boxed{2}`` answers 2, so a reply stuffed
    with candidates is scored on one of them. Without markup, the whole text is the answer.
-3. Normalisation (`normalize`): Unicode NFKC; invisible format characters (zero-width
+3. Normalisation (`normalize`): Unicode NFKC, but superscripts, subscripts, circled
+   and fraction forms are kept (NFKC reads ``4²`` as ``42``); invisible format characters (zero-width
    spaces, soft hyphens, direction marks) dropped; control characters and whitespace runs
    made one space; trimmed; one enclosing ``$...$``, ``\(...\)`` or ``\[...\]`` removed;
    trailing periods removed; case folded.
@@ -105,13 +106,29 @@ def _last_boxed(text: str) -> tuple[int, str] | None:
 def normalize(text: str) -> str:
     """``text`` as answers are compared (step 3 of the module's rule)."""
     if not text.isascii():  # NFKC and the invisible characters change nothing in ASCII
-        text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
+        text = _INVISIBLE.sub("", _compatible(text))
     text = _SPACE.sub(" ", text).strip()
     for opening, closing in _WRAPPERS:
         if len(text) >= len(opening) + len(closing) and text.startswith(opening) and text.endswith(closing):
             text = text[len(opening) : len(text) - len(closing)].strip()
             break
     return text.rstrip(".").rstrip().casefold()
+
+
+_KEPT_FORMS = ("<super>", "<sub>", "<circle>", "<fraction>")
+
+
+def _compatible(text: str) -> str:
+    """NFKC of ``text``, keeping the characters whose compatibility form would change a
+    value: ``4²`` would be ``42``, ``⑫`` ``12``, ``½`` ``1⁄2``. Runs between them are
+    normalised whole, so combining marks still compose."""
+    parts, start = [], 0
+    for i, ch in enumerate(text):
+        if not ch.isascii() and unicodedata.decomposition(ch).startswith(_KEPT_FORMS):
+            parts += [unicodedata.normalize("NFKC", text[start:i]), ch]
+            start = i + 1
+    parts.append(unicodedata.normalize("NFKC", text[start:]))
+    return "".join(parts)
 
 
 def parse_number(text: str) -> Number | None:

@@ -67,6 +67,10 @@ def test_equal_answers(candidate, reference):
         ("-5", "5"),
         ("42%", "42"),
         ("\u0664\u0662", "42"),  # Arabic-Indic digits are not ASCII digits
+        ("4²", "42"),  # NFKC alone reads a superscript as a digit
+        ("x₁₂", "x12"),
+        ("⑫", "12"),
+        ("½", "12"),
     ],
 )
 def test_different_answers(candidate, reference):
