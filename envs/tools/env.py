@@ -138,11 +138,15 @@ class ToolsEnv(Env[ToolsState]):
     def snapshot_external(self) -> dict[str, str] | None:
         if self._episode is None or self._service is None:
             return None
-        return {"db": base64.b64encode(self._service.read_episode(self._episode)).decode("ascii")}
+        db = base64.b64encode(self._service.read_episode(self._episode)).decode("ascii")
+        return {"domain": self.domain.name, "db": db}
 
     def restore_external(self, data: Any) -> None:
         if data is None:
             return
+        domain = data.get("domain", self.domain.name)  # every domain's env is a ToolsEnv: the class cannot tell
+        if domain != self.domain.name:
+            raise ValueError(f"a snapshot of a {domain} episode cannot be restored into a {self.domain.name} env")
         service = self._live_service()
         if self._episode is None:
             self._episode = service.new_episode()

@@ -299,6 +299,12 @@ def test_snapshot_and_restore_include_the_database(env):
         assert terminated and info["task_reward"] == 1.0
     finally:
         other.close()
+    calendar = agentenv.make("calendar-v0")  # but not into another domain, whose env is a ToolsEnv too
+    try:
+        with pytest.raises(ValueError, match="a snapshot of a retail episode cannot be restored into a calendar env"):
+            calendar.restore(blob)
+    finally:
+        calendar.close()
 
 
 def test_a_killed_service_is_an_infra_failure_and_the_next_reset_recovers(env):
