@@ -18,9 +18,9 @@ _MNT_DETACH = 0x2
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def mount_tmpfs(path: str, *, size_mb: int, uid: int) -> None:
-    """Mount a tmpfs of ``size_mb`` MiB at ``path``, owned by ``uid`` with mode 0700."""
-    options = f"size={size_mb}m,mode=0700,uid={uid},gid={uid}".encode()
+def mount_tmpfs(path: str, *, size_mb: int, uid: int, gid: int, mode: int) -> None:
+    """Mount a tmpfs of ``size_mb`` MiB at ``path``, its root owned by ``uid``:``gid`` with ``mode``."""
+    options = f"size={size_mb}m,mode={mode:o},uid={uid},gid={gid}".encode()
     flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV)
     if _libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
         err = ctypes.get_errno()

@@ -27,6 +27,14 @@ CLONE_NEWUSER fail with EPERM and ``clone3`` with ENOSYS (libc then falls back t
 ``clone``, whose flags a classic BPF filter can read; ``clone3`` passes them in
 memory it cannot).
 
+Binding the workspace back under the private /tmp (where a sandbox made by
+`tempfile` lives) needs its mount point made there, in a directory runs write to.
+It is reached one component at a time from / with ``O_NOFOLLOW`` and directory
+descriptors, never by a path lookup, so a symlink planted there cannot lead this
+process (root, on the host's files until init mounts its /proc) anywhere else;
+and what a run put in its way is that run's failure (exit 126, said on stderr),
+never a setup failure.
+
 A failure to set up (not the command's: it has not started yet) is written to the
 ``report_fd`` pipe and the launcher exits 125. The command never holds that pipe
 (it is close-on-exec), so it cannot forge a setup failure, which the caller
@@ -144,7 +152,7 @@ def _enter_namespaces(cfg: dict) -> None:
         if os.path.isdir(target) and not os.path.islink(target):
             _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     for path, fd, writable in keep:
-        _reveal(path, fd, writable)
+        _reveal(path, fd, writable, cfg)
     for target in cfg["cover"]:  # after the reveals: a cover may lie inside a revealed directory
         if os.path.isdir(target) and not os.path.islink(target):
             _mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
@@ -172,27 +180,81 @@ def _minimal_dev() -> None:
     os.mkdir("/dev/shm", 0o755)
 
 
-def _reveal(path: str, fd: int, writable: bool) -> None:
+def _reveal(path: str, fd: int, writable: bool, cfg: dict) -> None:
     """Bind the directory open at ``fd`` back at ``path`` if a cover hid it."""
-    seen, want = None, os.fstat(fd)
+    want = os.fstat(fd)
     try:
-        seen = os.stat(path)
-    except OSError:
-        pass
-    if seen is not None and (seen.st_dev, seen.st_ino) == (want.st_dev, want.st_ino):
-        return
-    os.makedirs(path, mode=0o755, exist_ok=True)
-    _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        point = _mount_point(path)
+    except OSError as exc:
+        if any(_within(path, tmp) for tmp in cfg["private_tmp_at"]):
+            _blocked_by_run(cfg, path, exc)  # the run's /tmp: what is in the way is the run's doing
+        raise
+    try:
+        seen = os.fstat(point)
+        if (seen.st_dev, seen.st_ino) == (want.st_dev, want.st_ino):
+            return
+        _mount(f"/proc/self/fd/{fd}", f"/proc/self/fd/{point}", None, MS_BIND | MS_REC)
+    finally:
+        os.close(point)
+        os.close(fd)
     if not writable:
+        _read_only(path)
+
+
+def _mount_point(path: str) -> int:
+    """An O_PATH descriptor of the directory ``path``, walked from / one component at a
+    time without following a symlink (ELOOP / ENOTDIR instead), made (0755) where missing."""
+    old_umask = os.umask(0o022)  # made 0755 whatever the caller's umask: the sandbox uid traverses them
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY)
+    try:
+        for part in [p for p in path.split("/") if p]:
+            try:
+                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    finally:
+        os.umask(old_umask)
+    return fd
+
+
+def _read_only(path: str) -> None:
+    """Remount the bind now at ``path`` read-only (reached as in `_mount_point`, so
+    through the new mount, never through a symlink)."""
+    point = _mount_point(path)
+    try:
         # A remount must keep the locked flags of the mount it copies (userns rules).
-        old = os.statvfs(path).f_flag
+        old = os.fstatvfs(point).f_flag
         keep = old & (MS_NOSUID | MS_NODEV | MS_NOEXEC | 1024 | 2048)
         keep |= MS_RELATIME if old & 4096 else 0
         try:
-            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | keep)
+            _mount(None, f"/proc/self/fd/{point}", None, MS_BIND | MS_REMOUNT | MS_RDONLY | keep)
         except OSError:
             pass  # read-only is a second line here; file permissions are the first
-    os.close(fd)
+    finally:
+        os.close(point)
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _blocked_by_run(cfg: dict, path: str, exc: OSError) -> None:
+    """A mount point in the run's own /tmp cannot be made: data for the caller, not a setup failure."""
+    sys.stderr.write(
+        f"agentenv sandbox: cannot start {cfg['argv'][0]!r}: {path} is in the sandbox's /tmp, and what an "
+        f"earlier run left there is in the way ({exc.strerror}); reset the sandbox to clear /tmp\n"
+    )
+    sys.stderr.flush()
+    os._exit(126)
 
 
 def _start_command(cfg: dict) -> None:

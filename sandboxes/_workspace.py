@@ -7,13 +7,22 @@ is refused instead of followed, and FIFOs and devices are refused instead of
 opened. Archive members that would land outside the workspace are refused before
 anything is written.
 
-Left out: `snapshot`'s tar walk goes by path; it is race-free only while no
-sandboxed process runs, which the process backend guarantees between runs when
-it has a PID namespace (see its docstring).
+`snapshot_tar` walks the same way, by directory descriptor, and archives only what
+`restore_tar` takes back: regular files, directories, and symlinks that stay inside
+the workspace (FIFOs, sockets and devices are left out). An archive past its cap
+(`max_archive_bytes`) or holding a path too long to extract is refused with
+`SandboxError`: the sizes are added up before any file is read (and checked again
+before each one), so sparse files (no quota used, any length) cost the host no
+memory past the cap, and none when refused.
+
+Left out: hard links are archived as separate files; the walk is race-free only
+while no sandboxed process runs, which the process backend guarantees between runs
+when it has a PID namespace (see its docstring).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
@@ -21,12 +30,14 @@ import posixpath
 import shutil
 import stat
 import tarfile
+from collections.abc import Generator, Iterator
 
-from agentenv.sandboxes.base import SandboxError, workspace_path
+from agentenv.sandboxes.base import Limits, SandboxError, workspace_path
 
-__all__ = ["read_file", "restore_tar", "snapshot_tar", "wipe", "write_file"]
+__all__ = ["max_archive_bytes", "read_file", "restore_tar", "snapshot_tar", "wipe", "write_file"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_PATH_MAX = 4096  # Linux's, with the NUL: extracting a longer path fails
 Owner = tuple[int, int] | None
 
 
@@ -135,13 +146,110 @@ def wipe(root: str) -> None:
                 os.unlink(entry.path)
 
 
-def snapshot_tar(root: str) -> bytes:
-    """The contents of ``root`` as an uncompressed tar (symlinks stored, not followed)."""
+def max_archive_bytes(limits: Limits) -> int:
+    """The largest workspace archive (or file) a sandbox hands the host: twice the
+    workspace leaves room for tar's headers; more would be sparse files or hard links."""
+    return 2 * limits.workspace_mb * (1 << 20) + (1 << 20)
+
+
+def snapshot_tar(root: str, max_bytes: int) -> bytes:
+    """The contents of ``root`` as an uncompressed tar (see the module docstring);
+    `SandboxError` when they cannot be archived within ``max_bytes`` or extracted again."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar, os.scandir(root) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            tar.add(entry.path, arcname=entry.name, recursive=True)
+    top = os.open(root, _DIR_FLAGS)
+    max_name = _PATH_MAX - 2 - len(root)
+    try:
+        with contextlib.closing(_entries(top, max_name)) as listed:  # sizes first: a refusal reads no data
+            if sum(st.st_size + 2 * tarfile.BLOCKSIZE for *_, st in listed if stat.S_ISREG(st.st_mode)) > max_bytes:
+                raise SandboxError(f"the workspace archive is larger than {max_bytes} bytes; not archived")
+        entries = _entries(top, max_name)
+        with contextlib.closing(entries), tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for rel, parent, name, st in entries:
+                member = _member(rel, parent, name, st)
+                if member is None:
+                    continue
+                if buf.tell() + member.size + 3 * tarfile.BLOCKSIZE > max_bytes:
+                    raise SandboxError(f"the workspace archive is larger than {max_bytes} bytes; not archived")
+                if member.isreg():
+                    with _open_regular(parent, name, st) as f:
+                        tar.addfile(member, f)
+                else:
+                    tar.addfile(member)
+    except OSError as exc:  # below the root: what the sandbox made there (a short read is one too)
+        raise SandboxError(f"the workspace cannot be archived: {exc}") from exc
+    finally:
+        os.close(top)
+    if buf.tell() > max_bytes:
+        raise SandboxError(f"the workspace archive is larger than {max_bytes} bytes; not archived")
     return buf.getvalue()
+
+
+def _entries(top: int, max_name: int) -> Generator[tuple[str, int, str, os.stat_result], None, None]:
+    """Everything under the directory open at ``top``: (its name in the archive, its
+    parent's descriptor, its name there, its lstat), depth first in name order, each
+    directory before what it holds. Directories are entered by descriptor with
+    O_NOFOLLOW, and iteratively: no symlink is followed, no nesting overflows the stack."""
+    stack: list[tuple[int, str, Iterator[str]]] = [(top, "", iter(sorted(os.listdir(top))))]
+    try:
+        while stack:
+            fd, prefix, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                stack.pop()
+                if fd != top:
+                    os.close(fd)
+                continue
+            rel = prefix + name
+            if len(rel) > max_name:
+                raise SandboxError(f"the workspace holds a path longer than {max_name} characters; not archived")
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            yield rel, fd, name, st
+            if stat.S_ISDIR(st.st_mode):
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                stack.append((child, rel + "/", iter(sorted(os.listdir(child)))))
+    finally:
+        for fd, _, _ in stack:
+            if fd != top:
+                os.close(fd)
+
+
+def _member(rel: str, parent: int, name: str, st: os.stat_result) -> tarfile.TarInfo | None:
+    """The archive member of one entry; None for what `restore_tar` would refuse
+    (FIFOs, sockets, devices, symlinks that lead out of the workspace)."""
+    member = tarfile.TarInfo(rel)
+    member.mode = stat.S_IMODE(st.st_mode)
+    member.mtime = int(st.st_mtime)
+    if stat.S_ISREG(st.st_mode):
+        member.size = st.st_size
+    elif stat.S_ISDIR(st.st_mode):
+        member.type = tarfile.DIRTYPE
+    elif stat.S_ISLNK(st.st_mode):
+        member.type, member.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=parent)
+        if not _link_stays_inside(rel, member.linkname):
+            return None
+    else:
+        return None
+    return member
+
+
+def _open_regular(parent: int, name: str, st: os.stat_result) -> io.BufferedReader:
+    """The file just listed, opened without following a symlink; OSError if it changed since."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+    now = os.fstat(fd)
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(now.st_mode):
+        os.close(fd)
+        raise OSError(errno.ESTALE, f"{name!r} changed while the workspace was archived")
+    return os.fdopen(fd, "rb")
+
+
+def _link_stays_inside(rel: str, target: str) -> bool:
+    if target.startswith("/"):
+        return False
+    try:
+        workspace_path(posixpath.join(posixpath.dirname(rel), target))
+    except SandboxError:
+        return False
+    return True
 
 
 def restore_tar(root: str, archive: bytes, owner: Owner) -> None:
@@ -175,11 +283,8 @@ def _check_member(member: tarfile.TarInfo) -> None:
         raise SandboxError(f"archive member {member.name!r} is not a file, directory or link; refused")
     if member.islnk():
         workspace_path(member.linkname)
-    if member.issym():
-        target = member.linkname
-        if target.startswith("/"):
-            raise SandboxError(f"archive symlink {member.name!r} -> {target!r} points outside the workspace")
-        workspace_path(posixpath.join(posixpath.dirname(rel), target))
+    if member.issym() and not _link_stays_inside(rel, member.linkname):
+        raise SandboxError(f"archive symlink {member.name!r} -> {member.linkname!r} points outside the workspace")
 
 
 def _chown_tree(root: str, owner: tuple[int, int]) -> None:

@@ -25,9 +25,16 @@ What it protects against, by default:
     size-capped tmpfs mounts /workspace and /tmp, gone with the container; no host
     mounts, no host environment variables;
   - exhaustion: memory (no swap), process count, CPU quota, output bytes per run,
-    a wall-clock timeout per run that kills its whole process group;
+    a wall-clock timeout per run that kills its whole process group; a workspace
+    snapshot is refused (`SandboxError`) past twice the workspace size, checked
+    before each file is read, so sparse files cannot fill the runner's memory;
   - leftovers: ``reset`` kills every process but init and the runner and wipes
-    /workspace and /tmp; init (``--init``) reaps orphans.
+    /workspace, /tmp, /dev/shm and /dev/mqueue; init (``--init``) reaps orphans.
+    SysV IPC objects (shared memory segments, message queues, semaphore sets)
+    last one run: the runner removes them after every run and in ``reset``, so
+    they carry no data to the next run and pin no memory past it (a segment still
+    attached by a process that left the run's group is freed when ``reset`` kills
+    that process).
 
 What it does not protect against: kernel exploits and container escapes (the
 kernel is shared with the host: use gVisor/Kata or VMs for hostile code at scale),
@@ -51,6 +58,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentenv.sandboxes._workspace import max_archive_bytes
 from agentenv.sandboxes.base import ExecResult, Limits, SandboxError, SandboxInfraError, workspace_path
 from agentenv.sandboxes.build import IMAGE
 from agentenv.sandboxes.runner import FRAME, PROTOCOL
@@ -176,8 +184,8 @@ def max_header_bytes(limits: Limits) -> int:
 
 def max_blob_bytes(limits: Limits) -> int:
     """The largest blob the host accepts (a file or a workspace archive); the runner
-    refuses to send more (tar adds headers: twice the workspace leaves room)."""
-    return 2 * limits.workspace_mb * (1 << 20) + (1 << 20)
+    refuses to send more, and checks before reading each file it would archive."""
+    return max_archive_bytes(limits)
 
 
 def container_options(limits: Limits, image: str = IMAGE, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -555,8 +563,8 @@ class DockerSandbox:
         self._checked(self._call({"op": "restore"}, bytes(archive), wait_s=FILE_OP_TIMEOUT_S)[0])
 
     def reset(self) -> None:
-        """Kill every process from earlier runs and wipe /workspace, /tmp, /dev/shm and
-        /dev/mqueue. Nothing to do (and no round trip) when the last call was a run after
+        """Kill every process from earlier runs, remove every SysV IPC object and wipe
+        /workspace, /tmp, /dev/shm and /dev/mqueue. Nothing to do (and no round trip) when the last call was a run after
         which the runner found the sandbox clean, as a verification run leaves it."""
         if not self._dirty and self._broken is None and not self._closed:
             if self._channel.quiet():

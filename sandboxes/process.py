@@ -18,6 +18,16 @@ unprivileged user namespace; `Isolation.namespaces`):
   ``/run/lock``) that `reset` wipes; ``/root``, ``/home`` and the caller's home are
   covered by empty tmpfs mounts, with the workspace and the base Python
   installation bound back in read-only (workspace: read-write) where they live under them.
+  Where that needs a mount point inside the private /tmp (a sandbox made under the
+  host's /tmp), the launcher makes it by directory descriptor without following a
+  symlink, and as root the private /tmp is root's with mode 1770 and the sandbox's
+  group: runs write there but cannot rename or replace what the launcher made, so
+  they can neither lead it (root) to another place on the host nor make a later
+  run fail to start (without root, what a run put in the way fails the next run as
+  data, exit 126, until `reset`).
+- **SysV IPC and the next run**: an IPC namespace per run, gone with it, so shared
+  memory segments, message queues and semaphore sets last one run: no data and no
+  memory is carried to the next.
 - **The host's Python packages, agentenv's among them** (its envs ship the answer
   keys: hidden tests, reference solutions; `Isolation.host_python_hidden`): empty
   read-only tmpfs mounts cover the venv, every site-/dist-packages directory (and
@@ -41,7 +51,12 @@ unprivileged user namespace; `Isolation.namespaces`):
   An unnamed uid per sandbox, not ``nobody``: sandboxes sharing ``nobody`` could
   read each other's workspaces and would share one RLIMIT_NPROC count.
 
-Always, namespaces or not: a scrubbed environment (PATH, HOME=workspace, LANG,
+Always, namespaces or not: `reset` gives the workspace and /tmp back their owners
+and modes before emptying them (a run's ``chmod('.', 0)`` does not reach the next
+episode); `snapshot` archives only what `restore` takes back (regular files,
+directories, symlinks that stay inside), walking by directory descriptor, and is
+refused with `SandboxError` past twice the workspace size (sparse files) or for a
+path too long to extract; a scrubbed environment (PATH, HOME=workspace, LANG,
 PYTHONDONTWRITEBYTECODE; nothing of the caller's ``os.environ``, so no PYTHONPATH),
 rlimits set before exec (RLIMIT_AS = memory_mb, RLIMIT_CPU = timeout + 1 s,
 RLIMIT_FSIZE = the larger disk limit, RLIMIT_NPROC = pids, RLIMIT_CORE = 0), a
@@ -197,6 +212,7 @@ class ProcessSandbox:
             self.workspace = os.path.join(self._root, "workspace")
             self._tmp = os.path.join(self._root, "tmp")
             self._bin = os.path.join(self._root, "bin")
+            self._dirs = _writable_dirs(self.workspace, self._tmp, uid)
             quota = self._make_dirs(uid)
             link_interpreter(self._bin, python.executable)
         except BaseException:
@@ -223,20 +239,22 @@ class ProcessSandbox:
     # --- setup ---------------------------------------------------------------------
 
     def _make_dirs(self, uid: int | None) -> bool:
-        """Create workspace and /tmp; as root, as tmpfs mounts owned by ``uid``. True if sized."""
+        """Create workspace and /tmp (see `_writable_dirs`); as root, as tmpfs mounts. True if sized."""
         os.chmod(self._root, 0o711)  # the sandbox uid must traverse it to reach its workspace
-        os.mkdir(self.workspace, 0o700)
-        os.mkdir(self._tmp, 0o700)
+        for d in self._dirs:
+            os.mkdir(d.path, 0o700)
         if uid is None:
             return False
         quota = True
-        for path, size_mb in ((self.workspace, self.limits.workspace_mb), (self._tmp, self.limits.tmp_mb)):
+        limits = {self.workspace: self.limits.workspace_mb, self._tmp: self.limits.tmp_mb}
+        for d in self._dirs:
+            owner_uid, owner_gid = d.owner or (uid, uid)  # every one has an owner when there is a sandbox uid
             try:
-                mount_tmpfs(path, size_mb=size_mb, uid=uid)
-                self._held.mounts.append(path)
+                mount_tmpfs(d.path, size_mb=limits[d.path], uid=owner_uid, gid=owner_gid, mode=d.mode)
+                self._held.mounts.append(d.path)
             except OSError as exc:
-                logger.warning("process sandbox: no tmpfs at %s (%s); disk use is limited per file only", path, exc)
-                os.chown(path, uid, uid)
+                logger.warning("process sandbox: no tmpfs at %s (%s); disk use is limited per file only", d.path, exc)
+                d.set_owner_and_mode()
                 quota = False
         return quota
 
@@ -384,9 +402,10 @@ class ProcessSandbox:
         return _workspace.read_file(self.workspace, path)
 
     def snapshot(self) -> bytes:
-        """The workspace as an uncompressed tar archive."""
+        """The workspace as an uncompressed tar archive; `SandboxError` when what a run left
+        cannot be archived (past the size cap, a path too long to extract)."""
         self._check_open()
-        return _workspace.snapshot_tar(self.workspace)
+        return _workspace.snapshot_tar(self.workspace, _workspace.max_archive_bytes(self.limits))
 
     def restore(self, archive: bytes) -> None:
         """Replace the workspace with a `snapshot`; members that would escape it are refused."""
@@ -404,11 +423,13 @@ class ProcessSandbox:
     # --- lifecycle -----------------------------------------------------------------
 
     def reset(self) -> None:
-        """Kill anything left from earlier runs and empty the workspace and /tmp."""
+        """Kill anything left from earlier runs, give the workspace and /tmp back their
+        owners and modes (a run may chmod its workspace to 0) and empty them."""
         self._check_open()
         self._kill_strays()
-        _workspace.wipe(self.workspace)
-        _workspace.wipe(self._tmp)
+        for d in self._dirs:
+            d.set_owner_and_mode()
+            _workspace.wipe(d.path)
 
     def close(self) -> None:
         """Kill leftovers, unmount and delete the workspace, free the uid. Idempotent."""
@@ -624,6 +645,30 @@ def _uid_has_account(uid: int) -> bool:
         return True
     except KeyError:
         return False
+
+
+@dataclass(frozen=True)
+class _WritableDir:
+    """The workspace or /tmp of a sandbox: its path, and the owner and mode a reset gives it back."""
+
+    path: str
+    owner: tuple[int, int] | None  # (uid, gid); None: the caller's, left as it is
+    mode: int
+
+    def set_owner_and_mode(self) -> None:
+        if self.owner is not None:
+            os.chown(self.path, *self.owner)
+        os.chmod(self.path, self.mode)
+
+
+def _writable_dirs(workspace: str, tmp: str, uid: int | None) -> tuple[_WritableDir, _WritableDir]:
+    """With a sandbox uid: the workspace is that uid's (0700); /tmp is root's with mode 1770
+    and the sandbox's group, so runs write there but cannot rename or remove what root
+    made in it (the launcher's mount points, see `_process_launch`), as in a host's
+    /tmp. Without one, both are the caller's (0700)."""
+    if uid is None:
+        return _WritableDir(workspace, None, 0o700), _WritableDir(tmp, None, 0o700)
+    return _WritableDir(workspace, (uid, uid), 0o700), _WritableDir(tmp, (0, uid), 0o1770)
 
 
 @dataclass

@@ -32,6 +32,16 @@ run itself could go. A wall-clock timeout kills the run's process group; output
 is read through pipes up to a byte cap and the rest is discarded as it arrives.
 ``reset`` kills every process of the run uid and wipes the workspace and /tmp.
 
+SysV IPC objects (shared memory segments, message queues, semaphore sets) last one
+run: they belong to the container's IPC namespace, not to a process, so an
+unattached segment would outlive every run, keep its memory charged to the
+container (the next runner op OOM-killed, the container dead) and carry data to the
+next episode. After each run, once its group is killed, and in ``reset``, the
+runner removes every object listed in ``/proc/sysvipc`` (IPC_RMID, acting as the
+run uid, which owns them: runs create them all); a segment still attached by a
+process that escaped the group is only marked, and freed when ``reset`` kills it.
+A sandbox holding any is not clean.
+
 Without ``--run-uid`` (tests on a host) every process keeps the runner's uid:
 the same protocol, none of the separation. What a forked run shares with the
 zygote (unlike ``python3 -c``): its imported modules and the string-hash seed.
@@ -71,7 +81,7 @@ if TYPE_CHECKING or __package__:  # imported as agentenv.sandboxes.runner (the h
 else:  # run as a script: in the image, /opt/agentenv/_pipes.py sits beside this file
     from _pipes import Capture, feed, read_exact
 
-PROTOCOL = 2  # bump on any change to the frames, ops or process model; the host refuses a mismatch
+PROTOCOL = 3  # bump on any change to the frames, ops or process model; the host refuses a mismatch
 FRAME = struct.Struct(">II")
 DRAIN_GRACE_S = 0.05  # how long to wait for output held open by a process that escaped the group
 CHILD_ENV = {
@@ -537,6 +547,7 @@ def run(req: dict[str, Any], cfg: Config, zygote: Zygote) -> dict[str, Any]:
         )
     finally:
         _kill_group(pid, cfg)
+        remove_sysv_ipc(cfg)  # they last one run: see the module docstring
     duration_s = time.monotonic() - start
     ooms_after = oom_kills()
     killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
@@ -707,11 +718,17 @@ def read_file(req: dict[str, Any], cfg: Config) -> tuple[dict[str, Any], bytes]:
 def snapshot(req: dict[str, Any], cfg: Config) -> tuple[dict[str, Any], bytes]:
     limit = int(req.get("max_bytes", 1 << 62))
     buf = io.BytesIO()
+
+    def admit(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        # Checked before the member's data is read: a sparse file costs a run no
+        # quota, but its archive would cost this container its full length in memory.
+        if member.size + 3 * tarfile.BLOCKSIZE + buf.tell() > limit:
+            raise Refused(f"the workspace archive is larger than {limit} bytes")
+        return _snapshot_member(member)
+
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name in sorted(os.listdir(cfg.workspace)):
-            tar.add(os.path.join(cfg.workspace, name), arcname=name, filter=_snapshot_member)
-            if buf.tell() > limit:
-                raise Refused(f"the workspace archive is larger than {limit} bytes")
+            tar.add(os.path.join(cfg.workspace, name), arcname=name, filter=admit)
     if buf.tell() > limit:
         raise Refused(f"the workspace archive is larger than {limit} bytes")
     return {"ok": True}, buf.getvalue()
@@ -811,13 +828,14 @@ def kill_others(cfg: Config, deadline_s: float = 2.0) -> None:
 
 
 def is_clean(cfg: Config) -> bool:
-    """Whether the sandbox is as a reset leaves it: no process of the run uid, and the
-    workspace, /tmp and the shared directories empty with their modes as set. Then the
-    host may skip the reset before the next episode (a verification run leaves nothing)."""
+    """Whether the sandbox is as a reset leaves it: no process of the run uid, no SysV
+    IPC object, and the workspace, /tmp and the shared directories empty with their
+    modes as set. Then the host may skip the reset before the next episode (a
+    verification run leaves nothing)."""
     if not cfg.kill_all:
         return False
     try:
-        if _run_processes(cfg):
+        if _run_processes(cfg) or sysv_ipc_objects():
             return False
         for root, mode in ((cfg.workspace, 0o755), (cfg.tmp, 0o1777)):
             if stat.S_IMODE(os.stat(root).st_mode) != mode or any(os.scandir(root)):
@@ -832,9 +850,54 @@ def is_clean(cfg: Config) -> bool:
 SHARED_DIRS = ("/dev/shm", "/dev/mqueue")
 
 
+# Where the kernel lists the SysV IPC objects of this IPC namespace, and the call that removes each kind.
+SYSV_IPC = (("/proc/sysvipc/shm", "shmctl"), ("/proc/sysvipc/msg", "msgctl"), ("/proc/sysvipc/sem", "semctl"))
+IPC_RMID = 0
+
+
+def sysv_ipc_objects() -> list[tuple[str, int]]:
+    """(the call that removes it, its id) for every SysV IPC object of this IPC namespace.
+    Read raw (twice per run: a text file object costs three times as much)."""
+    found = []
+    for path, ctl in SYSV_IPC:
+        chunks = []
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                while chunk := os.read(fd, 1 << 16):
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+        except OSError:
+            continue  # a kernel without SysV IPC has nothing to remove
+        for line in b"".join(chunks).splitlines()[1:]:  # after the column names
+            fields = line.split()
+            if len(fields) > 1 and fields[1].isdigit():
+                found.append((ctl, int(fields[1])))
+    return found
+
+
+def remove_sysv_ipc(cfg: Config) -> None:
+    """IPC_RMID every SysV IPC object (see the module docstring). Only in a container
+    (``--kill-all``): on a host the namespace is everyone's."""
+    if not cfg.kill_all:
+        return
+    objects = sysv_ipc_objects()
+    if not objects:
+        return
+    libc = _libc()
+    with acting_as_run(cfg):  # the run uid created them all, so it may remove them; runs hold nothing else
+        for ctl, ident in objects:
+            if ctl == "semctl":
+                libc.semctl(ident, 0, IPC_RMID)
+            else:
+                getattr(libc, ctl)(ident, IPC_RMID, None)  # one gone since it was listed just fails
+
+
 def reset(cfg: Config) -> dict[str, Any]:
     if cfg.kill_all:
         kill_others(cfg)
+        remove_sysv_ipc(cfg)  # after the kill: a segment is freed when its last holder is gone
     for root in (cfg.workspace, cfg.tmp):
         wipe(root)
     if cfg.kill_all:  # in a container: the shared directories are this sandbox's alone

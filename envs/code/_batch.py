@@ -11,7 +11,10 @@ batches only inside a container, where the run uid belongs to the sandbox alone
   single worker of a one-task run);
 - before every task: no process of the run uid is alive but the harness and the
   forker (the others are killed until /proc shows none), the scratch directories
-  are empty with the modes they started with, and the harness and the forker
+  are empty with the modes they started with, no SysV IPC object is left (a
+  segment, queue or semaphore set outlives its maker: a channel to later tasks,
+  and memory they would lack; the runner clears them the same way after a run),
+  and the harness and the forker
   still have the scheduling priority, policy, CPU affinity and resource limits
   they started with (a process of the same uid may lower them, which would make
   a later task time out or run out of memory);
@@ -126,7 +129,8 @@ def scratch_modes(paths):
 
 
 def clear_scratch(scratch):
-    """Empty each scratch directory and give it back its mode; `BatchAborted` when one resists."""
+    """Empty each scratch directory and give it back its mode, and remove every SysV IPC
+    object; `BatchAborted` when one resists."""
     for path, mode in scratch:
         try:
             if os.stat(path).st_mode & 0o7777 != mode:
@@ -134,6 +138,44 @@ def clear_scratch(scratch):
             _empty(path)
         except (OSError, RecursionError) as e:
             raise BatchAborted(f"cannot empty {path} after an earlier task: {e}") from None
+    _clear_sysv_ipc()
+
+
+SYSV_IPC = (("shm", "shmctl"), ("msg", "msgctl"), ("sem", "semctl"))  # as the runner's: this file is stdlib only
+IPC_RMID = 0
+
+
+def _sysv_ipc_objects():
+    found = []
+    for kind, ctl in SYSV_IPC:
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                next(f, None)  # the column names
+                fields = [line.split() for line in f]
+        except OSError:
+            continue  # no SysV IPC in this kernel
+        found += [(ctl, int(row[1])) for row in fields if len(row) > 1 and row[1].isdigit()]
+    return found
+
+
+def _clear_sysv_ipc():
+    """IPC_RMID every SysV IPC object: the run uid made them all (the batch runs in a
+    container, whose IPC namespace is the sandbox's alone), and the strays that held
+    them are dead, so each is freed at once."""
+    objects = _sysv_ipc_objects()
+    if not objects:
+        return
+    import ctypes  # only a batch that met one pays for the import
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for ctl, ident in objects:
+        if ctl == "semctl":
+            libc.semctl(ident, 0, IPC_RMID)
+        else:
+            getattr(libc, ctl)(ident, IPC_RMID, None)
+    left = _sysv_ipc_objects()
+    if left:
+        raise BatchAborted(f"{len(left)} SysV IPC objects left by an earlier task cannot be removed")
 
 
 def _empty(path):

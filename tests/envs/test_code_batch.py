@@ -21,18 +21,19 @@ WRONG = Job("def add(a, b):\n    return a - b\n", "add", (CallTest(args=[2, 3], 
 BROKEN = Job("def add(a, b) return a\n", "add", (CallTest(args=[2, 3], expected=5),))
 RAISES = Job("def add(a, b):\n    raise KeyError(a)\n", "add", (CodeTest(code="assert candidate(1, 2) == 3"),))
 CHECK = Job("def add(a, b):\n    return a + b\n", "add", (CodeTest(code="assert candidate(1, 2) == 3\n" * 3),))
-# Passes only in a clean sandbox: scratch directories empty and writable, no other process of its uid
-# but its harness and forker, its limits and priority as a fresh run has them.
+# Passes only in a clean sandbox: scratch directories empty and writable, no SysV IPC object, no other
+# process of its uid but its harness and forker, its limits and priority as a fresh run has them.
 CLEAN = Job(
     """
 import os, resource
 def clean():
     seen = [sorted(os.listdir(d)) for d in ("/workspace", "/tmp", "/dev/shm")]
+    ipc = [open(f"/proc/sysvipc/{kind}").read().splitlines()[1:] for kind in ("shm", "msg", "sem")]
     open("/workspace/probe", "w").close()
-    return [seen, os.getpriority(os.PRIO_PROCESS, 0), resource.getrlimit(resource.RLIMIT_AS)[0]]
+    return [seen, ipc, os.getpriority(os.PRIO_PROCESS, 0), resource.getrlimit(resource.RLIMIT_AS)[0]]
 """,
     "clean",
-    (CallTest(args=[], expected=[[[], [], []], 0, -1]),),
+    (CallTest(args=[], expected=[[[], [], []], [[], [], []], 0, -1]),),
 )
 
 
@@ -100,6 +101,19 @@ for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal
         pass
 """,
     "the forker stopped": "import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\n",
+    # a channel to later jobs, and memory they would lack: SysV objects outlive their maker
+    "SysV segments, a message queue and a semaphore set": """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+for i in range(8):
+    sid = libc.shmget(0x5EED0000 + i, ctypes.c_size_t(1 << 20), 0o1666)
+    address = libc.shmat(sid, None, 0)
+    ctypes.memset(address, 1, 1 << 20)
+    libc.shmdt(ctypes.c_void_p(address))
+libc.msgget(0x5EED1000, 0o1666)
+libc.semget(0x5EED2000, 1, 0o1666)
+""",
     "soft limits of every process of its uid lowered": """
 import os, resource
 for p in os.listdir("/proc"):

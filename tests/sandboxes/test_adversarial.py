@@ -469,3 +469,158 @@ def test_shared_memory_and_message_queues_do_not_survive_reset(sandbox: Sandbox)
         " if os.path.exists(p)]))"
     )
     assert last_json(after) == []
+
+
+# Leaves SysV shared memory segments (unattached, each holding NOTE), a message queue and a
+# semaphore set: objects of the IPC namespace, which outlive the process that made them.
+SYSV_IPC_LEAVE = r"""
+import ctypes, json
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+made = 0
+for i in range(MIB):
+    sid = libc.shmget(0x5EED0000 + i, ctypes.c_size_t(1 << 20), 0o1666)  # IPC_CREAT | 0666
+    if sid < 0:
+        break
+    address = libc.shmat(sid, None, 0)
+    ctypes.memset(address, 0x41, 1 << 20)
+    ctypes.memmove(address, b"NOTE", 4)
+    libc.shmdt(ctypes.c_void_p(address))
+    made += 1
+queue = libc.msgget(0x5EED1000, 0o1666)
+semaphores = libc.semget(0x5EED2000, 1, 0o1666)
+print(json.dumps([made, queue >= 0, semaphores >= 0]))
+"""
+
+SYSV_IPC_FIND = r"""
+import ctypes, json
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+listed = [open(f"/proc/sysvipc/{kind}").read().splitlines()[1:] for kind in ("shm", "msg", "sem")]
+sid = libc.shmget(0x5EED0000, 0, 0)
+note = ctypes.string_at(libc.shmat(sid, None, 0), 4).decode() if sid >= 0 else None
+queue, semaphores = libc.msgget(0x5EED1000, 0), libc.semget(0x5EED2000, 0, 0)
+print(json.dumps({"listed": listed, "note": note, "queue": queue, "sem": semaphores}))
+"""
+
+
+def test_sysv_ipc_objects_last_one_run(sandbox: Sandbox) -> None:
+    # They belong to the IPC namespace, not to a process: left alone, the next run (and
+    # the next episode, after reset) would find what this one wrote.
+    made = sandbox.run_python(SYSV_IPC_LEAVE.replace("MIB", "2"))
+    assert last_json(made) == [2, True, True], made.stderr
+    found = last_json(sandbox.run_python(SYSV_IPC_FIND))
+    assert found == {"listed": [[], [], []], "note": None, "queue": -1, "sem": -1}
+    sandbox.run_python(SYSV_IPC_LEAVE.replace("MIB", "2"))
+    sandbox.reset()
+    assert last_json(sandbox.run_python(SYSV_IPC_FIND)) == found
+
+
+def test_sysv_shared_memory_cannot_starve_later_runs(sandbox: Sandbox) -> None:
+    # Unattached segments stay charged to the sandbox's memory: 160 MiB of them must not
+    # leave the next run (or the sandbox's own file operations) out of memory.
+    pinned = last_json(sandbox.run_python(SYSV_IPC_LEAVE.replace("MIB", "160"), timeout_s=20))
+    assert isinstance(pinned, list) and pinned[0] == 160, pinned
+    after = sandbox.run_python("hog = bytearray(160 << 20); print(len(hog) >> 20)", timeout_s=20)
+    assert after.ok and after.stdout == "160\n", after
+    sandbox.write_files({"still.txt": "works"})
+    assert sandbox.read_file("still.txt") == b"works"
+
+
+# --- what a run may do to its own directories ------------------------------------------
+
+# Moves every entry of /tmp it can away and puts a file or a symlink (to TARGET) in its
+# place: the process backend's launcher makes the workspace's mount point there.
+REPLACE_TMP_ENTRIES = r"""
+import json, os
+report = {}
+for i, name in enumerate(sorted(os.listdir("/tmp"))):
+    try:
+        os.rename(f"/tmp/{name}", f"/tmp/moved-{i}")
+    except OSError as exc:
+        report[name] = "refused: " + exc.strerror
+        continue
+    if PLANT == "symlink":
+        os.symlink(TARGET, f"/tmp/{name}")
+    else:
+        open(f"/tmp/{name}", "w").close()
+    report[name] = "replaced"
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.parametrize("plant", ["file", "symlink"])
+def test_what_a_run_does_to_its_tmp_is_its_own_doing(sandbox: Sandbox, tmp_path: Path, plant: str) -> None:
+    # A later run must still start (a setup failure would end the episode as infra, a
+    # way to dodge penalties), and nothing may follow the planted symlink to the host.
+    target = tmp_path / "host-dir"
+    target.mkdir()
+    assert sandbox.run("true").ok  # whatever the backend makes in /tmp for a run is there now
+    code = REPLACE_TMP_ENTRIES.replace("PLANT", repr(plant)).replace(
+        "TARGET", repr(f"/proc/{os.getpid()}/root{target}")
+    )
+    last_json(sandbox.run_python(code))
+    after = sandbox.run_python("import os; print(len(os.listdir('.')))")  # raises SandboxInfraError if it cannot start
+    assert after.exit_code in (0, 126), after
+    assert list(target.iterdir()) == [], "the host followed the run's symlink"
+    sandbox.reset()
+    assert sandbox.run("echo fine").stdout == "fine\n"
+
+
+def test_a_run_cannot_lock_the_next_episode_out_of_its_workspace(sandbox: Sandbox) -> None:
+    locked = sandbox.run_python(
+        "import os\nos.mkdir('sub')\nfor path in ('sub', '.', '/tmp'):\n"
+        "    try:\n        os.chmod(path, 0)\n    except OSError:\n        pass\n"
+    )
+    assert locked.ok, locked.stderr
+    sandbox.reset()
+    after = sandbox.run_python(
+        "import os; open('mine.txt', 'w').write('x'); open('/tmp/t', 'w').write('x'); print(sorted(os.listdir('.')))"
+    )
+    assert after.ok and after.stdout == "['mine.txt']\n", after
+    sandbox.write_files({"given.txt": "from the host"})
+    assert sandbox.run("cat given.txt").stdout == "from the host"
+
+
+# --- snapshots of what a run made ------------------------------------------------------
+
+LEAVE_IN_WORKSPACE = {
+    # archived once, refused on restore: every resume from that snapshot would fail
+    "a fifo": "import os; os.mkfifo('pipe'); open('kept.txt', 'w').write('kept')",
+    # 20 levels of 250-character names: the path is past PATH_MAX
+    "a path too long": "import os\nfor _ in range(20):\n    os.mkdir('d' * 250); os.chdir('d' * 250)\n",
+    "a symlink out": "import os; os.symlink('/etc/passwd', 'out'); open('kept.txt', 'w').write('kept')",
+}
+
+
+@pytest.mark.parametrize("left", LEAVE_IN_WORKSPACE)
+def test_a_snapshot_restores_or_is_refused_as_the_runs_doing(sandbox: Sandbox, left: str) -> None:
+    # A snapshot is kept after every step for the failure miner: one that raises anything but
+    # SandboxError, or that restore refuses, would make the episode (or its resumes) infra.
+    made = sandbox.run_python(LEAVE_IN_WORKSPACE[left])
+    assert made.ok, made.stderr
+    try:
+        archive = sandbox.snapshot()
+    except SandboxError:
+        assert left == "a path too long", f"a workspace with {left} can be archived"
+        return
+    sandbox.reset()
+    sandbox.restore(archive)
+    assert sandbox.read_file("kept.txt") == b"kept"
+
+
+def test_sparse_files_cannot_make_a_snapshot_outgrow_its_cap(sandbox: Sandbox) -> None:
+    # Each file may be as long as RLIMIT_FSIZE while holding no page of the quota: without a
+    # cap checked before each file is read, whoever builds the archive pays for their full
+    # length in memory (the host, or the container's runner: past its memory, infra).
+    files = 2 * LIMITS.memory_mb // LIMITS.workspace_mb
+    made = sandbox.run_python(
+        f"import os\nos.mkdir('sub')\nfor i in range({files}):\n"
+        f"    open(f'sub/s{{i}}', 'wb').truncate({LIMITS.workspace_mb} << 20)\n"
+    )
+    assert made.ok, made.stderr
+    peak_before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(SandboxError, match="larger than"):
+        sandbox.snapshot()
+    peak_growth_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before_kib) / 1024
+    assert peak_growth_mib < 3 * LIMITS.workspace_mb, f"host memory grew {peak_growth_mib:.0f} MiB"

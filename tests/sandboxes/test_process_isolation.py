@@ -272,6 +272,34 @@ print(json.dumps(report))
     assert not report.get("unshare -U", "failed").startswith("succeeded"), report
 
 
+# --- the private /tmp -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("plant", ["file", "symlink"])
+def test_the_launcher_never_follows_what_is_in_the_runs_tmp(sb: ProcessSandbox, tmp_path: Path, plant: str) -> None:
+    # As root, runs cannot rename what the launcher made in their /tmp (it is root's, sticky);
+    # without root they share its uid and can. Played here from the host: the launcher
+    # (root) must neither follow a symlink planted in place of the workspace's mount point
+    # nor fail as infra: the next run fails as data, and a reset clears it.
+    needs(sb, "namespaces")
+    assert sb.run("true").ok
+    entry = Path(sb._tmp) / Path(sb._root).name  # the mount point's directory, in the run's /tmp
+    if not entry.is_dir():
+        pytest.skip("this sandbox's workspace is not under a private /tmp: no mount point is made there")
+    target = tmp_path / "host-dir"
+    target.mkdir()
+    entry.rename(entry.with_name("moved"))
+    if plant == "symlink":
+        entry.symlink_to(f"/proc/{os.getpid()}/root{target}")
+    else:
+        entry.write_text("")
+    blocked = sb.run("pwd")  # no SandboxInfraError
+    assert blocked.exit_code == 126 and "reset the sandbox" in blocked.stderr, blocked
+    assert list(target.iterdir()) == [], "the launcher followed the planted symlink"
+    sb.reset()
+    assert sb.run("pwd").stdout == f"{sb.workspace}\n"
+
+
 # --- what must keep working ------------------------------------------------------------
 
 
