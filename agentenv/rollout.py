@@ -12,7 +12,18 @@ another `BaseException`) stops it, and `EOFError` from the policy: it has no mor
 actions to give (a person at the terminal typed Ctrl-D), which no later turn can
 change. Finished trajectories are appended to a JSONL file and flushed one by one,
 so a crash loses nothing that had finished; a trajectory holding something no
-encoder takes is written with those values spelled out rather than lost.
+encoder takes, or that a reader would refuse (an integer past the digit limit,
+nesting past the readers' depth), is written with those values spelled out rather
+than lost, so every line reads back.
+
+With ``keep_snapshots`` an env snapshot is kept before every turn. A snapshot the
+env refuses to take because of what the episode made (a `ValueError`, such as the
+sandbox's `SandboxError` for a workspace past the archive cap or holding a path
+too long to restore) is left out: that turn has none (each snapshot carries its
+turn), and the episode goes on to its own outcome; counting it as ``infra`` would
+let an action dodge its episode's penalty. Any other failure of ``snapshot()``
+(an `InfraError` such as a dead sandbox, an `OSError` of the host) ends the
+episode as ``infra``, as a failing step does.
 
 With ``executor="ray"`` the same rounds run with the envs in Ray actors
 (`agentenv.ray_workers`), on one machine or across a cluster.
@@ -37,6 +48,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from agentenv import _admit, _safejson
 from agentenv.env import Env, Snapshot
+from agentenv.errors import InfraError
 from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
 from agentenv.task import Task, did_you_mean
 from agentenv.trajectory import Trajectory
@@ -77,7 +89,7 @@ class _Episode:
                 options["snapshot"] = self.resume
             self.env.reset(seed=self.seed, options=options or None)
             if keep_snapshots:
-                self.snapshots.append(self.env.snapshot())
+                self.keep_snapshot()
         except Exception as e:  # noqa: BLE001 - a broken env is data, see module doc
             self.done, self.error = True, _describe(e)
 
@@ -96,9 +108,20 @@ class _Episode:
             self.last_info = info
             self.done = terminated or truncated
             if keep_snapshots and not self.done:
-                self.snapshots.append(self.env.snapshot())
+                self.keep_snapshot()
         except Exception as e:  # noqa: BLE001 - see module doc
             self.done, self.error = True, _describe(e)
+
+    def keep_snapshot(self) -> None:
+        """Keep the env's snapshot; none for this turn when the env refuses to save what
+        the episode made (a ValueError: see the module doc). Anything else propagates."""
+        assert self.env is not None  # live episodes have an env
+        try:
+            self.snapshots.append(self.env.snapshot())
+        except InfraError:
+            raise  # first: an infra error that is also a ValueError is still infra
+        except ValueError:
+            pass
 
     def conversation(self) -> Conversation:
         assert self.env is not None  # live episodes have an env
@@ -316,12 +339,15 @@ def ask_policy(policy: Policy, conversations: list[Conversation]) -> list[Policy
 
 
 def _jsonl_line(traj: Trajectory) -> str:
-    """``traj`` as one JSONL line. Envs keep their records plain JSON data, but a
-    custom env or policy may not: rather than lose the episode (and abort the
-    rollout), what the encoder refuses is spelled out (see `_plain`)."""
+    """``traj`` as one JSONL line that reads back. Envs keep their records plain JSON
+    data, but a custom env or policy may not: rather than lose the episode (and abort
+    the rollout, or break every later reader of the file), what the encoder refuses
+    or a reader would refuse is spelled out (see `_plain`)."""
     try:
-        return traj.model_dump_json() + "\n"
-    except (ValueError, TypeError, RecursionError):  # pydantic's serialisation errors are ValueErrors
+        line = traj.model_dump_json()
+        _safejson.loads(line, max_depth=READ_DEPTH)  # what json writes, it may not read back (10**5000)
+        return line + "\n"
+    except (ValueError, TypeError, RecursionError):  # pydantic's serialisation errors and UnsafeJSON are ValueErrors
         pass
     try:
         data = _plain(traj.model_dump(mode="python"), depth=0)
@@ -338,16 +364,24 @@ def _jsonl_line(traj: Trajectory) -> str:
     return json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
 
 
+READ_DEPTH = 200
+"""Lines nested deeper go through `_plain`: pydantic's JSON reader (`Trajectory.from_json`) refuses ~250."""
+_PLAIN_DEPTH = 64
+
+
 def _plain(value: Any, depth: int) -> Any:
     """``value`` as JSON data: lone surrogates spelled out, non-finite floats as None,
-    odd types and nesting past 64 levels as their repr."""
+    integers past `_safejson.MAX_INT_BITS` as text, odd types and nesting past 64
+    levels as their repr."""
     if isinstance(value, str):
         return _safejson.clean_text(value)
-    if value is None or isinstance(value, bool | int):
-        return value if not isinstance(value, int) or value.bit_length() <= _safejson.MAX_INT_BITS else str(value)[:50]
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= _safejson.MAX_INT_BITS else _long_int(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if depth > 64:
+    if depth > _PLAIN_DEPTH:
         return "<nested too deeply>"
     if isinstance(value, dict):
         return {_safejson.clean_text(str(k)): _plain(v, depth + 1) for k, v in value.items()}
@@ -356,6 +390,13 @@ def _plain(value: Any, depth: int) -> Any:
     if isinstance(value, Enum):
         return _plain(value.value, depth + 1)
     return _admit.safe_repr(value)
+
+
+def _long_int(value: int) -> str:
+    try:
+        return str(value)[:50]
+    except ValueError:  # past the digit limit of str() itself
+        return f"<int of {value.bit_length()} bits>"
 
 
 def _describe(e: BaseException) -> str:

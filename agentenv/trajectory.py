@@ -36,7 +36,8 @@ class Trajectory(BaseModel):
     generations: list[Generation | None] = []
     """Per step, what the model generated (token ids, log-probs) when the policy said."""
     snapshots: list[Snapshot] = []
-    """When kept: ``snapshots[k]`` is the env just before turn ``k``."""
+    """When kept: the env just before each turn, in order (``snapshot.turn`` says which);
+    a turn whose snapshot the env refused to take has none (see `agentenv.rollout`)."""
     rewards: list[float] = []
     """The scalar reward of each step."""
     task_reward: float | None = None

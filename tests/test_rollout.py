@@ -5,7 +5,7 @@ import pytest
 
 import agentenv
 from agentenv import Generation, PolicyFailure, ScriptedPolicy, Trajectory, rollout, tool_call_text
-from tests.toy_envs import CounterEnv
+from tests.toy_envs import CounterEnv, CounterState
 
 
 class Recording:
@@ -151,3 +151,45 @@ def test_bad_arguments():
 class Silent:
     def act(self, conversations):
         return []
+
+
+class Unsaveable(CounterEnv):
+    """Its snapshot fails once the counter passes 1: as a sandbox does when what the agent
+    made cannot be archived (a ValueError: SandboxError is one), or dead (an InfraError)."""
+
+    error: type[Exception] = ValueError
+
+    def snapshot_external(self):
+        if self.state.count > 1:
+            raise self.error("the workspace cannot be archived")
+        return None
+
+
+def test_a_snapshot_refused_for_what_the_episode_made_is_left_out_not_infra():
+    policy = ScriptedPolicy.replay([tool_call_text("add", amount=2), tool_call_text("add", amount=-2)] * 2)
+    (traj,) = rollout(Unsaveable, policy, tasks=["t0"], keep_snapshots=True)  # target 2: never reached at the end
+    assert traj.failure == "truncated" and traj.error is None, traj.error
+    assert [s.turn for s in traj.snapshots] == [0, 2, 4]  # turns 1 and 3 began with count 2: no snapshot
+
+
+def test_a_snapshot_that_fails_for_the_infrastructure_is_still_infra():
+    class Dead(Unsaveable):
+        error = agentenv.InfraError
+
+    (traj,) = rollout(Dead, ScriptedPolicy.replay([tool_call_text("add", amount=2)]), tasks=["t0"], keep_snapshots=True)
+    assert traj.failure == "infra" and "cannot be archived" in traj.error
+
+
+class Powers(CounterEnv):
+    """Keeps an integer far past the digit limit of str() in its state (10**5000)."""
+
+    def initial_state(self, task):
+        return CounterState(count=10**5000)
+
+
+def test_a_line_with_an_integer_past_the_digit_limit_reads_back(tmp_path):
+    out = tmp_path / "trajs.jsonl"
+    rollout(Powers, ScriptedPolicy.replay([tool_call_text("submit")]), tasks=["t0"], out=out, keep_snapshots=True)
+    (back,) = Trajectory.read_jsonl(out)  # json writes such a line but no reader takes it back
+    assert back.task.id == "t0" and back.failure == "policy" and len(back.snapshots) == 1
+    assert back.snapshots[0].state["count"] == "<int of 16610 bits>"
