@@ -120,7 +120,7 @@ _KEPT_FORMS = ("<super>", "<sub>", "<circle>", "<fraction>")
 
 def _compatible(text: str) -> str:
     """NFKC of ``text``, keeping the characters whose compatibility form would change a
-    value: ``4²`` would be ``42``, ``⑫`` ``12``, ``½`` ``1⁄2``. Runs between them are
+    value: ``4²`` would be ``42``, ``⑫`` ``12``, ``½`` ``1\u20442``. Runs between them are
     normalised whole, so combining marks still compose."""
     parts, start = [], 0
     for i, ch in enumerate(text):
