@@ -18,7 +18,10 @@ the first episodes all failed in the policy before it gave a single action (a
 closed port, a wrong URL), and after the run when any episode was lost to it (its
 figures, printed, leave those out). When an env picks its sandbox backend
 ("auto"), the choice is printed. ``forecast`` ends with code 1 when the run cannot be
-forecast yet (too few held-out evaluations): it says why and fits nothing.
+forecast yet (too few held-out evaluations): it says why and fits nothing. ``train``
+ends with code 1 when the run stops on an error it cannot go on with (one line; the
+last checkpoint stays). No command writes over a file it reads or another of its
+outputs: two options naming one file are refused before anything runs.
 
     agentenv train examples/tiny.toml
     agentenv report runs/tiny                            # runs/tiny/report.html
@@ -101,6 +104,7 @@ app.add_typer(miner_app, name="miner")
 
 EXIT_POLICY_FAILED = 1
 EXIT_NO_FORECAST = 1
+EXIT_TRAINING_STOPPED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 _OPENAI = "--policy openai"
@@ -185,7 +189,7 @@ def list_envs(
 @app.command()
 def play(
     env_id: Annotated[str, typer.Argument(metavar="ENV", help=_ENV_HELP)],
-    seed: Annotated[int, typer.Option(help="Reset seed; picks the task unless --task is given.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Reset seed; picks the task unless --task is given.")] = 0,
     task: Annotated[str | None, typer.Option("--task", help="The id of the task to play.")] = None,
     max_turns: Annotated[int | None, typer.Option(help="Override the env's turn limit.")] = None,
 ) -> None:
@@ -306,7 +310,7 @@ def eval_(
     compare_to: Annotated[
         Path | None, typer.Option(help="A baseline (an --json result or an --out JSONL) to compare with, paired.")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Draw i resets with seed + i.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Draw i resets with seed + i.")] = 0,
     concurrency: Annotated[
         int | None, typer.Option(help=f"Episodes live at once (default: 2 per CPU, here {default_concurrency()}).")
     ] = None,
@@ -329,12 +333,14 @@ def eval_(
     if not 0 < confidence < 1:
         _fail(f"--confidence must be between 0 and 1, got {confidence}")
     env_kwargs = _env_kwargs(env_spec, max_turns)
+    json_path = Path(json_out) if json_out not in (None, "-") else None
+    _refuse_same_file([("--compare-to", compare_to)], [("--out", out), ("--json", json_path), ("--report", report)])
     baseline = _load_result(compare_to, "--compare-to") if compare_to is not None else None
     if out is not None:
         _prepare_out(out, append=append, option="--out")
-    for option, path in (("--json", json_out if json_out != "-" else None), ("--report", report)):
+    for option, path in (("--json", json_path), ("--report", report)):
         if path is not None:
-            _prepare_out(Path(path), append=False, option=option)
+            _prepare_out(path, append=False, option=option)
     chosen = _make_policy(env_spec, policy, base_url=base_url, model=model, api_key_env=api_key_env)
     label = f"{env_id} · {policy.value} policy" + (f" {model}" if policy is PolicyKind.openai and model else "")
 
@@ -434,6 +440,7 @@ def compare_(
         _fail(f"--k must be >= 1, got {k}")
     if not 0 < confidence < 1:
         _fail(f"--confidence must be between 0 and 1, got {confidence}")
+    _refuse_same_file([("A", a), ("B", b)], [("--json", json_out)])
     first, second = _load_result(a, "A"), _load_result(b, "B")
     if k is not None and k > min(first.k, second.k):
         _fail(f"--k {k} is more than the samples per task of A ({first.k}) or B ({second.k})")
@@ -530,6 +537,29 @@ def _sandbox_choice_shown() -> Iterator[None]:
         sandbox_logger.setLevel(level)
 
 
+def _refuse_same_file(inputs: Sequence[tuple[str, Path | None]], outputs: Sequence[tuple[str, Path | None]]) -> None:
+    """Fail, before anything is written, when an output names the file of an input or of
+    an earlier output (through a relative path, a symlink or a hard link too): writing it
+    would replace what is read, or what the other option wrote, with nothing to say so."""
+    seen = [(name, path) for name, path in inputs if path is not None]
+    for name, path in outputs:
+        if path is None:
+            continue
+        for other, earlier in seen:
+            if _same_file(path, earlier):
+                _fail(f"{name} and {other} name the same file ({str(path)!r}): give {name} another path")
+        seen.append((name, path))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): realpath told already
+        return False
+
+
 def _prepare_out(path: Path, *, append: bool, option: str) -> None:
     # Open it now: a bad path fails before any episode runs, and a rerun starts a fresh file.
     try:
@@ -584,6 +614,10 @@ def train(
         history = trainer.train()
     except RankFailure as e:  # under torchrun: another rank died; torchrun names it
         _fail(str(e), code=1)
+    except FileExistsError as e:  # output_dir holds another run: refused before anything is written
+        _fail(str(e))
+    except ValueError as e:  # what the run met and cannot go on with (a factory env and sft_steps, NaN weights)
+        _fail(f"training stopped: {e}", code=EXIT_TRAINING_STOPPED)
     except KeyboardInterrupt:
         _out().print(f"interrupted; resume from the last checkpoint in {config.output_dir} by running the same command")
         raise typer.Exit(code=EXIT_INTERRUPTED) from None
@@ -634,6 +668,10 @@ def report_(
         _fail(f"--embed must be >= 0, got {embed}")
     if not run_dir.exists():
         _fail(f"no such directory: {run_dir}")
+    if run_dir.is_dir():
+        _refuse_run_file(run_dir, out)
+    else:
+        _refuse_same_file([("RUN_DIR", run_dir)], [("--out", out or run_dir.with_suffix(".html"))])
     try:
         if run_dir.is_dir():
             built = build_report(run_dir, out, max_embedded=embed, pages=pages)
@@ -655,6 +693,14 @@ def report_(
     for note in built.skipped:
         Console(stderr=True, highlight=False).print(f"skipped: {escape(note)}", soft_wrap=True)
     _print_report(console, built)
+
+
+def _refuse_run_file(run_dir: Path, out: Path | None) -> None:
+    """The report may replace an earlier report in the run, never a file the run wrote."""
+    if out is None or not out.is_file() or out.suffix.lower() in (".html", ".htm"):
+        return
+    if Path(os.path.realpath(run_dir)) in Path(os.path.realpath(out)).parents:
+        _fail(f"--out {str(out)!r} is a file of the run in {run_dir}: write the report to an .html file instead")
 
 
 def _print_report(console: Console, built: Report) -> None:
@@ -680,7 +726,7 @@ def forecast_(
     json_out: Annotated[bool, typer.Option("--json", help="Print the forecast as one JSON object.")] = False,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap refits for the intervals.")] = 1000,
     confidence: Annotated[float, typer.Option(help="Of the bootstrap intervals.")] = 0.95,
-    seed: Annotated[int, typer.Option(help="Of the bootstrap.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Of the bootstrap.")] = 0,
 ) -> None:
     """Fit ScaleRL's sigmoid of held-out reward against compute: the asymptote A, the
     efficiency B, the midpoint C_mid, and the reward at 2x and 10x the run's compute.

@@ -214,7 +214,8 @@ def outcomes(trajectories: Iterable[Trajectory]) -> list[TaskOutcome]:
                 samples=len(group),
                 n=len(valid),
                 successes=sum(t.success for t in valid),
-                reward_mean=math.fsum(t.task_reward or 0.0 for t in valid) / len(valid) if valid else 0.0,
+                # Each reward's share summed: no overflow where every reward is a float (1e308 twice).
+                reward_mean=math.fsum((t.task_reward or 0.0) / len(valid) for t in valid) if valid else 0.0,
                 failures=dict(failures),
             )
         )

@@ -5,8 +5,8 @@ A `Task` is data: an id, the prompt the agent sees, an env-specific ``payload``
 failure miner groups by. A `TaskSet` is an ordered, id-indexed collection with a
 deterministic train/test split. Task files are untrusted input: every line is
 validated, hostile ones included (corrupt gzip, bytes that are not UTF-8, deep
-nesting, huge numbers, lone surrogates), and an error names the file, the line and
-the field.
+nesting, huge numbers, NaN or infinity, lone surrogates), and an error names the
+file, the line and the field.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -206,9 +207,13 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def _json_record(line: str, where: str) -> dict[str, Any]:
     """One line's JSON object; `TaskFileError` for anything else, hostile input included
-    (see `agentenv._safejson`: lone surrogates, nesting past `MAX_DEPTH`, huge numbers)."""
+    (see `agentenv._safejson`: lone surrogates, nesting past `MAX_DEPTH`, huge numbers),
+    and NaN or infinity (``NaN``, ``Infinity``, ``1e309``), which `json.loads` accepts
+    but JSON cannot write back: a task holding one would become another task (null)
+    in a trajectory or a checkpoint."""
+    non_finite: list[str] = []  # the literals of NaN and infinity, in the order read
     try:
-        record = json.loads(line)
+        record = json.loads(line, parse_constant=_NonFiniteLiterals(non_finite), parse_float=_Floats(non_finite))
     except json.JSONDecodeError as e:
         raise TaskFileError(f"{where}: invalid JSON: {e.msg} (column {e.colno})") from None
     except ValueError as e:  # an integer of more digits than int() converts
@@ -220,4 +225,44 @@ def _json_record(line: str, where: str) -> dict[str, Any]:
     if (found := _safejson.problem(record, max_depth=MAX_DEPTH)) is not None:
         field, what = found
         raise TaskFileError(f"{where}: field {field or '(record)'!r}: {what}")
+    if non_finite:
+        field = _first_non_finite(record) or "(record)"
+        raise TaskFileError(
+            f"{where}: field {field!r}: {non_finite[0]} is not a finite number; JSON has no NaN or infinity "
+            "(written back, the task would hold null there): use a finite number, a string or null"
+        )
     return record
+
+
+class _NonFiniteLiterals:
+    """``parse_constant`` of `json.loads`: notes NaN, Infinity and -Infinity (which JSON does not have)."""
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    def __call__(self, literal: str) -> float:
+        self.seen.append(literal)
+        return float(literal)
+
+
+class _Floats(_NonFiniteLiterals):
+    """``parse_float`` of `json.loads`: notes a number too large for a float (1e309 reads as infinity)."""
+
+    def __call__(self, literal: str) -> float:
+        value = float(literal)
+        if not math.isfinite(value):
+            self.seen.append(literal if len(literal) <= 40 else literal[:37] + "...")
+        return value
+
+
+def _first_non_finite(value: Any) -> str | None:
+    """The path of the first NaN or infinity in ``value``, in the file's order, or None.
+    Without recursion: ``value`` passed `_safejson.problem`, so it is at most `MAX_DEPTH` deep."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path
+        children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        stack.extend(reversed([(f"{path}.{key}" if path else str(key), v) for key, v in children]))
+    return None

@@ -592,3 +592,133 @@ def test_report_of_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "no such directory" in result.stderr
     result = invoke("report", str(tmp_path), "--embed", "-1")
     assert result.exit_code == 2 and "--embed must be >= 0" in result.stderr
+
+
+# -- files: no output replaces an input or another output -----------------------------------
+
+
+def _lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def test_eval_refuses_an_out_that_is_its_baseline_and_keeps_the_baseline(tmp_path: Path) -> None:
+    base = tmp_path / "base.jsonl"
+    assert invoke("eval", "arithmetic-v0", "-n", "3", "--seed", "100", "--out", str(base)).exit_code == 0
+    before = base.read_bytes()
+    alias = tmp_path / "alias.jsonl"
+    alias.symlink_to(base)
+    for out in (base, alias, tmp_path / "sub" / ".." / "base.jsonl"):  # the same file by any name
+        for extra in ([], ["--append"]):
+            result = invoke("eval", "arithmetic-v0", "-n", "3", "--compare-to", str(base), "--out", str(out), *extra)
+            assert result.exit_code == 2, result.output
+            assert result.stderr.startswith("error: --out and --compare-to name the same file")
+            assert "give --out another path" in result.stderr and "Traceback" not in result.output
+            assert "trajectories" not in result.output  # refused before any episode ran
+    assert base.read_bytes() == before
+
+
+@pytest.mark.parametrize(("first", "second"), [("--out", "--json"), ("--out", "--report"), ("--json", "--report")])
+def test_eval_refuses_two_outputs_naming_one_file_before_writing_either(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    target = tmp_path / "same.jsonl"
+    target.write_text("what was here\n")
+    result = invoke("eval", "arithmetic-v0", "-n", "3", first, str(target), second, str(target))
+    assert result.exit_code == 2, result.output
+    assert f"error: {second} and {first} name the same file" in result.stderr
+    assert target.read_text() == "what was here\n"  # nothing written, not even truncated
+
+
+def test_compare_refuses_to_write_its_json_over_an_input(tmp_path: Path) -> None:
+    a, b = _results(tmp_path, "a", 0.2, 0), _results(tmp_path, "b", 0.9, 1)
+    before = b.read_bytes()
+    result = invoke("compare", str(a), str(b), "--json", str(b))
+    assert result.exit_code == 2 and "error: --json and B name the same file" in result.stderr
+    assert b.read_bytes() == before
+
+
+def test_report_refuses_to_write_over_the_trajectories_it_reads(tmp_path: Path) -> None:
+    out = tmp_path / "eval.jsonl"
+    assert invoke("eval", "arithmetic-v0", "-n", "2", "--out", str(out)).exit_code == 0
+    before = out.read_bytes()
+    result = invoke("report", str(out), "--out", str(out))
+    assert result.exit_code == 2 and "error: --out and RUN_DIR name the same file" in result.stderr
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1, "reward/task": 0.5}\n')
+    result = invoke("report", str(run), "--out", str(run / "metrics.jsonl"))
+    assert result.exit_code == 2 and "is a file of the run" in result.stderr
+    assert out.read_bytes() == before and (run / "metrics.jsonl").read_text() == '{"step": 1, "reward/task": 0.5}\n'
+    assert invoke("report", str(run), "--out", str(run / "report.html")).exit_code == 0  # a report replaces a report
+
+
+@pytest.mark.parametrize("command", [["eval", "arithmetic-v0"], ["play", "arithmetic-v0"], ["forecast", "."]])
+def test_a_negative_seed_is_a_usage_error_before_anything_runs(command: list[str], tmp_path: Path) -> None:
+    # Gymnasium and numpy refuse negative seeds: eval ran 3 of 4 episodes as infra, then died.
+    out = tmp_path / "neg.jsonl"
+    extra = ["--out", str(out)] if command[0] == "eval" else []
+    result = invoke(*command, "--seed", "-3", *extra)
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--seed'" in result.output and "Traceback" not in result.output
+    assert not out.exists()
+
+
+# -- train: errors name the file, never a traceback ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("dir.toml", None, "is a directory"),
+        ("big.toml", b"seed = " + b"9" * 5000 + b"\n", "invalid TOML: an integer of more than 4300 digits"),
+        ("bad.toml", b"seed = 1\n# \xff\n", "not UTF-8 text: byte 0xff"),
+        ("deep.toml", b"a = " + b"[" * 3000 + b"]" * 3000 + b"\n", "invalid TOML: nested too deeply"),
+        ("deep.yaml", b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n", "invalid YAML: nested too deeply"),
+    ],
+)
+def test_train_with_an_unreadable_config_names_the_file_in_one_line(
+    tmp_path: Path, name: str, content: bytes | None, expected: str
+) -> None:
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    result = invoke("train", str(path))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ") and str(path) in result.stderr and expected in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_train_refuses_an_output_dir_holding_another_run_and_leaves_it_as_it_was(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"seed": 1, "steps": 2}))
+    (run / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+    config = tmp_path / "b.toml"
+    config.write_text(f'output_dir = "{run}"\nsteps = 1\nresume = false\ntensorboard = false\n')
+    result = invoke("train", str(config))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: output_dir {run} holds a run of another config")
+    assert "choose another output_dir" in result.stderr and f"delete {run} first" in result.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["config.json", "metrics.jsonl"]
+    assert (run / "metrics.jsonl").read_text() == '{"step": 1}\n{"step": 2}\n'
+
+
+def test_an_error_the_training_run_stops_on_is_one_line_with_code_1(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("torch")
+    from agentenv.trainers import GRPOTrainer
+
+    def diverged(self: GRPOTrainer) -> list[dict[str, Any]]:
+        raise ValueError("the next-token probabilities hold NaN or inf, or a row is all zero: check the logits")
+
+    monkeypatch.setattr(GRPOTrainer, "train", diverged)
+    config = tmp_path / "run.toml"
+    config.write_text(f'output_dir = "{tmp_path / "run"}"\nsteps = 1\ntensorboard = false\n')
+    result = invoke("train", str(config))
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: training stopped: the next-token probabilities hold NaN or inf")
+    assert len(result.stderr.splitlines()) == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)

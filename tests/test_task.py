@@ -155,6 +155,32 @@ def test_hostile_lines_are_task_file_errors(tmp_path, line, expected):
     str(caught.value).encode("utf-8")  # the message itself is printable
 
 
+@pytest.mark.parametrize(
+    ("value", "literal"),
+    [("NaN", "NaN"), ("Infinity", "Infinity"), ("-Infinity", "-Infinity"), ("1e309", "1e309"), ("-2E400", "-2E400")],
+)
+def test_nan_and_infinity_are_refused_naming_the_field_not_turned_into_null(tmp_path, value, literal):
+    # json.loads reads them (1e309 as inf), but JSON cannot write them back: a trajectory
+    # or checkpoint would hold null there, another task than the one in the file.
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(
+        '{"id": "a", "prompt": "p"}\n'
+        + '{"id": "b", "prompt": "p", "payload": {"tol": [0.5, VALUE]}}\n'.replace("VALUE", value)
+    )
+    with pytest.raises(TaskFileError) as caught:
+        TaskSet.from_jsonl(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:2: field 'payload.tol.1': {literal} is not a finite number")
+    assert "\n" not in message
+
+
+def test_large_finite_floats_still_load_and_round_trip(tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "a", "prompt": "p", "payload": {"x": 1.7e308, "y": -5e-324, "z": 0.1}}\n')
+    task = TaskSet.from_jsonl(path)[0]
+    assert Task.model_validate_json(task.model_dump_json()) == task
+
+
 def test_a_surrogate_pair_is_ordinary_text(tmp_path):
     path = tmp_path / "tasks.jsonl"
     path.write_text('{"id": "a", "prompt": "\\ud83d\\ude00"}\n')

@@ -1,8 +1,16 @@
-"""Checkpoints of a run: model, optimiser, RNG states, step and sampler state.
+"""Checkpoints of a run: model, optimiser, RNG states, step and sampler state; and whose
+run a run directory holds.
 
 A checkpoint is written into a temporary folder and renamed into place, and the
 ``latest`` pointer is replaced atomically, so a run killed at any moment (even by
 SIGKILL) leaves the previous checkpoint intact and resumable.
+
+A run that starts from step 0 (not resumed) never writes into another run's
+directory: `other_run` says when output_dir holds a run of another config (or files
+of a run without its config), and the trainer refuses it; a directory holding a run of
+the same config is that run started over, and `clear_run` deletes its files first,
+so no file of the earlier run (a checkpoint of a later step, a step's episodes) stays
+mixed in with the new one.
 """
 
 from __future__ import annotations
@@ -18,7 +26,21 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["RUN_FILES", "clear_run", "latest_checkpoint", "load_checkpoint", "other_run", "save_checkpoint"]
+
+RUN_FILES = (
+    "config.json",
+    "metrics.jsonl",
+    "checkpoints",
+    "trajectories",
+    "evals",
+    "final",
+    "tokenizer",
+    "tensorboard",
+)
+"""What a training run writes at the top of its output_dir."""
+_REPORT_FILES = ("report.html", "report_files")  # `agentenv report`'s page of the run, by default
+_SAME_RUN_IGNORES = ("resume", "output_dir")  # how a run is started or where, not which run it is
 
 
 def _rng_state() -> dict[str, Any]:
@@ -97,3 +119,69 @@ def load_checkpoint(
         optimizer.load_state_dict(optimizer_state)
     _set_rng_state(torch.load(path / "rng.pt", weights_only=False))
     return json.loads((path / "trainer_state.json").read_text())
+
+
+# -- whose run a directory holds -------------------------------------------------------
+
+
+def other_run(run_dir: Path, config: dict[str, Any], *, resume: bool) -> str | None:
+    """Why a run of ``config`` (its ``to_dict()``) that starts from step 0 must not write
+    into ``run_dir``, or None when it may: the directory is new, empty of run files, or
+    holds a run of the same config (which the new run replaces: `clear_run`)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        return f"output_dir {run_dir} is a file, not a directory; choose another output_dir"
+    found = [name for name in RUN_FILES if (run_dir / name).exists()]
+    if not found:
+        return None
+    saved = _saved_config(run_dir / "config.json")
+    differences = None if saved is None else _differences(saved, config)
+    if differences == []:
+        return None
+    if differences is None:
+        what = f"run files ({', '.join(found)}) without a readable config.json"
+    else:
+        what = f"a run of another config ({'; '.join(differences[:3])})"
+    how = "resume=False starts a new run there" if not resume else "there is no checkpoint to resume it from"
+    keep = "choose another output_dir"
+    if not resume and latest_checkpoint(run_dir) is not None:
+        keep += ", or set resume=True to continue that run with this config"
+    return (
+        f"output_dir {run_dir} holds {what}, and {how}: the two runs would mix and the earlier one would be "
+        f"lost. To keep it, {keep}; to replace it, delete {run_dir} first"
+    )
+
+
+def clear_run(run_dir: Path) -> None:
+    """Delete the run files of ``run_dir`` (and the report made of them); others stay."""
+    for name in (*RUN_FILES, *_REPORT_FILES):
+        path = run_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
+def _saved_config(path: Path) -> dict[str, Any] | None:
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return saved if isinstance(saved, dict) else None
+
+
+def _differences(saved: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """``field: saved -> new`` for each field whose value differs (how a run is started aside)."""
+    names = [n for n in dict.fromkeys([*saved, *config]) if n not in _SAME_RUN_IGNORES]
+    return [
+        f"{name}: {_short(saved.get(name, '(unset)'))} -> {_short(config.get(name, '(unset)'))}"
+        for name in names
+        if saved.get(name, _MISSING) != config.get(name, _MISSING)
+    ]
+
+
+_MISSING = object()
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

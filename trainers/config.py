@@ -55,7 +55,9 @@ class GRPOConfig(BaseModel):
     optimiser step; its metrics say ``skipped_update: 1``. An Adam step then would
     only replay the momentum of earlier batches: drift, not learning."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+    # allow_inf_nan=False: no float field has a meaning for infinity or NaN (a learning
+    # rate or a KL weight of inf trains on NaN), so every one must be a finite number.
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
     # -- model -----------------------------------------------------------------
     model: str = "tiny"
@@ -67,9 +69,11 @@ class GRPOConfig(BaseModel):
     env_kwargs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Keyword arguments for `agentenv.make` per env id, e.g. {"guess-number-v0": {"difficulties": [0]}}."""
     output_dir: str = "runs/grpo"
-    """Run directory: config.json, metrics.jsonl, trajectories/, checkpoints/, final/."""
-    seed: int = 0
-    """Seeds task sampling, generation and initialisation; a resumed run repeats them."""
+    """Run directory: config.json, metrics.jsonl, trajectories/, evals/, checkpoints/,
+    final/. One run's: see ``resume`` for a directory that holds a run already."""
+    seed: int = Field(0, ge=0, lt=2**64)
+    """Seeds task sampling, generation and initialisation; a resumed run repeats them.
+    Non-negative and below 2**64 (as numpy's, gymnasium's and torch's seeds are)."""
     device: str = "auto"
     """"auto" (cuda when available), "cpu", "cuda" or "cuda:N"."""
 
@@ -265,7 +269,12 @@ class GRPOConfig(BaseModel):
     keep_checkpoints: int = Field(2, ge=1)
     """Most recent checkpoints kept on disk."""
     resume: bool = True
-    """Continue from the latest checkpoint in output_dir when there is one."""
+    """Continue from the latest checkpoint in output_dir when there is one. A run that
+    starts from step 0 instead (resume=False, or no checkpoint yet) never mixes with an
+    earlier run there: one of the same config (its config.json equal to this config but
+    for resume and output_dir) is replaced, its files deleted first; one of another
+    config is refused before anything is written (choose another output_dir, resume it,
+    or delete it)."""
     tensorboard: bool = True
     """Also log to TensorBoard when it is installed."""
 
@@ -434,32 +443,57 @@ class GRPOConfig(BaseModel):
 
     @classmethod
     def from_file(cls, path: str | Path) -> GRPOConfig:
-        """Read a YAML (.yaml/.yml) or TOML (.toml) file of the same fields."""
+        """Read a YAML (.yaml/.yml) or TOML (.toml) file of the same fields. Any file that
+        cannot be read as one is a ValueError naming it (FileNotFoundError when missing)."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"config file {path} does not exist")
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".toml":
-            try:
-                data = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as e:
-                raise ValueError(f"{path}: invalid TOML: {e}") from None
-        elif path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            try:
-                data = yaml.safe_load(text) or {}
-            except yaml.YAMLError as e:
-                raise ValueError(f"{path}: invalid YAML: {e}") from None
-        else:
+        if path.suffix not in (".toml", ".yaml", ".yml"):
             raise ValueError(f"{path}: expected a .toml, .yaml or .yml file")
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping of config fields at the top level")
+        data = _read_mapping(path)
         return cls.from_dict(data, source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain data (what `from_dict` reads back, and the run's config.json)."""
         return self.model_dump(mode="json")
+
+
+# --- reading a file ---------------------------------------------------------------------
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    """The top-level table of a TOML or YAML file; a ValueError naming ``path`` for anything
+    else (a directory, bytes that are not UTF-8, bad syntax, an integer past Python's digit
+    limit, nesting deeper than the parser's recursion)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{path}: not UTF-8 text: byte {e.object[e.start]:#04x} at byte {e.start + 1}; save the file as UTF-8"
+        ) from None
+    except OSError as e:
+        what = "is a directory; give a .toml or .yaml file" if path.is_dir() else f"cannot be read: {e.strerror or e}"
+        raise ValueError(f"config file {path} {what}") from None
+    kind = "TOML" if path.suffix == ".toml" else "YAML"
+    try:
+        data = tomllib.loads(text) if kind == "TOML" else _yaml_mapping(text)
+    except RecursionError:
+        raise ValueError(f"{path}: invalid {kind}: nested too deeply") from None
+    except ValueError as e:  # bad syntax, or an integer of more digits than int() converts
+        reason = "an integer of more than 4300 digits" if "integer string conversion" in str(e) else str(e)
+        raise ValueError(f"{path}: invalid {kind}: {reason}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of config fields at the top level")
+    return data
+
+
+def _yaml_mapping(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(str(e)) from None
 
 
 # --- pydantic's report in the config's words -----------------------------------------
@@ -497,6 +531,8 @@ def _explain(e: ErrorDetails) -> str:
         bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound  # ">= 0", not ">= 0.0"
         optional = " or None" if type(None) in get_args(annotation) else ""
         return f"{name} must be {_BOUNDS[kind]} {bound}{optional}, got {value!r}"
+    if kind == "finite_number":
+        return f"{name} must be a finite number, got {value!r}"
     if kind == "literal_error":
         choices = get_args(annotation) or (e["ctx"]["expected"],)
         listed = ", ".join(map(repr, choices))

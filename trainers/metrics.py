@@ -92,6 +92,11 @@ def _mean(values: Iterable[float]) -> float:
 
 
 class MetricsLogger:
+    """Writes each step's metrics to ``run_dir/metrics.jsonl`` (one JSON object a line), a
+    progress line to ``stream`` and TensorBoard. ``resume_step``: the step a resumed run
+    continues from (the file's later lines are dropped: those steps run again); None
+    starts the file afresh."""
+
     def __init__(
         self,
         run_dir: Path,
@@ -99,13 +104,16 @@ class MetricsLogger:
         total_steps: int,
         tensorboard: bool = True,
         stream: TextIO | None = None,
-        resume_step: int = 0,
+        resume_step: int | None = None,
     ) -> None:
         self.path = run_dir / "metrics.jsonl"
         self.total = total_steps
         self.stream = stream or sys.stdout
-        _truncate_after(self.path, resume_step)
-        self._file = self.path.open("a", encoding="utf-8")
+        if resume_step is None:  # a new run: a new file, nothing of an earlier run's kept
+            self._file = self.path.open("w", encoding="utf-8")
+        else:
+            _truncate_after(self.path, resume_step)
+            self._file = self.path.open("a", encoding="utf-8")
         self._tb = None
         if tensorboard:
             try:

@@ -36,7 +36,7 @@ from agentenv.task import Task
 from agentenv.trainers import advantages as adv
 from agentenv.trainers.async_rollout import AsyncRollouts, RolloutBatch
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate, turn_advantages
-from agentenv.trainers.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from agentenv.trainers.checkpoint import clear_run, latest_checkpoint, load_checkpoint, other_run, save_checkpoint
 from agentenv.trainers.compute import ComputeMeter, world_size
 from agentenv.trainers.config import GRPOConfig
 from agentenv.trainers.distributed import DataParallel, checkpoint_reachable
@@ -246,14 +246,21 @@ class GRPOTrainer:
     def train(self) -> list[dict[str, Any]]:
         """Run to ``config.steps``; returns the metrics of each step."""
         cfg = self.config
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         resumed = self._maybe_resume()
+        if not resumed:
+            self._claim_run_dir()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         if not resumed and self.dist.is_writer:
             _save_config(self.run_dir, cfg)
             if hasattr(self.tokenizer, "save_pretrained"):
                 self.tokenizer.save_pretrained(str(self.run_dir / "tokenizer"))
         logger = (
-            MetricsLogger(self.run_dir, total_steps=cfg.steps, tensorboard=cfg.tensorboard, resume_step=self.step)
+            MetricsLogger(
+                self.run_dir,
+                total_steps=cfg.steps,
+                tensorboard=cfg.tensorboard,
+                resume_step=self.step if resumed else None,
+            )
             if self.dist.is_writer
             else None
         )
@@ -314,6 +321,17 @@ class GRPOTrainer:
         # No rank starts the next step before the checkpoint is whole: a rank that
         # dies then can resume from it.
         self.dist.barrier(what="writing a checkpoint")
+
+    def _claim_run_dir(self) -> None:
+        """Before a run from step 0 writes anything: refuse an output_dir holding another
+        run (FileExistsError saying the fix), and clear one holding this config's run.
+        Rank 0 decides for every rank, so they all stop or go on together."""
+        problem = other_run(self.run_dir, self.config.to_dict(), resume=self.config.resume)
+        problem = self.dist.agree(problem if self.dist.is_writer else None, what="checking the run directory")
+        if problem is not None:
+            raise FileExistsError(problem)
+        if self.dist.is_writer:
+            clear_run(self.run_dir)
 
     def _maybe_resume(self) -> bool:
         if not self.config.resume:

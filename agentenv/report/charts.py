@@ -37,6 +37,9 @@ PALETTE = (
     "#b84f9a",
     "#556b2f",
 )
+MAX_DRAWN = 1e300
+"""Values past this magnitude are left out of a chart (as missing points): a scale spanning
+them would overflow a float, and no metric of a sound run gets near."""
 WIDTH, HEIGHT = 480, 200
 LEFT, RIGHT, TOP, BOTTOM = 52, 12, 10, 26
 Kind = Literal["line", "stacked"]
@@ -66,7 +69,7 @@ def chart(
     note: str = "",
 ) -> str:
     """A titled chart of ``series`` over their x (steps); "no data" when none has a point."""
-    drawn = [_bucketed(s) for s in series]
+    drawn = [_bucketed(_drawable(s)) for s in series]
     drawn = [s for s in drawn if any(v is not None for v in s.y)]
     head = f'<figure class="chart"><figcaption>{escape(title)}</figcaption>'
     if not drawn:
@@ -124,6 +127,15 @@ class _Scale:
         return HEIGHT - BOTTOM - frac * (HEIGHT - TOP - BOTTOM)
 
 
+def _drawable(s: Series) -> Series:
+    """``s`` with every value past `MAX_DRAWN` (in size) missing."""
+
+    def kept(values: Sequence[float | None] | None) -> list[float | None] | None:
+        return None if values is None else [v if v is not None and abs(v) <= MAX_DRAWN else None for v in values]
+
+    return Series(s.label, s.x, kept(s.y) or [], kept(s.low), kept(s.high), s.dashed)
+
+
 def _bucketed(s: Series) -> Series:
     """At most MAX_POINTS points: the mean x and mean y (and band) of each bucket."""
     n = len(s.x)
@@ -133,17 +145,22 @@ def _bucketed(s: Series) -> Series:
 
     def mean(values: Sequence[float | None], a: int, b: int) -> float | None:
         kept = [v for v in values[a:b] if v is not None]
-        return math.fsum(kept) / len(kept) if kept else None
+        return _mean(kept) if kept else None
 
     spans = list(itertools.pairwise(edges))
     return Series(
         s.label,
-        [math.fsum(s.x[a:b]) / (b - a) for a, b in spans],
+        [_mean(s.x[a:b]) for a, b in spans],
         [mean(s.y, a, b) for a, b in spans],
         None if s.low is None else [mean(s.low, a, b) for a, b in spans],
         None if s.high is None else [mean(s.high, a, b) for a, b in spans],
         s.dashed,
     )
+
+
+def _mean(values: Sequence[float]) -> float:
+    """The mean, summing each value's share: never past a float's range when no value is."""
+    return math.fsum(v / len(values) for v in values)
 
 
 def _stacked(series: list[Series]) -> list[Series]:

@@ -112,8 +112,13 @@ class EpisodeRecord(BaseModel):
     error: str | None = None
 
     @property
-    def total_reward(self) -> float:
-        return math.fsum(r for r in self.rewards if r is not None and math.isfinite(r))
+    def total_reward(self) -> float | None:
+        """The sum of the finite step rewards; None when that sum is past a float's range
+        (two rewards of 1e308): no number to show, and no reason to fail the page."""
+        try:
+            return math.fsum(r for r in self.rewards if r is not None and math.isfinite(r))
+        except OverflowError:
+            return None
 
 
 def read_episodes(file: EpisodeFile, skipped: Skipped) -> Iterator[tuple[int, EpisodeRecord]]:
@@ -376,7 +381,7 @@ class EpisodeIndex:
             ("success", int(record.success)),
             ("failure", self.strings["failure"].id(record.failure.value)),
             ("turns", len(record.transitions)),
-            ("reward", round(record.total_reward, 4)),
+            ("reward", None if record.total_reward is None else round(record.total_reward, 4)),
             ("file", self.strings["file"].id(file)),
             ("line", line),
         ):

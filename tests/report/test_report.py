@@ -282,6 +282,29 @@ def test_an_evaluation_report_has_its_figures_and_every_episode(tmp_path: Path) 
     assert "hostile &lt;b&gt;" in report.path.read_text() and "pass@2" in report.path.read_text()
 
 
+def test_rewards_whose_sum_passes_a_floats_range_still_give_a_page(tmp_path: Path) -> None:
+    # Two step rewards of 1e308 (each a float): their sum has no float; the page shows "-".
+    episode = hostile_trajectory().model_copy(update={"transitions": [], "messages": []})
+    episode = episode.model_copy(update={"rewards": [1e308, 1e308], "task_reward": 1e308})
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(episode.model_copy(update={"seed": s}).to_json() + "\n" for s in (1, 2)))
+    result = CliRunner().invoke(app, ["report", str(path)])
+    assert result.exit_code == 0, result.output
+    _, index, sample = parse(tmp_path / "big.html")
+    assert index["cols"]["reward"] == [None, None] and sample["0"]["total_reward"] is None
+
+
+def test_metrics_past_a_floats_range_are_left_out_of_the_charts_not_fatal(tmp_path: Path) -> None:
+    rows = [{"step": i, "reward/task": 1e308 if i % 2 else -1e308, "loss": 0.5} for i in range(1, 9)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    svg_numbers = re.findall(
+        r' (?:d|points|x|y|x1|x2|y1|y2|cx|cy|width|height)="([^"]*)"', (tmp_path / "report.html").read_text()
+    )
+    assert svg_numbers and not any("nan" in v or "inf" in v for v in svg_numbers)
+
+
 # -- charts --------------------------------------------------------------------------------------
 
 

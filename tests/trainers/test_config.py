@@ -297,3 +297,73 @@ def test_eps_high_is_taken_by_a_loss_that_clips_each_way_apart(loss) -> None:
 def test_episode_balancing_is_for_token_mean_losses_only() -> None:
     assert GRPOConfig(loss="dapo", episode_balanced=True).episode_balanced
     assert "episode_balanced applies to token-mean losses" in _problem(loss="grpo", episode_balanced=True)
+
+
+# --- values with no meaning: negative seeds, infinity, NaN ---------------------------------
+
+
+def test_a_negative_seed_is_refused_at_construction() -> None:
+    # numpy and gymnasium refuse negative seeds: train() died in numpy after building everything.
+    assert _problem(seed=-1) == "invalid GRPOConfig: seed must be >= 0, got -1"
+    assert "seed must be < " in _problem(seed=2**64)  # past what torch.manual_seed takes
+    assert GRPOConfig(seed=0).seed == 0
+
+
+FLOAT_FIELDS = [name for name, field in GRPOConfig.model_fields.items() if field.annotation in (float, float | None)]
+"""Every float field, optional ones included (envs' weights: tested apart)."""
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")], ids=["inf", "-inf", "nan"])
+@pytest.mark.parametrize("field", FLOAT_FIELDS)
+def test_every_float_field_must_be_a_finite_number(field: str, value: float) -> None:
+    # A learning rate, KL weight or clip norm of inf trains on NaN weights; none has a meaning.
+    message = _problem(**{field: value})
+    assert message == f"invalid GRPOConfig: {field} must be a finite number, got {value!r}"
+
+
+def test_the_float_fields_checked_include_the_ones_that_took_infinity() -> None:
+    taken = {
+        "learning_rate",
+        "max_grad_norm",
+        "kl_coef",
+        "step_advantage_weight",
+        "truncation_penalty",
+        "dist_timeout_s",
+    }
+    assert taken <= set(FLOAT_FIELDS)
+
+
+def test_an_infinite_env_weight_or_toml_inf_names_the_field(tmp_path) -> None:
+    assert "envs.arithmetic-v0 must be a finite number, got inf" in _problem(envs={"arithmetic-v0": float("inf")})
+    path = tmp_path / "run.toml"
+    path.write_text("learning_rate = inf\n")
+    with pytest.raises(ValueError, match=f"^{re.escape(str(path))}: learning_rate must be a finite number, got inf$"):
+        GRPOConfig.from_file(path)
+
+
+# --- files that are not config files -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("dir.toml", None, "is a directory; give a .toml or .yaml file"),
+        ("big.toml", b"seed = " + b"9" * 5000 + b"\n", "invalid TOML: an integer of more than 4300 digits"),
+        ("big.yaml", b"seed: " + b"9" * 5000 + b"\n", "invalid YAML: an integer of more than 4300 digits"),
+        ("bad.toml", b"seed = 1\n# \xff\n", "not UTF-8 text: byte 0xff at byte 12; save the file as UTF-8"),
+        ("bad.yml", b"seed: 1\n# \xff\n", "not UTF-8 text: byte 0xff at byte 11"),
+        ("deep.toml", b"a = " + b"[" * 3000 + b"]" * 3000 + b"\n", "invalid TOML: nested too deeply"),
+        ("deep.yaml", b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n", "invalid YAML: nested too deeply"),
+    ],
+)
+def test_a_file_that_cannot_be_read_as_a_config_is_a_value_error_naming_it(tmp_path, name, content, expected) -> None:
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ValueError) as info:
+        GRPOConfig.from_file(path)
+    message = str(info.value)
+    assert str(path) in message and expected in message
+    assert "\n" not in message and "set_int_max_str_digits" not in message

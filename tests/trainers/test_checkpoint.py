@@ -1,0 +1,128 @@
+"""Whose run an output_dir holds: a run from step 0 never mixes with an earlier run there.
+A run of another config is refused before anything is written, with the fix; a run of
+the same config is replaced whole (nothing of it left among the new run's files)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentenv.trainers import GRPOConfig, GRPOTrainer
+from agentenv.trainers.checkpoint import RUN_FILES, clear_run, other_run
+from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
+
+
+def _config(run: Path, **kw: object) -> GRPOConfig:
+    base = dict(
+        output_dir=str(run),
+        steps=2,
+        group_size=4,
+        batch_size=4,
+        max_new_tokens=6,
+        max_seq_len=128,
+        eval_episodes=0,
+        save_every=1,
+        keep_checkpoints=5,
+        tensorboard=False,
+        resume=False,
+    )
+    return GRPOConfig(**{**base, **kw})
+
+
+def _fake_run(run: Path, config: GRPOConfig) -> None:
+    (run / "checkpoints" / "step-000002").mkdir(parents=True)
+    (run / "checkpoints" / "latest").write_text("step-000002")
+    (run / "checkpoints" / "step-000002" / "trainer_state.json").write_text('{"step": 2}')
+    (run / "config.json").write_text(json.dumps(config.to_dict()))
+    (run / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+
+
+# -- the decision, on hand-made directories ---------------------------------------------------
+
+
+def test_a_new_or_empty_directory_or_one_without_run_files_is_free(tmp_path: Path) -> None:
+    config = _config(tmp_path / "run").to_dict()
+    assert other_run(tmp_path / "run", config, resume=False) is None
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    assert other_run(tmp_path / "run", config, resume=False) is None
+
+
+def test_a_run_of_another_config_is_refused_naming_what_differs_and_the_fixes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    _fake_run(run, _config(run, seed=1))
+    message = other_run(run, _config(run, seed=2, steps=1).to_dict(), resume=False)
+    assert message is not None and "\n" not in message
+    assert message.startswith(f"output_dir {run} holds a run of another config (seed: 1 -> 2; steps: 2 -> 1)")
+    assert "resume=False starts a new run there" in message
+    assert "choose another output_dir, or set resume=True to continue that run" in message
+    assert f"delete {run} first" in message
+    # With resume=True and no checkpoint there is nothing to continue: not offered.
+    (run / "checkpoints" / "latest").unlink()
+    message = other_run(run, _config(run, seed=2).to_dict(), resume=True)
+    assert message is not None and "no checkpoint to resume it from" in message and "set resume=True" not in message
+
+
+def test_run_files_without_a_readable_config_are_refused(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "trajectories").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    message = other_run(run, _config(run).to_dict(), resume=False)
+    assert message is not None and "run files (metrics.jsonl, trajectories) without a readable config.json" in message
+    (run / "config.json").write_text("{cut sho")
+    assert other_run(run, _config(run).to_dict(), resume=False) is not None
+
+
+def test_an_output_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "run"
+    path.write_text("")
+    assert other_run(path, _config(path).to_dict(), resume=False) == (
+        f"output_dir {path} is a file, not a directory; choose another output_dir"
+    )
+
+
+def test_the_same_config_is_the_same_run_however_it_is_started_and_clearing_keeps_other_files(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    _fake_run(run, _config(run))
+    for name in ("tokenizer", "trajectories", "evals", "final", "tensorboard", "report_files"):
+        (run / name).mkdir()
+    (run / "report.html").write_text("<html>")
+    (run / "notes.txt").write_text("mine")
+    same = _config(tmp_path / "elsewhere" / ".." / "run", resume=True)  # how and where it starts: not which run
+    assert other_run(run, same.to_dict(), resume=False) is None
+    clear_run(run)
+    assert [p.name for p in run.iterdir()] == ["notes.txt"]
+    assert not any((run / name).exists() for name in RUN_FILES)
+
+
+# -- the trainer -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # two tiny training runs of two steps
+def test_a_fresh_run_in_another_runs_directory_is_refused_and_a_rerun_replaces_its_own(tmp_path: Path) -> None:
+    tokenizer = tiny_tokenizer()
+    run = tmp_path / "run"
+
+    def train(config: GRPOConfig) -> None:
+        GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=config).train()
+
+    def steps() -> list[int]:
+        return [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+    train(_config(run, seed=1))
+    a = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    # Run B, another config: refused before anything is written, run A whole.
+    with pytest.raises(FileExistsError, match=r"holds a run of another config \(seed: 1 -> 2; steps: 2 -> 1\)"):
+        train(_config(run, seed=2, steps=1))
+    assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()} == a
+    # Run A again from scratch (resume=False, the same config): it replaces the first,
+    # and nothing of the first stays among its files.
+    (run / "trajectories" / "step-000009.jsonl").write_text("{}\n")
+    train(_config(run, seed=1))
+    assert steps() == [1, 2]
+    assert sorted(p.name for p in (run / "trajectories").iterdir()) == ["step-000001.jsonl", "step-000002.jsonl"]
+    assert json.loads((run / "config.json").read_text())["seed"] == 1
