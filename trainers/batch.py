@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +23,8 @@ from agentenv.trainers import advantages as adv
 from agentenv.trainers.modes import STEP_ADVANTAGES, check_mode
 from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
+
+logger = logging.getLogger("agentenv.trainers")
 
 __all__ = ["Example", "TrainBatch", "build_examples", "collate", "turn_advantages"]
 
@@ -90,15 +94,24 @@ def turn_advantages(
     are invalid: excluded from every statistic, advantage 0.
     """
     check_mode("step_mode", step_mode, STEP_ADVANTAGES)
-    valid = [t.failure is not Failure.INFRA for t in trajs]
     rewards = [(t.task_reward or 0.0) + (extra_rewards[i] if extra_rewards else 0.0) for i, t in enumerate(trajs)]
+    # A non-finite reward (Env.step refuses them, but a trajectory may come from elsewhere)
+    # would make its whole group's advantages NaN: such an episode is invalid, as infra is.
+    finite = [
+        math.isfinite(r) and all(math.isfinite(s) for s in step_rewards(t, w))
+        for r, t, w in zip(rewards, trajs, weights, strict=True)
+    ]
+    if not all(finite):
+        logger.warning("%d trajectories with a non-finite reward are left out of the update", finite.count(False))
+    valid = [ok and t.failure is not Failure.INFRA for ok, t in zip(finite, trajs, strict=True)]
+    rewards = [r if ok else 0.0 for r, ok in zip(rewards, finite, strict=True)]
     task_adv = adv.group_advantages(rewards, group_ids, mode=task_mode, valid=valid)
     if step_mode == "none" or step_weight == 0:
         step_adv = [[0.0] * t.turns for t in trajs]
     else:
         returns = []
         for i, (t, w) in enumerate(zip(trajs, weights, strict=True)):
-            rewards_i = step_rewards(t, w)
+            rewards_i = step_rewards(t, w) if finite[i] else [0.0] * len(t.transitions)
             if extra_step_rewards is not None:  # trainer-side shaping, per turn
                 rewards_i = [
                     r + (extra_step_rewards[i][k] if k < len(extra_step_rewards[i]) else 0.0)

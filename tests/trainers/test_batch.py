@@ -5,6 +5,7 @@ Also the supervised warm start (`sft`), whose examples are built the same way.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -170,6 +171,25 @@ def test_an_infra_trajectory_gets_zero_and_does_not_move_its_group() -> None:
         [win, lose, crashed], [0, 0, 0], [{}, {}, {}], task_mode="std", step_mode="none", step_weight=1.0, gamma=0.9
     )
     assert [a for [a] in per_turn] == pytest.approx([1.0, -1.0, 0.0], abs=1e-5)
+
+
+@pytest.mark.parametrize("step_mode", ["none", "gigpo", "per_turn"])
+@pytest.mark.parametrize("where", ["task", "step"])
+def test_a_non_finite_reward_is_left_out_like_infra_and_does_not_spoil_its_group(step_mode, where) -> None:
+    win = _traj([_gen([1], [2])], task_reward=1.0, failure=Failure.NONE, steps=[("a", "b")], progress=[0.0])
+    lose = _traj([_gen([1], [2])], task_reward=0.0, steps=[("a", "b")], progress=[0.0])
+    broken = _traj(
+        [_gen([1], [2])],
+        task_reward=float("nan") if where == "task" else 0.0,
+        steps=[("a", "b")],
+        progress=[float("inf") if where == "step" else 0.0],
+    )
+    per_turn, _ = turn_advantages(
+        [win, lose, broken], [0, 0, 0], [{}] * 3, task_mode="std", step_mode=step_mode, step_weight=0.5, gamma=1.0
+    )
+    flat = [a for turns in per_turn for a in turns]
+    assert all(math.isfinite(a) for a in flat) and flat[2] == 0.0
+    assert flat[0] > 0 > flat[1]
 
 
 def test_gigpo_step_term_compares_turns_from_the_same_state() -> None:
