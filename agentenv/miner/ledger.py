@@ -106,6 +106,10 @@ class Ledger:
             self.records[task.id] = record
         return record
 
+    def forget(self, task_id: str) -> None:
+        """Drop the record of a task that left the pool (a mined task evicted past its bound)."""
+        self.records.pop(task_id, None)
+
     def record_visit(self, task: Task, source: int, step: int, group: Sequence[Trajectory]) -> Visit:
         """Count one group of rollouts of ``task`` at ``step``."""
         cfg = self.config

@@ -283,7 +283,13 @@ class MinerSampler(TaskSampler):
         limit = self.config.max_resume_tasks if item.origin == "resume" else self.config.max_variants
         same = [tid for tid, m in self.mined.items() if (m.origin == "resume") == (item.origin == "resume")]
         for tid in same[: max(len(same) - limit, 0)]:
+            # Its record and requeue entry go too: kept, they grew with every failure the
+            # policy made (a record per variant ever mined, in every checkpoint and walked
+            # every step).
             del self.mined[tid]
+            self.ledger.forget(tid)
+            if tid in self.requeue:
+                self.requeue.remove(tid)
 
     # -- metrics and state ---------------------------------------------------------------
 

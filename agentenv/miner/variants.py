@@ -61,5 +61,7 @@ def make_variant(env: Env, task: Task, rng: np.random.Generator, validate: Valid
         return None, "the env makes no variants"
     if variant.id == task.id:
         return None, f"the variant kept the id {task.id!r}"
+    if (variant.prompt, variant.payload) == (task.prompt, task.payload):
+        return None, f"the variant is {task.id!r} again under a new id"  # a second record and weight for one task
     reason = validate(variant)
     return (None, reason) if reason is not None else (variant, None)

@@ -95,3 +95,10 @@ def test_validation_rejects_a_broken_variant():
     guess = OracleValidator(GuessNumberEnv, agentenv.spec("guess-number-v0").make_oracle)
     variant, why = make_variant(Broken(), GuessNumberEnv().tasks[0], np.random.default_rng(0), guess)
     assert variant is None and "did not solve" in why
+
+    class Same(GuessNumberEnv):  # a new id, the same task (a redrawn secret that came out the same)
+        def mutate(self, task, rng):
+            return task.model_copy(update={"id": task.id + "~v"})
+
+    variant, why = make_variant(Same(), GuessNumberEnv().tasks[0], np.random.default_rng(0), guess)
+    assert variant is None and "again under a new id" in why

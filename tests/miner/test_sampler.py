@@ -77,6 +77,24 @@ def test_failures_become_resume_tasks_and_variants_and_infra_is_requeued():
     assert sampler.sample(2, 0, 4)[0].task.id == trajs[0].task.id
 
 
+def test_mined_tasks_evicted_past_their_bound_leave_the_ledger_too():
+    # A policy that fails every episode makes a variant of every task it is given; past
+    # max_variants the oldest leave the pool, and their records must go with them, or the
+    # ledger (checkpointed, walked every step) grows with every failure.
+    sampler = MinerSampler(
+        [Src("guess", TASKS, lambda: GuessNumberEnv(max_turns=5))],
+        seed=7,
+        config=MinerConfig(resume=False, max_variants=4),
+        validators=[lambda task: None],
+    )
+    for step in range(30):
+        draws = sampler.sample(step, 0, 4)
+        sampler.update(step, [traj(d.task, success=False, seed=d.seed) for d in draws for _ in range(2)])
+    assert len(sampler.mined) == 4
+    assert set(sampler.ledger.records) == {t.id for t in TASKS} | set(sampler.mined)
+    assert set(sampler.requeue) <= set(sampler.ledger.records)
+
+
 def test_a_reloaded_sampler_draws_exactly_what_the_original_would():
     straight = _sampler()
     for s in range(3):
