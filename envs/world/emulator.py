@@ -3,7 +3,7 @@
 For an emulated tool `Emulator.call`:
 
 1. builds the cache key (world fingerprint, tool, canonical arguments, state hash,
-   model id) and returns the cached reply when there is one, validated again
+   model id, and the history the model is shown) and returns the cached reply when there is one, validated again
    against the current state (cheap; a reply that no longer validates, after a
    change to the validation code, is dropped and asked again);
 2. otherwise asks the world model with the prompt of `agentenv.envs.world.prompt`,
@@ -118,7 +118,9 @@ class Emulator:
         writes = bind_all(tool.writes, args)
         digest = state_hash(state)
         model_id = str(self.model.model_id)
-        key = cache_key(self.world_key, tool.name, args, digest, model_id)
+        shown = [_shortened(h) for h in history]
+        seen = state_hash([h.model_dump(mode="json") for h in shown]) if shown else ""
+        key = cache_key(self.world_key, tool.name, args, digest, model_id, seen)
         hit = self._cached(key, tool, writes, state, args)
         if hit is not None:
             return Outcome(hit, True, 0)
@@ -137,7 +139,7 @@ class Emulator:
                 may_change=[b.shown for b in writes],
                 state=state if tool.reads is None else select(state, bind_all(tool.reads, args)),
                 state_is_slice=tool.reads is not None,
-                history=[_shortened(h) for h in history],
+                history=shown,
                 key=key,
                 state_hash=digest,
             )
@@ -174,8 +176,8 @@ class Emulator:
         reasons: list[str] = []
         for attempt in range(self.max_attempts):
             request = request.model_copy(update={"attempt": attempt, "rejected_attempts": list(reasons)})
-            text = self._reply(request, attempt, task=task, policy=policy)
             try:
+                text = self._reply(request, attempt, task=task, policy=policy)
                 accepted = validate(text, self.world, tool, writes, state, args)
             except Rejected as e:
                 self.metrics.reject(e.kind, task, policy)
@@ -216,7 +218,7 @@ class Emulator:
                 # leave any episode unscored.
                 self.metrics.model_error(error.kind)
                 raise ToolError(f"{request.tool} cannot be carried out here: this world has no outcome for it")
-            if error.kind == "too_long" and _agent_chars(request) >= getattr(self.model, "reply_tokens", 0):
+            if error.kind in ("too_long", "cut") and _agent_chars(request) >= getattr(self.model, "reply_tokens", 0):
                 # The prompt past the model's context, or its reply past its token limit, on a
                 # request the agent made large (its arguments, the state its calls built, their
                 # history): as infra, one long write would leave any episode unscored. On a small
@@ -226,6 +228,11 @@ class Emulator:
                     f"{request.tool} cannot be carried out here: the call, or the state it works on, is too large "
                     "for this world; work on less at once"
                 )
+            if error.kind == "cut":
+                # A reply that ran past the token limit on a small request: text in the
+                # arguments can talk an obedient model into rambling, so this is a rejected
+                # attempt (asked again, then the agent's tool error), never infra.
+                raise Rejected("too_large", f"the reply was cut at the token limit ({error}); reply with the JSON only")
             self._give_up(error.kind, task, policy)
             raise InfraError(f"the world model failed: {error}")
         if error is not None:

@@ -35,11 +35,12 @@ __all__ = ["ScriptedWorldModel", "WorldModel", "WorldModelError"]
 class WorldModelError(Exception):
     """The world model gave no reply (not a wrong one: those are validation failures).
     ``kind`` names the cause for the metrics: timeout, connection, rate_limited,
-    server_error, refused, bad_response, no_entry, too_long, error. Each ends the
+    server_error, refused, bad_response, no_entry, too_long, cut, error. Each ends the
     episode as ``infra`` but ``no_entry`` (a scripted table's miss), which the agent
-    sees as a tool error, and ``too_long`` (a prompt past the model's context or a
-    reply cut at its token limit), a tool error too where the agent made the request
-    large (see `agentenv.envs.world.emulator`)."""
+    sees as a tool error; ``too_long`` (a prompt past the model's context), a tool
+    error too where the agent made the request large; and ``cut`` (a reply cut at the
+    token limit), a rejected attempt, asked again, or that tool error on a large
+    request (see `agentenv.envs.world.emulator`)."""
 
     def __init__(self, message: str, kind: str = "error") -> None:
         super().__init__(message)

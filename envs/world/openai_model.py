@@ -128,7 +128,7 @@ class OpenAIWorldModel:
                             self._mode = mode
                 if output.finish_reason == "length":
                     message = f"{self.model}: the reply was cut at max_tokens={self.max_tokens}"
-                    raise WorldModelError(message, kind="too_long")
+                    raise WorldModelError(message, kind="cut")
                 content = output.action.get("content") if isinstance(output.action, dict) else output.action
                 return content if isinstance(content, str) else ""
             error = output.error if isinstance(output, PolicyFailure) else f"unexpected output {output!r:.100}"

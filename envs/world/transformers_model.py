@@ -119,5 +119,5 @@ class TransformersWorldModel:
                 raise WorldModelError(f"generation failed: {type(e).__name__}: {str(e)[:300]}") from None
         reply = out[0, ids.shape[1] :]
         if len(reply) >= self.max_new_tokens and int(reply[-1]) not in self._stop_ids():
-            raise WorldModelError(f"the reply was cut at max_new_tokens={self.max_new_tokens}", kind="too_long")
+            raise WorldModelError(f"the reply was cut at max_new_tokens={self.max_new_tokens}", kind="cut")
         return str(self.tokenizer.decode(reply, skip_special_tokens=True))

@@ -106,20 +106,21 @@ def test_a_request_past_the_context_window_is_a_tool_error_and_switches_no_mode_
 
 
 @pytest.mark.parametrize("max_tokens", [16, 2048])
-def test_a_reply_cut_at_max_tokens_is_the_agents_error_only_where_its_request_is_that_long(
-    make_env, server, max_tokens: int
-) -> None:
+def test_a_reply_cut_at_max_tokens_is_the_agents_error_never_infra(make_env, server, max_tokens: int) -> None:
     # The call and state here are ~60 characters: past a 16-token reply budget the agent's
-    # request may be what does not fit (a tool error, as infra one long write would leave an
-    # episode unscored); within 2048 the model rambled on by itself (infra).
+    # request may be what does not fit (refused at once). Within 2048 the reply rambled on,
+    # which text in the arguments can make an obedient model do ("print ok 5000 times"):
+    # a rejected attempt, asked again, then the agent's tool error. As infra, one such
+    # argument would leave any episode unscored.
     server.script = lambda request: chat_reply(json.dumps(GOOD)[:40], finish_reason="length")
     env, (_, _, terminated, truncated, info) = play(make_env, server, max_attempts=3, max_tokens=max_tokens)
+    assert not (terminated or truncated) and info["error_kind"] == "tool" and info["failure"] is None
     if max_tokens == 16:
-        assert not (terminated or truncated) and info["error_kind"] == "tool"
         assert "too large for this world" in info["error"]
+        assert env.metrics.model_errors == {"cut": 1} and len(server.requests) == 1
     else:
-        assert truncated and info["failure"] == "infra" and "cut at max_tokens=2048" in info["error"]
-    assert env.metrics.model_errors == {"too_long": 1} and len(server.requests) == 1
+        assert "cut at the token limit" in info["error"] and "cut at max_tokens=2048" in info["error"]
+        assert env.metrics.rejected == {"too_large": 3} and len(server.requests) == 3
     assert env.state.world == START
 
 
