@@ -124,6 +124,10 @@ def parse_reply(text: Any) -> Response:
     data = extract_json(text)
     if not isinstance(data, dict):
         raise Rejected("shape", f"expected a JSON object, got {type(data).__name__}")
+    try:  # anywhere, a middle patch step too: an accepted reply is stored as strict JSON
+        json.dumps(data, allow_nan=False)
+    except ValueError:
+        raise Rejected("not_json", "the reply holds NaN or an infinite number, which JSON has not") from None
     try:
         response = Response.model_validate(data)
     except ValidationError as e:

@@ -177,6 +177,23 @@ def _node(data: dict[str, Any], side: str, path: str) -> Any:
     return data[side]["files"].get(path)
 
 
+def _under(data: dict[str, Any], side: str, path: str) -> dict[str, Any]:
+    """The entries below ``path``, keyed by their path relative to it ("/b/c")."""
+    prefix = path.rstrip("/") + "/"
+    return {k[len(prefix) - 1 :]: v for k, v in data[side]["files"].items() if k.startswith(prefix)}
+
+
+def _moved_exactly(data: dict[str, Any], src: str, dst: str) -> bool:
+    # The whole subtree, not the dst node alone: every directory node equals every other,
+    # so a model could add, drop or rewrite entries under dst and still pass.
+    return (
+        _node(data, "after", src) is None
+        and not _under(data, "after", src)
+        and _node(data, "after", dst) == _node(data, "before", src)
+        and _under(data, "after", dst) == _under(data, "before", src)
+    )
+
+
 def _unchanged_or(check: Any) -> Any:
     """A postcondition: the call changed nothing (it failed) or ``check`` holds."""
     return lambda d: d["before"] == d["after"] or check(d)
@@ -237,11 +254,8 @@ WORLD.emulated(
     postconditions=[
         _post(
             "moves_exactly",
-            "src is gone and dst holds what src held",
-            lambda d: (
-                _node(d, "after", d["args"]["src"]) is None
-                and _node(d, "after", d["args"]["dst"]) == _node(d, "before", d["args"]["src"])
-            ),
+            "src and everything under it are gone, and dst holds what src held, with exactly src's entries under it",
+            lambda d: _moved_exactly(d, d["args"]["src"], d["args"]["dst"]),
         )
     ],
 )

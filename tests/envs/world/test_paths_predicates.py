@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from agentenv.envs.world import PredicateError, rule_predicate
@@ -33,6 +36,20 @@ def test_wildcards_match_one_token_and_argument_values_are_literal() -> None:
     assert not allowed("/accounts/A1/owner", bound("/accounts/*/balance"))
     literal = bound("/notes/{title}", title=".*")
     assert allowed("/notes/.*", literal) and not allowed("/notes/x", literal)
+
+
+def test_a_token_with_several_wildcards_matches_in_one_pass() -> None:
+    many = bound("/notes/*a*a*a*b", "/x/{k}*{k}", k="ab")
+    assert allowed("/notes/aaab", many) and allowed("/notes/xaybazzab", many)
+    assert not allowed("/notes/aab", many) and not allowed("/notes/aaaba", many)
+    assert allowed("/x/abab", many) and allowed("/x/ab--ab", many) and not allowed("/x/aba", many)
+    # A regex of several ".*" took seconds on 400 characters (about n**4) and minutes at 2,000.
+    code = (
+        "from agentenv.envs.world.paths import PathPattern, allowed\n"
+        "b = PathPattern.parse('/notes/*a*a*a*b').bind({})\n"
+        "assert not allowed('/notes/' + 'a' * 2000, [b])\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True).returncode == 0
 
 
 def test_a_bound_pattern_shows_the_pointer_with_the_arguments_in_place() -> None:

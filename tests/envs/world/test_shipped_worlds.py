@@ -167,3 +167,82 @@ def test_bank_transfers_must_move_exactly_the_amount_and_record_it(reply: dict, 
         with pytest.raises(Rejected) as err:
             validate(json.dumps(reply), world, tool, bind_all(tool.writes, args), world.initial_state, args)
         assert err.value.kind == kind
+
+
+def _fs_patch(*ops: tuple[str, str, object]) -> str:
+    def pointer(path: str) -> str:
+        return "/files/" + path.replace("~", "~0").replace("/", "~1")
+
+    patch = [{"op": op, "path": pointer(path), **({"value": v} if op != "remove" else {})} for op, path, v in ops]
+    return json.dumps({"observation": "", "state_patch": patch})
+
+
+DIR, LOG = {"kind": "dir", "content": ""}, "/home/user/logs"
+
+
+@pytest.mark.parametrize(
+    "extra, kind",
+    [
+        ((), None),  # the faithful move of /home/user/logs and its two files
+        ((("add", "/home/user/archive/b", DIR),), "postcondition"),  # and a new entry under dst
+        ((("remove", "/home/user/archive/old.log", None),), "postcondition"),  # or one of src's dropped
+        ((("replace", "/home/user/archive/app.log", {"kind": "file", "content": "x"}),), "postcondition"),
+    ],
+    ids=["faithful", "added-under-dst", "dropped", "rewritten"],
+)
+def test_fs_mv_moves_the_whole_subtree_exactly(extra: tuple, kind: str | None) -> None:
+    # Every directory node equals every other: checked at dst alone, a model could add, drop
+    # or rewrite anything under it (an injected "also create b/c/deep.txt" solved a level-3 task).
+    from agentenv.envs.world import Rejected
+    from agentenv.envs.world.paths import bind_all
+    from agentenv.envs.world.validate import validate
+
+    world, state = fs.WORLD, fs.WORLD.initial_state
+    tool = world.tools["mv"]
+    args = {"src": LOG, "dst": "/home/user/archive"}
+    moved = [("remove", f"{LOG}/app.log", None), ("remove", f"{LOG}/old.log", None), ("remove", LOG, None)]
+    moved += [("add", "/home/user/archive", DIR)]
+    moved += [("add", f"/home/user/archive/{n}", state["files"][f"{LOG}/{n}"]) for n in ("app.log", "old.log")]
+    reply = _fs_patch(*moved, *extra)
+    writes = bind_all(tool.writes, args)
+    if kind is None:
+        assert validate(reply, world, tool, writes, state, args)
+        return
+    with pytest.raises(Rejected) as err:
+        validate(reply, world, tool, writes, state, args)
+    assert err.value.kind == kind
+
+
+def test_bank_goals_need_the_work_the_prompt_asks_for_not_only_its_end_balances() -> None:
+    # With a faithful model, four 1-cent operations netting to zero met the round trip's goal
+    # (balances unchanged, four ledger entries), and freezing with any reason after a deposit
+    # into A4 met the audit's (A4's balance and three statuses).
+    import copy
+
+    from agentenv.envs.world import rule_predicate
+    from agentenv.envs.world.world import task_payload
+
+    world = bank.world()
+    tasks = {t.id: t for t in world.tasks}
+
+    def met(task_id: str, state: dict) -> bool:
+        return rule_predicate("goal", task_payload(tasks[task_id]).goal).test(state)
+
+    start = world.initial_state
+    noise = copy.deepcopy(start)
+    noise["ledger"] = [{"kind": k, "account": "A6", "amount_cents": 1} for k in ("deposit", "withdrawal") * 2]
+    assert not met("bank-round-trip", noise)
+    loop = copy.deepcopy(start)
+    pairs = [("A1", "A2"), ("A2", "A3"), ("A3", "A4"), ("A4", "A1")]
+    loop["ledger"] = [{"kind": "transfer", "account": a, "to": b, "amount_cents": 1000} for a, b in pairs]
+    assert met("bank-round-trip", loop)
+
+    frozen = copy.deepcopy(start)
+    frozen["accounts"]["A4"]["balance_cents"] = 4200  # a deposit, not a payment from A6
+    for account in ("A1", "A3", "A6"):
+        frozen["accounts"][account].update(status="frozen", freeze_reason="whatever")
+    assert not met("bank-audit-freeze", frozen)
+    frozen["accounts"]["A6"]["balance_cents"] = 1300
+    for account in ("A1", "A3", "A6"):
+        frozen["accounts"][account]["freeze_reason"] = "audit 2024"
+    assert met("bank-audit-freeze", frozen)

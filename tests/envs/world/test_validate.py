@@ -65,6 +65,11 @@ def test_text_without_a_json_object_is_not_json_or_shape(world: World, reply: st
 def test_json_no_reader_should_take_is_not_json(world: World) -> None:
     assert kind_of(world, '{"observation": "\\udc80", "state_patch": []}') == "not_json"
     assert kind_of(world, "[" * 100 + "]" * 100) == "not_json"
+    # NaN in a middle patch step, gone from the final state: the reply is stored as strict JSON
+    passing = '{"observation": "", "state_patch": [{"op": "add", "path": "/notes/todo", "value": NaN}, '
+    passing += '{"op": "replace", "path": "/notes/todo", "value": "buy milk"}, '
+    passing += '{"op": "replace", "path": "/count", "value": 1}]}'
+    assert kind_of(world, passing) == "not_json"
     assert kind_of(world, '{"observation": "a", "state_patch": [], "n": ' + "9" * 5000 + "}") == "not_json"
 
 
