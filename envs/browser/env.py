@@ -122,6 +122,10 @@ class BrowserEnv(Env[BrowserState]):
     state_type = BrowserState
     payload_type = BrowserPayload
     max_turns = 30
+    max_calls_per_action = 1
+    """One browser action a turn: the refs of an action hold for the page it saw, and each
+    call on a covered element waits out the action timeout (hundreds of them in one action
+    held a step for most of an hour)."""
     instructions = (
         "You are using a web browser to do a task for a user. Each observation shows the page as an "
         "accessibility tree: one element per line with its role and name; elements you can act on carry a "

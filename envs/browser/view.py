@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentenv.envs.browser.arguments import MAX_URL_CHARS  # goto takes no longer URL either
+
 __all__ = ["ACTIONABLE_ROLES", "Node", "RefBook", "View", "parse"]
 
 ACTIONABLE_ROLES = frozenset(
@@ -188,7 +190,10 @@ def parse(snapshot: str, book: RefBook, *, url: str, title: str) -> View:
             label = f"[{ref}] {label}"
             nodes[ref] = Node(ref, target, role, name or "", "disabled" in kept, len(lines))
         lines.append(_cut(" " * (indent - 2 * len(dropped)) + "- " + label + rest))
-    view = View(url=url, title=title, lines=tuple(lines), nodes=nodes)
+    # A form's GET puts what was typed into the URL (5,000 characters of emoji: a 60 KB URL)
+    # and a page may title itself with it: both cut, as every line is, or they would carry
+    # it into every later observation, the state and its history.
+    view = View(url=_cut(url, MAX_URL_CHARS), title=_cut(title), lines=tuple(lines), nodes=nodes)
     book.settle(view)
     return view
 
@@ -238,8 +243,8 @@ def _strip_refs(text: str) -> str:
     return re.sub(r" \[ref=[^\]]*\]| \[cursor=pointer\]| \[active\]", "", text)
 
 
-def _cut(line: str) -> str:
-    return line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
+def _cut(line: str, limit: int = MAX_LINE_CHARS) -> str:
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def element_lines(text: str) -> Sequence[tuple[str, str, str]]:

@@ -14,7 +14,7 @@ import pytest
 from agentenv import ToolCall, tool_call_text
 from agentenv.envs.browser import BrowserEnv, SiteTask
 from tests.envs.browser import todo_site
-from tests.envs.browser.test_env import ref, step, text_of
+from tests.envs.browser.test_env import ref, rows, step, text_of
 from tests.envs.browser.todo_site import SITE
 
 pytestmark = pytest.mark.slow  # a browser and a site server
@@ -198,6 +198,16 @@ def test_a_link_off_the_site_is_a_tool_error_with_a_penalty(make_env, outside):
     assert info["error_kind"] == "tool" and "leads off this site" in info["error"]
     assert info["rewards"]["valid_action"] == -0.1 and reward == pytest.approx(-0.1)
     assert outside.seen == []
+
+
+def test_one_browser_action_a_turn(env):
+    # Each call on a covered element waits out the action timeout: 463 of them in one action
+    # held a step for about 40 minutes, for one valid_action penalty.
+    before = rows(env)
+    title, add = ref(env.messages, "textbox", "Title"), ref(env.messages, "button", "Add")
+    _, reward, _, _, info = env.step(tool_call_text("fill", ref=title, text="a") + tool_call_text("click", ref=add))
+    assert_format_error(info, reward, "at most 1 tool call per turn here, got 2")
+    assert rows(env) == before  # neither call ran
 
 
 def test_a_bad_action_never_raises_and_repeated_ones_end_the_episode(env):

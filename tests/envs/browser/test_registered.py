@@ -93,8 +93,9 @@ def test_background_tabs_a_key_opens_are_closed():
         env.reset(seed=0, options={"task": "booking/book-interview"})
         step(env, "press", key="Tab")
         step(env, "press", key="Tab")  # a link has the focus
-        *_, info = env.step(tool_call_text("press", key="Control+Enter") * 8)
-        assert info["error"] is None
+        for _ in range(8):
+            *_, info = env.step(tool_call_text("press", key="Control+Enter"))
+            assert info["error"] is None
         context = env._session.context
 
         async def pages_left() -> int:  # each tab is closed as it opens: wait for the closes to land

@@ -50,6 +50,15 @@ def test_a_reader_of_the_view_gets_each_element_back() -> None:
     ]
 
 
+def test_a_url_or_title_made_of_what_was_typed_is_cut_like_any_line() -> None:
+    # A form's GET puts its text in the URL: 5,000 emoji made a 60 KB URL, printed in every
+    # later observation of the page and kept in the state's history.
+    view = parse(SNAPSHOT, RefBook(), url="/search?q=" + "%F0%9F%98%80" * 5000, title="Results for " + "x" * 5000)
+    assert len(view.url) == 2000 and view.url.endswith("…") and len(view.title) == 400
+    text = view.render(0, 4000)
+    assert len(text.split("\n")[0]) == len("URL: ") + 2000
+
+
 def test_refs_stay_with_their_element_and_are_never_reused() -> None:
     book = RefBook()
     first = parse(SNAPSHOT, book, url="/", title="")
