@@ -80,7 +80,7 @@ class RayClusterError(AgentEnvError, ConnectionError):
 class RayConfig(BaseModel):
     """Where and how many env actors run (the trainer's ``ray`` field)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
     actors: int = Field(2, ge=1)
     """Env actors, each a process on some node with its own envs, sandboxes and services."""

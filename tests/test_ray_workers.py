@@ -68,6 +68,9 @@ def test_config_errors_name_the_field_and_the_fix():
         RayConfig(address="not an address")
     with pytest.raises(ValueError, match="actors"):
         RayConfig(actors=0)
+    for field in ("actor_cpus", "start_timeout_s"):  # infinite CPUs fit no node; an endless start never fails
+        with pytest.raises(ValueError, match=field):
+            RayConfig(**{field: float("inf")})
 
 
 def test_an_unknown_executor_has_a_did_you_mean():

@@ -1,7 +1,8 @@
 """`MinerConfig`: every knob of the failure miner, one strict pydantic model.
 
 Loaded from the ``miner`` table of a training config file, so unknown keys and bad
-values fail at construction with the field's name.
+values fail at construction with the field's name (infinity and NaN included: no
+float knob means anything at either).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ __all__ = ["MinerConfig", "ProposerConfig"]
 class ProposerConfig(BaseModel):
     """Where the optional LLM proposer of new tasks lives."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     base_url: str = Field(min_length=1, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     model: str = Field(min_length=1, description="the model name the endpoint serves")
@@ -28,7 +29,7 @@ class ProposerConfig(BaseModel):
 class MinerConfig(BaseModel):
     """Ledger, prioritised sampling, pool exits and mined tasks."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     # -- ledger
     ema_alpha: float = Field(0.3, gt=0, le=1, description="weight of the newest visit in the success EMA")

@@ -94,6 +94,11 @@ def test_miner_config_errors_name_the_field():
         GRPOConfig(miner={"temperature": -1})
     with pytest.raises(ValueError, match=r"miner\.tempreature"):
         GRPOConfig(miner={"tempreature": 1})
+    for field, value in [("temperature", float("inf")), ("ema_alpha", float("nan"))]:
+        with pytest.raises(ValueError, match=rf"miner\.{field}"):  # no knob means anything at either
+            GRPOConfig(miner={field: value})
+    with pytest.raises(ValueError, match=r"miner\.proposer\.timeout_s"):  # a call that may never end
+        GRPOConfig(miner={"proposer": {"base_url": "http://x/v1", "model": "m", "timeout_s": float("inf")}})
     with pytest.raises(ValueError, match="importance_weighting corrects"):
         GRPOConfig(importance_weighting=True)
 
