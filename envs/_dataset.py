@@ -25,6 +25,7 @@ import hashlib
 import itertools
 import math
 import numbers
+import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -213,7 +214,7 @@ def as_text(value: Any, index: int, where: str, *, numbers_ok: bool = False) -> 
         number = float(value)
         if not math.isfinite(number):
             raise TaskFileError(f"record {index}: {where} is {number}, not a value an answer can equal")
-        value = repr(number)
+        value = _shortest(number)
     if not isinstance(value, str):
         expected = "text or a number" if numbers_ok else "text"
         raise TaskFileError(f"record {index}: {where} is a {type(value).__name__}, expected {expected}")
@@ -222,6 +223,24 @@ def as_text(value: Any, index: int, where: str, *, numbers_ok: bool = False) -> 
     if not _safejson.is_unicode(value):
         raise TaskFileError(f"record {index}: {where} holds a lone surrogate, which is not Unicode text")
     return value
+
+
+def _shortest(number: float) -> str:
+    """``number`` written as the shortest decimal that reads back as it; for a value a
+    float32 column widened (``0.1`` arrives as 0.10000000149011612), the shortest that
+    reads back as that float32, which is what the data says."""
+    written = repr(number)
+    try:
+        single = struct.unpack("f", struct.pack("f", number))[0]
+    except OverflowError:  # past float32's range: it never was one
+        return written
+    if single != number:
+        return written
+    for digits in range(1, 10):  # 9 significant digits tell any two float32 values apart
+        text = f"{number:.{digits}g}"
+        if struct.unpack("f", struct.pack("f", float(text)))[0] == number:
+            return text if len(text) < len(written) else written
+    return written
 
 
 def check_metadata(metadata: Mapping[str, Source] | None) -> list[Reader]:

@@ -121,14 +121,13 @@ _KEPT_FORMS = ("<super>", "<sub>", "<circle>", "<fraction>")
 def _compatible(text: str) -> str:
     """NFKC of ``text``, keeping the characters whose compatibility form would change a
     value: ``4²`` would be ``42``, ``⑫`` ``12``, ``½`` ``1\u20442``. Runs between them are
-    normalised whole, so combining marks still compose."""
-    parts, start = [], 0
-    for i, ch in enumerate(text):
-        if not ch.isascii() and unicodedata.decomposition(ch).startswith(_KEPT_FORMS):
-            parts += [unicodedata.normalize("NFKC", text[start:i]), ch]
-            start = i + 1
-    parts.append(unicodedata.normalize("NFKC", text[start:]))
-    return "".join(parts)
+    normalised whole, so combining marks still compose. Each distinct character is
+    looked up once, so a long reply costs its length in C, not a Python call a character."""
+    kept = [ch for ch in set(text) if not ch.isascii() and unicodedata.decomposition(ch).startswith(_KEPT_FORMS)]
+    if not kept:
+        return unicodedata.normalize("NFKC", text)
+    runs = re.split(f"([{''.join(re.escape(ch) for ch in kept)}])", text)  # odd items: the kept characters
+    return "".join(run if i % 2 else unicodedata.normalize("NFKC", run) for i, run in enumerate(runs))
 
 
 def parse_number(text: str) -> Number | None:
@@ -149,16 +148,18 @@ def parse_number(text: str) -> Number | None:
 
 def same_answer(candidate: str, reference: str) -> bool:
     """Whether answer ``candidate`` equals ``reference`` (steps 3 to 5)."""
-    a, b = normalize(candidate), normalize(reference)
-    if a == b:
-        return True
-    x, y = parse_number(a), parse_number(b)
-    return x is not None and x == y
+    return matches(candidate, reference)
 
 
 def matches(answer: str, reference: str, aliases: Iterable[str] = ()) -> bool:
-    """Whether extracted ``answer`` equals ``reference`` or one of ``aliases``."""
-    return same_answer(answer, reference) or any(same_answer(answer, alias) for alias in aliases)
+    """Whether extracted ``answer`` equals ``reference`` or one of ``aliases``. The answer
+    is normalised and read as a number once, whatever the number of aliases."""
+    a = normalize(answer)
+    x = parse_number(a)
+    for b in (normalize(r) for r in (reference, *aliases)):
+        if a == b or (x is not None and x == parse_number(b)):
+            return True
+    return False
 
 
 def is_correct(reply: str, reference: str, aliases: Iterable[str] = ()) -> bool:

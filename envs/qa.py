@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentenv import Conversation, Env, ScriptedPolicy, State, Task, TaskSet
 from agentenv.envs import _dataset
 from agentenv.envs._dataset import Source
-from agentenv.envs.answers import extract_answer, matches
+from agentenv.envs.answers import extract_answer, matches, normalize
 from agentenv.errors import TaskFileError
 
 __all__ = ["QAEnv", "QAPayload", "QAState", "default_tasks", "from_dataset", "make_task", "make_tasks", "oracle"]
@@ -54,6 +54,20 @@ class QAPayload(BaseModel):
 
     reference: str = Field(min_length=1, description="the answer; its key is read by the RLPR reward too")
     aliases: tuple[str, ...] = Field((), description="other answers that count as correct")
+
+    @field_validator("reference", "aliases")
+    @classmethod
+    def _answerable(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        for text in (value,) if isinstance(value, str) else value:
+            if _blank_answer(text):
+                raise ValueError(f"{text!r} is no answer once normalised: an empty reply would equal it")
+        return value
+
+
+def _blank_answer(text: str) -> bool:
+    """Whether ``text`` normalises to nothing (``"."``, ``"$$"``, a zero-width space): as a
+    reference, it would give the reward to an empty reply."""
+    return not normalize(text)
 
 
 class QAState(State):
@@ -195,9 +209,16 @@ def _references(reader: _dataset.Reader, row: Mapping[str, Any], index: int) -> 
     if isinstance(value, (list, tuple)):
         if not value:
             raise TaskFileError(f"record {index}: {where} is an empty list")
-        answers = [_dataset.as_text(v, index, f"{where}[{i}]", numbers_ok=True).strip() for i, v in enumerate(value)]
-        return answers[0], tuple(answers[1:])
-    return _dataset.as_text(value, index, where, numbers_ok=True).strip(), ()
+        named = [(f"{where}[{i}]", _dataset.as_text(v, index, f"{where}[{i}]", numbers_ok=True)) for i, v in enumerate(value)]
+    else:
+        named = [(where, _dataset.as_text(value, index, where, numbers_ok=True))]
+    for name, text in named:
+        if _blank_answer(text):
+            raise TaskFileError(
+                f"record {index}: {name} is {text!r}, which is no answer once normalised (an empty reply would equal it)"
+            )
+    answers = [text.strip() for _, text in named]
+    return answers[0], tuple(answers[1:])
 
 
 # -- the shipped set --------------------------------------------------------------------------------

@@ -271,7 +271,9 @@ class StdThreshold:
 
 @dataclass
 class RLPRScores:
-    """Per trajectory (None for infra failures, which are never scored)."""
+    """Per trajectory (None for infra failures, which are never scored). An episode whose
+    final reply the env refused (a format error: no answer was given) earns reward 0,
+    with no probabilities."""
 
     reward: list[float | None] = field(default_factory=list)
     """r_hat = clip(r - r_0, 0, 1), or r itself without debiasing."""
@@ -301,9 +303,11 @@ def score_trajectories(
     sequences (identical no-reasoning sequences run once), ``micro_batch_size`` rows per
     pass, without gradients and with the model in eval mode (its mode is restored)."""
     live = [i for i, t in enumerate(trajs) if t.failure is not Failure.INFRA]
+    refused = {i for i in live if trajs[i].transitions and trajs[i].transitions[-1].error_kind == "format"}
     layouts = {
         i: build_layout(trajs[i], encode=encode, encode_text=encode_text, marker=marker, max_seq_len=max_seq_len)
         for i in live
+        if i not in refused
     }
     rows: dict[tuple[tuple[int, ...], int], int] = {}  # (ids, reference length) -> row
     contexts: list[int] = []  # each row's context length: the prompt its group shares
@@ -336,6 +340,8 @@ def score_trajectories(
             "NaN); the policy's weights are broken, not an episode"
         )
     out = RLPRScores([None] * len(trajs), [None] * len(trajs), [None] * len(trajs))
+    for i in refused:  # the env refused the final reply as an answer: nothing to score, nothing earned
+        out.reward[i] = 0.0
     for i, (w, b) in wanted.items():
         out.prob[i] = float(probs[w])
         if debias:

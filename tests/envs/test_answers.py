@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agentenv.envs import answers
 from agentenv.envs.answers import extract_answer, is_correct, normalize, parse_number, same_answer
 
 
@@ -130,3 +131,20 @@ def test_control_characters_are_spaces_and_huge_numbers_compare_exactly():
     big = "9" * 100_000
     assert is_correct(f"\\boxed{{{big}}}", big) and not is_correct(f"\\boxed{{{big}8}}", big)
     assert is_correct("1e999999", "10e999998") and not is_correct("1e999999", "1e999998")
+
+
+def test_the_answer_is_normalised_once_however_many_aliases_there_are(monkeypatch):
+    # NFKC can make a reply 18 times longer (U+FDFA): normalising it again for every
+    # alias made one step of a many-alias dataset take tens of seconds.
+    seen = []
+    real = answers.normalize
+    monkeypatch.setattr(answers, "normalize", lambda text: seen.append(text) or real(text))
+    reply = "\ufdfa" * 1000
+    aliases = [f"alias {i}" for i in range(30)]
+    assert not answers.matches(reply, "William Shakespeare", aliases)
+    assert seen.count(reply) == 1 and len(seen) == 1 + 1 + len(aliases)
+    assert answers.matches(
+        "\ufdfa",
+        "alias 3",
+        ["\u0635\u0644\u0649 \u0627\u0644\u0644\u0647 \u0639\u0644\u064a\u0647 \u0648\u0633\u0644\u0645"],
+    )

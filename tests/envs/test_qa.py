@@ -185,6 +185,14 @@ def test_float_answers_are_written_as_numbers_and_match_equal_values():
     assert play(env, tasks.ids[1], "\\boxed{100,000,000,000,000,000,000}")["success"]
 
 
+def test_a_float32_column_keeps_the_value_its_data_says_not_the_widened_one():
+    split = datasets.Dataset.from_list([{"question": "Tenth?", "answer": 0.1}, {"question": "Third?", "answer": 1 / 3}])
+    split = split.cast_column("answer", datasets.Value("float32"))  # read back as 0.10000000149011612
+    tasks = qa.from_dataset(split)
+    assert [t.payload["reference"] for t in tasks] == ["0.1", "0.33333334"]
+    assert play(QAEnv(tasks), tasks.ids[0], "\\boxed{0.1}")["success"]
+
+
 # -- bad input -----------------------------------------------------------------------------------------
 
 
@@ -214,6 +222,10 @@ def test_a_record_missing_a_field_names_its_index_and_the_field():
         (float("nan"), r"record 1: answer \(column 'answer'\) is nan"),
         pytest.param(10**5000, r"record 1: answer \(column 'answer'\) is an integer too large", id="10**5000"),
         ("a\udcffb", r"record 1: answer \(column 'answer'\) holds a lone surrogate"),
+        # Text that normalises to nothing: an empty reply would equal it.
+        (".", r"record 1: answer \(column 'answer'\) is '\.', which is no answer once normalised"),
+        ("$$", r"record 1: answer \(column 'answer'\) is '\$\$', which is no answer"),
+        (["4", "\u200b"], r"record 1: answer \(column 'answer'\)\[1\] is '\\u200b', which is no answer"),
     ],
 )
 def test_a_bad_answer_value_names_the_record_and_the_field(value, message):
@@ -290,6 +302,9 @@ def test_a_bug_in_the_answer_check_is_a_zero_reward_never_infra_or_an_exception(
 def test_a_payload_without_a_reference_is_refused_when_the_env_is_made():
     with pytest.raises(ValueError, match=r"task 'q': payload field 'reference'"):
         QAEnv(TaskSet([Task(id="q", prompt="?", payload={"answer": "1"})]))
+    for payload in ({"reference": "\\(\\)"}, {"reference": "4", "aliases": ["..."]}):  # an empty reply would equal them
+        with pytest.raises(ValueError, match="no answer once normalised"):
+            QAEnv(TaskSet([Task(id="q", prompt="?", payload=payload)]))
 
 
 @pytest.mark.parametrize("action", list(HOSTILE.values()), ids=list(HOSTILE))

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from agentenv import Task, TaskSet
+from agentenv import ScriptedPolicy, Task, TaskSet, rollout
 from agentenv.policies import Generation
 from agentenv.trainers import GRPOConfig, GRPOTrainer
 from agentenv.trainers.rlpr import (
@@ -120,6 +120,22 @@ def test_infra_episodes_are_not_scored_and_the_model_keeps_its_mode(tok, model) 
     scores = _scorer(tok).score(model, trajs, max_seq_len=512)
     assert scores.reward[0] is not None and scores.reward[1] is None and model.training
     model.eval()
+
+
+def test_a_final_reply_the_env_refused_as_an_answer_earns_nothing(tok, model) -> None:
+    # The same reasoning and answer, once as the env takes it and once with a stray
+    # </tool_call>, which the env refuses (a format error: no answer was given).
+    reply = "Paris Paris is the capital <answer>Paris</answer>"
+    trajs = []
+    for text in (reply, reply + "</tool_call>"):
+        played = rollout(CapitalQA, ScriptedPolicy(lambda c, text=text: text), tasks=["capital-france"])[0]
+        trajs.append(played.model_copy(update={"generations": _traj(tok, FRANCE, text).generations}))
+    assert [t.transitions[-1].error_kind for t in trajs] == [None, "format"]
+    scores = _scorer(tok).score(model, trajs, max_seq_len=512)
+    assert scores.prob[0] is not None and scores.reward[0] == pytest.approx(
+        _scorer(tok).score(model, trajs[:1]).reward[0]
+    )
+    assert scores.reward[1] == 0.0 and scores.prob[1] is None  # scored as wrong, not left out like infra
 
 
 # --- (b) the clip and the std filter -------------------------------------------------------------
