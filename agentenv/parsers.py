@@ -102,6 +102,8 @@ def _text_of(action: Action) -> str:
     if isinstance(action, str):
         return action
     if isinstance(action, dict):
+        if action.get("tool_calls"):  # calls this parser cannot read must not be recorded as made
+            raise ParseError("this parser reads calls in the message's text, not its tool_calls; use OpenAIParser")
         content = action.get("content") or ""
         if not isinstance(content, str):
             raise ParseError(f"message content must be a string, got {type(content).__name__}")

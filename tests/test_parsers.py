@@ -72,6 +72,26 @@ def test_openai_parser_reads_structured_tool_calls():
         OpenAIParser().parse({"tool_calls": [{"type": "function"}]})
 
 
+@pytest.mark.parametrize(
+    ("parser", "text"),
+    [
+        (HermesParser(), tool_call_text("guess", number=9)),
+        (JSONParser(), '{"name": "guess", "arguments": {"number": 9}}'),
+    ],
+    ids=["hermes", "json"],
+)
+def test_a_text_parser_refuses_a_message_whose_tool_calls_it_cannot_read(parser, text):
+    # Reading the text alone would run one call while the transcript records another.
+    message = {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "guess", "arguments": '{"number": 1}'}}],
+    }
+    with pytest.raises(ParseError, match="not its tool_calls; use OpenAIParser"):
+        parser.parse(message)
+    assert parser.parse({**message, "tool_calls": []}) == [ToolCall(name="guess", arguments={"number": 9})]
+
+
 def test_auto_parser_picks_by_shape():
     p = AutoParser()
     assert p.parse(ToolCall(name="f")) == [ToolCall(name="f")]
