@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agentenv import _safejson
 from agentenv.types import Action, Message, ToolCall
 
-__all__ = ["Admitted", "admit", "clean_messages", "limited", "safe_repr"]
+__all__ = ["Admitted", "Refused", "admit", "clean_messages", "limited", "safe_repr"]
 
 MAX_MESSAGE_DEPTH = 40
 """Deeper assistant-message dicts are refused (tool-call arguments nest up to 32 inside)."""
@@ -35,6 +35,14 @@ class Admitted(NamedTuple):  # a NamedTuple: one is made per step, and tuples ar
     """The assistant message the conversation records: plain JSON data."""
     error: str | None = None
     """Why this is not a valid action (a format error), or None."""
+
+
+class Refused(NamedTuple):
+    """An action already refused where it was made (the Ray driver admits what it cannot
+    send as is): the text recorded and the format error."""
+
+    shown: str
+    error: str
 
 
 class _Function(BaseModel):
@@ -77,6 +85,8 @@ def admit(action: Any, turn: int) -> Admitted:
                 f"the action holds a lone surrogate (U+{ord(text[at]):04X} at char {at}), which is not Unicode text",
             )
         return Admitted(text, {"role": "assistant", "content": text})
+    if type(action) is Refused:
+        return Admitted(action.shown, {"role": "assistant", "content": action.shown}, action.error)
     if isinstance(action, ToolCall):
         return _admit_call(action, turn)
     if isinstance(action, dict):

@@ -13,9 +13,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TextIO, runtime_checkable
+from typing import Annotated, Any, Protocol, TextIO, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 
 from agentenv.parsers import tool_call_text
 from agentenv.task import Task
@@ -42,15 +42,20 @@ class Conversation:
         return sum(1 for m in self.messages if m["role"] == "assistant")
 
 
+TokenId = Annotated[int, Field(ge=0, lt=2**32)]
+
+
 class Generation(BaseModel):
-    """An action together with what the model generated to produce it."""
+    """An action together with what the model generated to produce it. Token ids are
+    vocabulary indices and log-probs finite: a trajectory holding anything else would
+    not read back from its file, nor train."""
 
     model_config = ConfigDict(extra="forbid")
 
     action: str | dict[str, Any]
-    prompt_ids: list[int] | None = None
-    token_ids: list[int] = []
-    logprobs: list[float] = []
+    prompt_ids: list[TokenId] | None = None
+    token_ids: list[TokenId] = []
+    logprobs: list[FiniteFloat] = []
     finish_reason: str | None = None
     """"stop" (end of turn), "length" (cut at the token limit), or the server's word."""
     policy_version: int | None = None

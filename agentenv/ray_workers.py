@@ -50,9 +50,10 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agentenv import _admit, _safejson
 from agentenv.env import Env
 from agentenv.errors import AgentEnvError
-from agentenv.policies import Conversation, Policy, PolicyOutput
+from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
 from agentenv.rollout import (
     EnvFactory,
     _close_quietly,
@@ -61,6 +62,7 @@ from agentenv.rollout import (
     _factory,
     _jsonl_line,
     ask_policy,
+    checked_output,
 )
 from agentenv.task import did_you_mean
 from agentenv.trajectory import Trajectory
@@ -413,7 +415,7 @@ class _RayRun:
         outputs = ask_policy(self.policy, [self.live[i] for i in order])
         batches: dict[int, list[tuple[int, PolicyOutput]]] = {}
         for i, output in zip(order, outputs, strict=True):
-            batches.setdefault(self.slot_of[i], []).append((i, output))
+            batches.setdefault(self.slot_of[i], []).append((i, _sendable(output, self.live[i].turn)))
         self.gather("step", batches)
 
     def gather(self, method: str, batches: Mapping[int, Sequence[Any]]) -> None:
@@ -492,6 +494,34 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
             f"`ray start --head --port={port}`, or check the address (a head node's HOST:PORT, "
             "or ray://HOST:10001 for Ray Client) and that the port is open"
         ) from None
+
+
+def _sendable(output: PolicyOutput, turn: int) -> PolicyOutput:
+    """``output`` as plain data every actor can unpickle. The policy's Python objects
+    stay on the driver: an action that is not plain JSON data is admitted here, as the
+    env would admit it, and sent as what the env reads (or, refused, as the refusal), so
+    an object Ray cannot pickle, or one that fails on the actor when unpickled, is that
+    episode's format error, as with threads, never the loss of the rollout or the actor."""
+    output = checked_output(output)
+    if isinstance(output, PolicyFailure):
+        return output
+    if isinstance(output, Generation):
+        if type(output.action) is str or _safejson.problem(output.action, max_depth=_admit.MAX_MESSAGE_DEPTH) is None:
+            return output
+        plain = _plain_action(output.action, turn)
+        return output.model_copy(update={"action": plain}) if isinstance(plain, (str, dict)) else plain
+    if type(output) is str or (
+        type(output) is dict and _safejson.problem(output, max_depth=_admit.MAX_MESSAGE_DEPTH) is None
+    ):
+        return output
+    return _plain_action(output, turn)
+
+
+def _plain_action(action: Any, turn: int) -> Any:
+    admitted = _admit.admit(action, turn)
+    if admitted.error is None:
+        return admitted.action
+    return _admit.Refused(str(admitted.message["content"]), admitted.error)
 
 
 def _cause(error: BaseException) -> str:

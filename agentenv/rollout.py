@@ -78,11 +78,14 @@ class _Episode:
     last_info: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     error: str | None = None
+    shown: tuple[Task | None, list[dict[str, Any]]] | None = None
+    """The policy's own copies of the episode's task and tool schemas, made at its first turn."""
 
     def start(self, factory: EnvFactory, keep_snapshots: bool) -> None:
         """Reset its env (made now unless one was handed over); a failure ends it as infra."""
         try:
             self.env = self.env or factory()
+            self.shown = None
             self.start_time = time.perf_counter()
             options: dict[str, Any] = {"task": self.task} if self.task is not None else {}
             if self.resume is not None:
@@ -96,6 +99,7 @@ class _Episode:
     def advance(self, output: PolicyOutput, keep_snapshots: bool) -> None:
         """Step its env with the policy's output; an env that raises ends it as infra."""
         assert self.env is not None  # live episodes have an env
+        output = checked_output(output)
         if isinstance(output, PolicyFailure):
             self.done, self.error = True, f"policy: {output.error}"
             return
@@ -124,8 +128,13 @@ class _Episode:
             pass
 
     def conversation(self) -> Conversation:
+        """The episode as the policy sees it: copies, so a policy that writes into what it
+        is shown changes neither the task ``verify`` reads nor the recorded conversation."""
         assert self.env is not None  # live episodes have an env
-        return Conversation(self.index, list(self.env.messages), self.env.tool_schemas(), self.env.task)
+        if self.shown is None:
+            self.shown = (self.env.task.model_copy(deep=True), _copied(self.env.tool_schemas()))
+        task, tools = self.shown
+        return Conversation(self.index, _copied(self.env.messages), tools, task)
 
     def trajectory(self, env_id: str | None) -> Trajectory:
         env, info = self.env, self.last_info
@@ -336,6 +345,34 @@ def ask_policy(policy: Policy, conversations: list[Conversation]) -> list[Policy
         error = f"the policy returned {len(outputs)} actions for {len(conversations)} conversations"
         return [PolicyFailure(error=error) for _ in conversations]
     return outputs
+
+
+def checked_output(output: PolicyOutput) -> PolicyOutput:
+    """``output`` as the episode takes it. A `Generation` is validated again, whole (one
+    made with ``model_construct``, or a subclass, skips its checks): one that cannot be
+    read, or holds a token id that is no vocabulary index or a log-prob that is not a
+    finite number, is the policy's failure (``infra``, as a policy that raises), never
+    data a trajectory file would refuse. A bare action goes to the env, which refuses
+    whatever is no action as a format error."""
+    if isinstance(output, PolicyFailure):
+        error = getattr(output, "error", None)
+        text = _safejson.clean_text(error) if type(error) is str else _admit.safe_repr(error)
+        return output if text is error else PolicyFailure(error=text)
+    if not isinstance(output, Generation):
+        return output
+    try:
+        return Generation.model_validate({name: getattr(output, name) for name in Generation.model_fields})
+    except Exception as e:  # noqa: BLE001 - any failure to read it is the policy's
+        return PolicyFailure(error=f"the policy's Generation is malformed: {_safejson.clean_text(_describe(e))[:500]}")
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with its dicts and lists copied (JSON data: the rest is immutable)."""
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copied(v) for v in value]
+    return value
 
 
 def _jsonl_line(traj: Trajectory) -> str:

@@ -6,6 +6,7 @@ import json
 import random
 import socket
 import sys
+import threading
 
 import pytest
 
@@ -110,6 +111,35 @@ def test_the_same_trajectories_as_the_thread_executor(executor, tmp_path, env):
     # Every finished trajectory reached the file (in the order they finished).
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted((d["task"]["id"], d["seed"]) for d in written) == sorted((t.task.id, t.seed) for t in local)
+
+
+def _cannot_unpickle():
+    raise RuntimeError("fails when unpickled")
+
+
+class _FailsOnTheActor:
+    def __reduce__(self):
+        return (_cannot_unpickle, ())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bad", [threading.Lock, _FailsOnTheActor], ids=["unpicklable", "fails-when-unpickled"])
+def test_an_output_ray_cannot_send_is_that_episodes_format_error_as_with_threads(executor, bad):
+    # Before, the first lost the whole rollout and the second every episode of its actor (as infra).
+    def act(c):
+        if c.task.id == "t1" and c.turn == 0:
+            return bad()
+        return reach_two(c)
+
+    tasks = ["t0", "t1", "t0", "t1"]
+    local = rollout(COUNTER, ScriptedPolicy(act), tasks=tasks)
+    on_ray = rollout(COUNTER, ScriptedPolicy(act), tasks=tasks, executor=executor)
+
+    def outcome(t):  # the refused object's repr, recorded as the action, holds its address
+        return t.task.id, t.failure, t.rewards, [(tr.error_kind, tr.error) for tr in t.transitions]
+
+    assert [outcome(t) for t in on_ray] == [outcome(t) for t in local]
+    assert [t.transitions[0].error_kind for t in on_ray] == [None, "format", None, "format"]
 
 
 @pytest.mark.slow

@@ -64,6 +64,65 @@ def test_policy_failures_end_the_episode_as_infra():
     assert trajs[1].failure == "policy"
 
 
+class _Unreadable(Generation):
+    def __getattribute__(self, name):  # a subclass may override anything
+        if name == "action":
+            raise RuntimeError("no action here")
+        return super().__getattribute__(name)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(lambda: Generation.model_construct(token_ids=[1]), id="generation-without-action"),
+        pytest.param(lambda: _Unreadable(action="x"), id="action-that-raises"),
+        pytest.param(lambda: Generation.model_construct(action="x", logprobs=[float("nan")]), id="nan-logprob"),
+        pytest.param(
+            lambda: Generation.model_construct(action="x", token_ids=[10**5000]), id="token-id-past-any-vocab"
+        ),
+        pytest.param(lambda: PolicyFailure.model_construct(), id="failure-without-error"),
+    ],
+)
+def test_a_policy_output_that_cannot_be_taken_fails_its_episode_alone_and_every_line_reads_back(tmp_path, bad):
+    # Such an output is the policy's code failing, like a policy that raises: infra for
+    # that episode; before, reading it ended the whole rollout, or wrote a line no
+    # reader took back.
+    out = tmp_path / "trajs.jsonl"
+
+    def act(c):
+        if c.id == 0:
+            return bad()
+        return tool_call_text("add", amount=1) if c.turn < 2 else tool_call_text("submit")  # reaches 2
+
+    policy = ScriptedPolicy(act)
+    trajs = rollout(CounterEnv, policy, tasks=["t0", "t0", "t0"], out=out)
+    assert [t.failure for t in trajs] == ["infra", "none", "none"] and trajs[0].error.startswith("policy: ")
+    assert [t.failure for t in Trajectory.read_jsonl(out)] == ["infra", "none", "none"]
+
+
+def test_generations_hold_vocabulary_indices_and_finite_log_probs():
+    Generation(action="x", prompt_ids=[0, 5], token_ids=[2**32 - 1], logprobs=[-1e30, 0.0])
+    for bad in ({"token_ids": [-1]}, {"prompt_ids": [2**32]}, {"logprobs": [float("-inf")]}):
+        with pytest.raises(ValueError):
+            Generation(action="x", **bad)
+
+
+def test_a_policy_that_writes_into_what_it_is_shown_changes_neither_the_task_nor_the_record():
+    def forger(c):
+        c.task.payload["target"] = 0  # verify would read 0: solved without a move
+        c.messages[1]["content"] = "Reach 0."
+        c.tools.clear()
+        return tool_call_text("submit")
+
+    trajs = rollout(CounterEnv, ScriptedPolicy(forger), tasks=["t0", "t0"], concurrency=1)
+    assert [t.task_reward for t in trajs] == [0.0, 0.0]
+    assert [t.task.payload["target"] for t in trajs] == [2, 2]
+    assert all(t.messages[1]["content"] == "Reach 2." for t in trajs)
+    seen = []
+    rollout(CounterEnv, ScriptedPolicy(lambda c: seen.append(len(c.tools)) or tool_call_text("submit")), tasks=["t0"])
+    assert seen == [2]
+
+
 def test_trajectories_are_appended_and_flushed_as_each_episode_ends(tmp_path):
     out = tmp_path / "trajs.jsonl"
     out.write_text("")
