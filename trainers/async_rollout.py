@@ -261,18 +261,34 @@ class AsyncRollouts:
     def next_batch(self, version: int) -> tuple[RolloutBatch, dict[str, float]]:
         """The batch to train on at ``version`` (the learner's step), without the groups
         holding a token older than ``max_staleness``, and the step's ``async/*`` metrics
-        and ``time/wait_s``. Raises what the producer raised."""
+        and ``time/wait_s``. Batches dropped whole add what they cost (groups seen, tokens
+        generated, time) to the one returned, so compute counts every group rolled out.
+        Raises what the producer raised."""
         start = time.perf_counter()
         dropped = 0
         oldest = version - self.max_staleness
+        skipped: list[RolloutBatch] = []  # dropped whole: what they cost still counts (compute/tokens)
         while True:
             batch = self._get()
             fresh = [i for i, group in enumerate(batch.groups) if _oldest_version(group, version) >= oldest]
             dropped += len(batch.groups) - len(fresh)
             if fresh or not batch.groups:
                 break
+            skipped.append(batch)
         self.sampler_state = batch.sampler_state
         batch = batch.keep(fresh)
+        if skipped:
+            timer = dict(batch.timer)
+            for old in skipped:
+                for k, v in old.timer.items():
+                    timer[k] = timer.get(k, 0.0) + v
+            batch = dataclasses.replace(
+                batch,
+                groups_seen=batch.groups_seen + sum(b.groups_seen for b in skipped),
+                zero_variance=batch.zero_variance + sum(b.zero_variance for b in skipped),
+                generated_tokens=batch.generated_tokens + sum(b.generated_tokens for b in skipped),
+                timer=timer,
+            )
         lags = [
             version - gen.policy_version
             for group in batch.groups

@@ -162,15 +162,18 @@ def test_groups_older_than_max_staleness_are_dropped_and_the_next_batch_taken(to
     def collect(index, policy):
         groups = [[_traj(v), _traj(v)] for v in versions.get(index, [index])]
         draws = [Draw(0, Task(id=f"b{index}g{i}", prompt="p"), 0) for i in range(len(groups))]
-        return RolloutBatch(index, groups, draws, len(groups), 0, {"generate_s": 0.0})
+        return RolloutBatch(index, groups, draws, len(groups), 0, {"generate_s": 0.5}, generated_tokens=4)
 
     rollouts = _rollouts(tokenizer, collect)
     try:
         batch, metrics = rollouts.next_batch(version=3)
         assert [d.task.id for d in batch.draws] == ["b0g1"]
         assert metrics["async/dropped_groups"] == 1 and metrics["async/lag_max"] == 1
+        assert (batch.groups_seen, batch.generated_tokens) == (2, 4)  # a group dropped in part still cost
         batch, metrics = rollouts.next_batch(version=4)  # batch 1 is all too old: batch 2 instead
         assert batch.index == 2 and metrics["async/dropped_groups"] == 2 and metrics["async/lag_max"] == 1
+        # What batch 1 cost counts too: compute/tokens is every group rolled out.
+        assert (batch.groups_seen, batch.generated_tokens, batch.timer["generate_s"]) == (4, 8, 1.0)
     finally:
         rollouts.close()
 
