@@ -107,6 +107,15 @@ class Scorer:
         """Score ``request`` (keys: dataset, config, seed, size, index, answer, decoys:
         [[seed, index], ...], scored only when the answer scores above 0)."""
         with self._lock:
+            # The entries first, on their own clock: a child restarted after a hostile
+            # answer (or one whose cache let them go) regenerates them, which may take
+            # longer than an answer may (knight_swap: 6 s an entry). Timed with the
+            # answer, every later honest answer scored 0, and killed the child again.
+            prepared = self._generate({**_entry_keys(request), "op": "prepare"}, "preparing the answer's entries")
+            if prepared.get("error") is not None:
+                from agentenv.errors import InfraError
+
+                raise InfraError(f"reasoning-gym could not make the entry to score against: {prepared['error']}")
             try:
                 reply = self._exchange(request, timeout_s)
             except (BrokenPipeError, EOFError):
@@ -126,20 +135,8 @@ class Scorer:
     def entries(self, request: dict[str, Any], *, timeout_s: float = GENERATE_TIMEOUT_S) -> list[dict[str, Any]]:
         """The question and answer of entries ``request["indices"]`` of a dataset (keys:
         dataset, config, seed, size, indices). `ValueError` when the dataset cannot make them."""
-        from agentenv.errors import InfraError
-
         with self._lock:
-            for attempt in range(2):  # a child that died since its last reply gets one fresh successor
-                try:
-                    data = json.loads(self._exchange({**request, "op": "entries"}, timeout_s))
-                    break
-                except (BrokenPipeError, EOFError, TimeoutError, ValueError) as e:
-                    code = self._stop()
-                    if attempt == 0 and isinstance(e, (BrokenPipeError, EOFError)):
-                        continue
-                    raise InfraError(
-                        f"the reasoning-gym process failed generating entries ({type(e).__name__}, exit code {code})"
-                    ) from None
+            data = self._generate({**request, "op": "entries"}, "generating entries", timeout_s)
         if data.get("error") is not None:
             raise ValueError(data["error"])
         return list(data["entries"])
@@ -149,6 +146,24 @@ class Scorer:
             self._stop()
 
     # -- internals ------------------------------------------------------------------
+
+    def _generate(self, request: dict[str, Any], doing: str, timeout_s: float = GENERATE_TIMEOUT_S) -> dict[str, Any]:
+        """The child's reply to a request that generates entries (no answer in it); the
+        caller holds the lock. A child that died since its last reply gets one fresh
+        successor; a failure past that is `InfraError`: no answer played a part in it."""
+        from agentenv.errors import InfraError
+
+        for attempt in range(2):
+            try:
+                return dict(json.loads(self._exchange(request, timeout_s)))
+            except (BrokenPipeError, EOFError, TimeoutError, ValueError) as e:
+                code = self._stop()
+                if attempt == 0 and isinstance(e, (BrokenPipeError, EOFError)):
+                    continue
+                raise InfraError(
+                    f"the reasoning-gym process failed {doing} ({type(e).__name__}, exit code {code})"
+                ) from None
+        raise AssertionError("unreachable")
 
     def _exchange(self, request: dict[str, Any], timeout_s: float) -> bytes:
         """One request line to the child, its reply line back; the caller holds the lock.
@@ -215,6 +230,11 @@ class Scorer:
         return proc.wait()
 
 
+def _entry_keys(request: dict[str, Any]) -> dict[str, Any]:
+    """What names a scoring request's entry and decoys, the answer left out."""
+    return {k: request[k] for k in ("dataset", "config", "seed", "size", "index", "decoys")}
+
+
 _shared: tuple[int, Scorer] | None = None
 _shared_lock = threading.Lock()
 
@@ -238,7 +258,14 @@ class _Child:
 
     def __init__(self) -> None:
         import reasoning_gym
+        from reasoning_gym import utils
+        from reasoning_gym.dataset import ProceduralDataset
 
+        ProceduralDataset.score_answer = _exact
+        real_decimal = utils.compute_decimal_reward
+        utils.compute_decimal_reward = lambda answer, oracle_answer, strip_commas=True: float(
+            real_decimal(answer, oracle_answer, strip_commas) == 1.0
+        )
         self._create = reasoning_gym.create_dataset
         self._datasets: OrderedDict[tuple[str, str, int, int], Any] = OrderedDict()
         self._entries: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
@@ -264,7 +291,19 @@ class _Child:
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("op") == "entries":
             return self.generate(request)
+        if request.get("op") == "prepare":
+            return self.prepare(request)
         return self.score(request)
+
+    def prepare(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Make (or find cached) the entry an answer will be scored against and its decoys."""
+        name, config, size = request["dataset"], request["config"], request["size"]
+        try:
+            for seed, index in [(request["seed"], request["index"]), *request["decoys"]]:
+                self.entry(name, config, seed, size, index)
+        except Exception as e:  # noqa: BLE001 - a config that validates but cannot generate
+            return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+        return {"error": None}
 
     def generate(self, request: dict[str, Any]) -> dict[str, Any]:
         name, config, seed, size = request["dataset"], request["config"], request["seed"], request["size"]
@@ -327,6 +366,17 @@ def _answer_as_data(entry: Any) -> Iterator[None]:
             del module.eval
         if parser is not None and original is not None:
             parser.eval_expr = original  # type: ignore[attr-defined]
+
+
+def _exact(self: Any, answer: Any, entry: dict[str, Any]) -> float:
+    """reasoning-gym's default ``score_answer`` (33 datasets of 0.1.25 use it, composite's
+    parts too) without its partial credit, ``len(reference) / len(answer)`` for an answer
+    that holds the reference: it paid ``-42`` for 42 two thirds, so a policy unsure of a
+    sign gained by always writing a minus, and no decoy check sees that (the decoys hold
+    other numbers). An answer scores 1 when it is the reference, else 0. The same credit
+    is taken out of ``utils.compute_decimal_reward`` (chain_sum, products), which keeps
+    its equality of values ("+01,000.00" is 1000)."""
+    return 1.0 if isinstance(answer, str) and answer and answer == entry["answer"] else 0.0
 
 
 def _strings(value: Any) -> Iterator[str]:

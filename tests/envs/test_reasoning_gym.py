@@ -178,7 +178,7 @@ def test_a_reply_listing_many_candidates_does_not_score(legs):
     legs.reset(seed=0)
     stuffed = " ".join(str(n) for n in range(400))  # every leg count the tasks ask for
     *_, info = legs.step(tagged(stuffed))
-    assert info["task_reward"] == 0.0 and "hedge" in legs.state.note
+    assert info["task_reward"] == 0.0
     legs.reset(seed=0)
     every_answer = "\n".join(t.payload["answer"] for t in legs.tasks)
     *_, info = legs.step(tagged(every_answer))
@@ -249,6 +249,37 @@ def test_an_answer_that_hangs_the_scorer_scores_0_and_the_next_step_works():
     env.reset(seed=0)
     *_, info = env.step(reference(env))
     assert info["success"] is True
+
+
+def test_after_the_scoring_process_restarts_an_honest_answer_scores_though_its_entry_is_slow_to_make():
+    # A hostile answer's timeout kills the child, and its cache of entries with it. The
+    # entry an answer is scored against is made again first, on its own clock: timed
+    # with the answer, a knight_swap entry (about 1 s to make) scored the honest answer
+    # 0, as the policy's failure, and killed the child again.
+    env = ReasoningGymEnv("knight_swap", size=1, score_timeout_s=0.3)
+    env.reset(seed=0)
+    assert env.step(reference(env))[4]["success"] is True
+    scorer_module.shared_scorer().close()
+    env.reset(seed=0)
+    *_, info = env.step(reference(env))
+    assert info["success"] is True and info["failure"] == "none", env.state.note
+
+
+@pytest.mark.parametrize("dataset", ["leg_counting", "gcd", "chain_sum", "products"])
+def test_an_answer_holding_the_reference_is_no_partial_credit(dataset):
+    # reasoning-gym's default scorer (leg_counting, gcd) and its decimal reward (chain_sum,
+    # products) paid len(reference) / len(answer) to an answer holding the reference: a
+    # wrong sign earned 0.5 to 0.9, so a policy unsure of a sign always wrote a minus.
+    env = ReasoningGymEnv(dataset, size=8)
+    for task in env.tasks:
+        answer = str(task.payload["answer"]).strip()
+        if answer.startswith("-") or answer.strip("0") == "":
+            continue
+        for wrong in (f"-{answer}", f"{answer}0", f"x{answer}"):
+            env.reset(options={"task": task.id})
+            assert env.step(tagged(wrong))[4]["task_reward"] == 0.0, wrong
+        env.reset(options={"task": task.id})
+        assert env.step(reference(env))[4]["task_reward"] == 1.0
 
 
 FORGE = '__import__(\'os\').write(3, b\'{"score": 1.0, "decoys": [], "error": null}\\n\') or 1'
