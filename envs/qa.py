@@ -209,13 +209,16 @@ def _references(reader: _dataset.Reader, row: Mapping[str, Any], index: int) -> 
     if isinstance(value, (list, tuple)):
         if not value:
             raise TaskFileError(f"record {index}: {where} is an empty list")
-        named = [(f"{where}[{i}]", _dataset.as_text(v, index, f"{where}[{i}]", numbers_ok=True)) for i, v in enumerate(value)]
+        named = [
+            (f"{where}[{i}]", _dataset.as_text(v, index, f"{where}[{i}]", numbers_ok=True)) for i, v in enumerate(value)
+        ]
     else:
         named = [(where, _dataset.as_text(value, index, where, numbers_ok=True))]
     for name, text in named:
         if _blank_answer(text):
             raise TaskFileError(
-                f"record {index}: {name} is {text!r}, which is no answer once normalised (an empty reply would equal it)"
+                f"record {index}: {name} is {text!r}, which is no answer once normalised "
+                "(an empty reply would equal it)"
             )
     answers = [text.strip() for _, text in named]
     return answers[0], tuple(answers[1:])
