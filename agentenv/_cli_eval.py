@@ -129,15 +129,24 @@ def _with_interval(name: str, e: Estimate) -> str:
 
 def comparison_table(c: Comparison) -> Table:
     """A, B, B - A with its paired interval, and which is higher where the interval excludes 0.
-    Differences of success figures are in percentage points."""
+    Differences of success figures are in percentage points. Each row says over how many
+    tasks it was computed: a figure counts only the shared tasks where both sides define
+    it (pass@j: j valid samples on each side), and its A and B are over those tasks too."""
     level = f"{c.confidence:.0%}"
     table = Table(title=f"B - A on {c.matched} shared tasks", title_justify="left", caption_justify="left")
+    fewer = [name for name, d in c.differences.items() if d.tasks < c.matched]
     table.caption = (
         f"A: {escape(c.a)}\nB: {escape(c.b)}\n"
         f"{c.only_a} tasks only in A, {c.only_b} only in B; differences in points (mean@k: in reward); "
         f"paired bootstrap over tasks, {level} intervals"
     )
-    for column in ("figure", "A", "B", "B - A", f"{level} interval", "verdict"):
+    if fewer:
+        table.caption += (
+            f"\n{', '.join(fewer)}: over fewer than the {c.matched} shared tasks (tasks column), those where "
+            "A and B both have enough valid samples (infra left out) and a finite reward; A and B there are "
+            "over the same tasks"
+        )
+    for column in ("figure", "tasks", "A", "B", "B - A", f"{level} interval", "verdict"):
         table.add_column(column, justify="left" if column in ("figure", "verdict") else "right")
     for name, d in c.differences.items():
         verdict = ""
@@ -145,6 +154,7 @@ def comparison_table(c: Comparison) -> Table:
             verdict = "B > A" if d.low > 0 else "A > B" if d.high < 0 else "unclear"
         table.add_row(
             name,
+            str(d.tasks),
             format_figure(name, c.a_values.get(name)),
             format_figure(name, c.b_values.get(name)),
             _signed(name, d.value),

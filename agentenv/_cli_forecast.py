@@ -1,8 +1,9 @@
 """What ``agentenv forecast`` prints: the fitted parameters with their intervals, the
-predictions, and the notes; or the same as one JSON object."""
+predictions, and the notes; or the same as one strict JSON object."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +60,24 @@ def print_forecast(console: Console, run_dir: Path, f: Forecast) -> None:
 
 
 def forecast_json(run_dir: Path, f: Forecast, skipped: list[str]) -> dict[str, Any]:
-    return {
-        "run_dir": str(run_dir),
-        "reward_key": REWARD_KEY,
-        "compute_key": COMPUTE_KEYS.get(f.axis, f.axis),
-        **f.to_dict(),
-        "skipped": skipped,
-    }
+    """The forecast as strict JSON values: a number that is not finite (the compute at 10x
+    a run near a float's maximum) is None, since JSON has no Infinity or NaN."""
+    return _strict(
+        {
+            "run_dir": str(run_dir),
+            "reward_key": REWARD_KEY,
+            "compute_key": COMPUTE_KEYS.get(f.axis, f.axis),
+            **f.to_dict(),
+            "skipped": skipped,
+        }
+    )
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value

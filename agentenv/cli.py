@@ -55,8 +55,16 @@ import agentenv
 from agentenv._cli_eval import EvalRun, PolicyUnreachable, comparison_table, figure_tables
 from agentenv._cli_forecast import forecast_json, print_forecast
 from agentenv.env import Env
-from agentenv.evaluation import POLICY_ERROR_PREFIX, EvalResult, compare, default_concurrency
+from agentenv.evaluation import (
+    POLICY_ERROR_PREFIX,
+    EvalResult,
+    compare,
+    default_concurrency,
+    load_trajectories,
+    score,
+)
 from agentenv.evaluation import load as load_result
+from agentenv.forecast import MAX_BOOTSTRAP as MAX_FORECAST_BOOTSTRAP
 from agentenv.forecast import ForecastError, forecast_rows
 from agentenv.registry import EnvSpec
 from agentenv.report import Report, build_eval_report, build_report
@@ -676,9 +684,10 @@ def report_(
         if run_dir.is_dir():
             built = build_report(run_dir, out, max_embedded=embed, pages=pages)
         else:  # the trajectories of an evaluation (eval --out): scored as one
-            result = load_result(run_dir, k=k)
+            trajectories = load_trajectories(run_dir)
+            result = score(trajectories, k, label=run_dir.name)
             built = build_eval_report(
-                agentenv.Trajectory.read_jsonl(run_dir),
+                trajectories,
                 result,
                 out or run_dir.with_suffix(".html"),
                 source=run_dir.name,
@@ -723,16 +732,21 @@ def forecast_(
         ComputeAxis,
         typer.Option(help="tokens: generated plus trained (hardware-independent); device_hours: wall time x devices."),
     ] = ComputeAxis.tokens,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the forecast as one JSON object.")] = False,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap refits for the intervals.")] = 1000,
+    json_out: Annotated[
+        bool,
+        typer.Option("--json", help="Print the forecast as one strict JSON object (a non-finite number is null)."),
+    ] = False,
+    bootstrap: Annotated[
+        int, typer.Option(help=f"Bootstrap refits for the intervals (1 to {MAX_FORECAST_BOOTSTRAP:,}).")
+    ] = 1000,
     confidence: Annotated[float, typer.Option(help="Of the bootstrap intervals.")] = 0.95,
     seed: Annotated[int, typer.Option(min=0, help="Of the bootstrap.")] = 0,
 ) -> None:
     """Fit ScaleRL's sigmoid of held-out reward against compute: the asymptote A, the
     efficiency B, the midpoint C_mid, and the reward at 2x and 10x the run's compute.
     Exit code 1 when the run cannot be forecast yet (too few evaluations): nothing is fitted."""
-    if bootstrap < 1:
-        _fail(f"--bootstrap must be >= 1, got {bootstrap}")
+    if not 1 <= bootstrap <= MAX_FORECAST_BOOTSTRAP:
+        _fail(f"--bootstrap must be between 1 and {MAX_FORECAST_BOOTSTRAP:,}, got {bootstrap}")
     if not 0 < confidence < 1:
         _fail(f"--confidence must be between 0 and 1, got {confidence}")
     if not run_dir.is_dir():
@@ -750,7 +764,7 @@ def forecast_(
     except ForecastError as e:
         _fail(f"{run_dir}: {e}; nothing was fitted", code=EXIT_NO_FORECAST)
     if json_out:
-        print(json.dumps(forecast_json(run_dir, result, skipped), indent=1))
+        print(json.dumps(forecast_json(run_dir, result, skipped), indent=1, allow_nan=False))
     else:
         print_forecast(_out(), run_dir, result)
 
@@ -770,12 +784,18 @@ def miner_show(
         report = MinerReport.from_run(run_dir)
     except (FileNotFoundError, ValueError) as e:
         _fail(str(e))
+    if report.skipped_lines:
+        Console(stderr=True, highlight=False).print(
+            f"skipped: metrics.jsonl: {report.skipped_lines} unreadable line(s) (cut short?)", soft_wrap=True
+        )
     out = _out()
     out.print(f"[bold]failure miner[/] · {escape(str(run_dir))} · checkpoint step {report.step}")
     out.print(_two_columns("pools", ("pool", "tasks"), [(k, str(v)) for k, v in report.pools()]))
     m = report.metrics
     if m:
-        rows = [("informative groups (last step)", f"{m.get('miner/informative_frac', 0):.0%}")]
+        informative = m.get("miner/informative_frac", 0)
+        shown = f"{informative:.0%}" if isinstance(informative, int | float) else escape(str(informative))
+        rows = [("informative groups (last step)", shown)]
         rows += [
             (k.removeprefix("miner/"), str(v))
             for k, v in m.items()

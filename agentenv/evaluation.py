@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentenv.env import Env
 from agentenv.policies import Policy
@@ -52,6 +52,7 @@ __all__ = [
     "default_concurrency",
     "evaluate",
     "load",
+    "load_trajectories",
     "pass_at_k",
     "pass_hat_k",
     "score",
@@ -61,6 +62,9 @@ __all__ = [
 POLICY_ERROR_PREFIX = "policy: "
 """How the rollout engine labels an episode the policy's backend failed (see `agentenv.rollout`)."""
 _MAX_CELLS = 4_000_000  # bootstrap weights held at once: resamples x tasks
+MAX_BOOTSTRAP = 100_000
+"""Resamples at most: percentile intervals settle long before, and a result file read
+back (``compare``) cannot ask for terabytes of them."""
 
 
 def default_concurrency() -> int:
@@ -138,6 +142,16 @@ class TaskOutcome(BaseModel):
     failures: dict[str, int] = Field(default_factory=dict)
     """Episodes by how they ended (`Failure` values), infra included."""
 
+    @model_validator(mode="after")
+    def _counts_nest(self) -> TaskOutcome:
+        # A result file read back (``compare``) is validated here, not deep in the estimators.
+        if not self.successes <= self.n <= self.samples:
+            raise ValueError(
+                f"expected 0 <= successes <= n <= samples, got successes={self.successes}, n={self.n}, "
+                f"samples={self.samples}"
+            )
+        return self
+
     @property
     def key(self) -> tuple[str, str]:
         return (self.env_id or "", self.task_id)
@@ -157,10 +171,12 @@ class Comparison(BaseModel):
     only_a: int = Field(ge=0)
     only_b: int = Field(ge=0)
     a_values: dict[str, float | None]
-    """A's figures on the matched tasks."""
+    """A's figures over the tasks of ``differences[figure].tasks``."""
     b_values: dict[str, float | None]
     differences: dict[str, Estimate]
-    """Per figure, the mean over matched tasks of B's value minus A's."""
+    """Per figure, the mean of B's value minus A's over the matched tasks where both
+    define it, and how many those are (``tasks``): pass@j needs j valid samples on both
+    sides, mean@k a finite reward, so a figure may count fewer than ``matched``."""
 
 
 class EvalResult(BaseModel):
@@ -173,7 +189,7 @@ class EvalResult(BaseModel):
     """What was evaluated (``eval`` writes the env and the policy)."""
     k: int = Field(ge=1)
     confidence: float = Field(gt=0, lt=1)
-    n_bootstrap: int = Field(ge=1)
+    n_bootstrap: int = Field(ge=1, le=MAX_BOOTSTRAP)
     seed: int
     episodes: int = Field(ge=0)
     overall: dict[str, Estimate]
@@ -437,8 +453,8 @@ def _natural(key: str) -> tuple[int, int | str]:
 def _check_bootstrap(confidence: float, n_bootstrap: int) -> None:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if n_bootstrap < 1:
-        raise ValueError(f"n_bootstrap must be >= 1, got {n_bootstrap}")
+    if not 1 <= n_bootstrap <= MAX_BOOTSTRAP:
+        raise ValueError(f"n_bootstrap must be in [1, {MAX_BOOTSTRAP}], got {n_bootstrap}")
 
 
 # -- running ------------------------------------------------------------------------------
@@ -506,26 +522,58 @@ def load(path: str | Path, *, k: int | None = None, label: str | None = None) ->
     the fewest any task got). ``label`` defaults to the result's own, or the file's name.
     A file that is neither fails with `ValueError` naming the file and the line."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"cannot read {file}: {e}") from None
-    try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:  # several lines of JSON: trajectories
-        whole = None
-    except RecursionError:
-        raise ValueError(f"{file}: JSON nested too deeply") from None
-    if isinstance(whole, dict) and "overall" in whole:
-        try:
-            result = EvalResult.model_validate(whole)
-        except ValidationError as e:
-            raise ValueError(f"{file} is not an evaluation result: {_first_error(e)}") from None
+    text = _read(file)
+    result = _result(file, text)
+    if result is not None:
         if label is not None:
             result.label = label
         return result
+    return score(_trajectories(file, text), k, label=file.name if label is None else label)
+
+
+def load_trajectories(path: str | Path) -> list[Trajectory]:
+    """The trajectories of a JSONL file (``agentenv eval --out``). A file that holds an
+    evaluation result instead (``agentenv eval --json``: figures, no episodes) or a line
+    that is not a trajectory fails with a one-line `ValueError` naming the file."""
+    file = Path(path)
+    text = _read(file)
+    if _result(file, text) is not None:
+        raise ValueError(
+            f"{file} is an evaluation result (agentenv eval --json), not trajectories: it holds figures, no "
+            "episodes; give the trajectories that evaluation wrote (agentenv eval --out), or compare two "
+            "results with agentenv compare A B"
+        )
+    return _trajectories(file, text)
+
+
+def _read(file: Path) -> str:
+    try:
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read {file}: {e}") from None
+
+
+def _result(file: Path, text: str) -> EvalResult | None:
+    """The evaluation result ``text`` holds, or None where it is not one JSON object with figures."""
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:  # several lines of JSON: trajectories
+        return None
+    except RecursionError:
+        raise ValueError(f"{file}: JSON nested too deeply") from None
+    if not (isinstance(whole, dict) and "overall" in whole):
+        return None
+    try:
+        return EvalResult.model_validate(whole)
+    except ValidationError as e:
+        raise ValueError(f"{file} is not an evaluation result: {_first_error(e)}") from None
+
+
+def _trajectories(file: Path, text: str) -> list[Trajectory]:
     trajectories = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # "\n" only, as JSONL is written: str.splitlines() also breaks at U+2028 and U+0085,
+    # which a policy's text may hold and json.dumps leaves unescaped.
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -537,7 +585,7 @@ def load(path: str | Path, *, k: int | None = None, label: str | None = None) ->
             ) from None
     if not trajectories:
         raise ValueError(f"{file} holds no trajectories")
-    return score(trajectories, k, label=file.name if label is None else label)
+    return trajectories
 
 
 def _first_error(e: ValidationError) -> str:

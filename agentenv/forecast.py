@@ -41,6 +41,7 @@ import numpy as np
 
 __all__ = [
     "COMPUTE_KEYS",
+    "MAX_BOOTSTRAP",
     "MIN_POINTS",
     "REWARD_KEY",
     "Forecast",
@@ -68,9 +69,15 @@ MULTIPLES = (2.0, 10.0)
 FLAT_GAIN = 0.01
 """A fitted gain ``|A - R0|`` below this leaves ``B`` and ``C_mid`` undetermined (said in the notes)."""
 
+MAX_BOOTSTRAP = 100_000
+"""Bootstrap refits at most: percentile intervals settle long before, and the refits'
+time grows with their number (they are fitted in chunks, so memory does not)."""
+
 _GRID_B = 25
 _GRID_M = 49
 _LM_ITERATIONS = 60
+_MAX_CELLS = 4_000_000
+"""Floats one chunk of refits holds in its largest arrays: (refits, grid points + 3 x points)."""
 
 
 class ForecastError(ValueError):
@@ -285,8 +292,8 @@ def forecast(
     Raises `ForecastError` when the points cannot be fitted."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
-    if n_bootstrap < 1:
-        raise ValueError(f"n_bootstrap must be >= 1, got {n_bootstrap}")
+    if not 1 <= n_bootstrap <= MAX_BOOTSTRAP:
+        raise ValueError(f"n_bootstrap must be in [1, {MAX_BOOTSTRAP}], got {n_bootstrap}")
     if len(compute) == 0:
         raise ForecastError(f"no held-out evaluations with compute: a fit needs {MIN_POINTS}")
     first = (float(compute[0]), float(reward[0]))
@@ -305,9 +312,7 @@ def forecast(
     residuals = y - fitted
     dof = max(len(y) - 3, 1)
     scaled = (residuals - residuals.mean()) * math.sqrt(len(y) / dof)
-    rng = np.random.default_rng(seed)
-    draws = fitted[None, :] + scaled[rng.integers(0, len(y), size=(n_bootstrap, len(y)))]
-    boot = _Batch(lx, draws, r0).fit()
+    boot = _refits(lx, fitted, scaled, r0, n_bootstrap, np.random.default_rng(seed))
     curve = Sigmoid(r0, float(best.a[0]), math.exp(float(best.log_b[0])), math.exp(float(best.m[0])))
     q = ((1 - confidence) / 2, (1 + confidence) / 2)
 
@@ -336,6 +341,20 @@ def forecast(
         confidence=confidence,
         notes=tuple(_notes(curve, x, batch, first)),
     )
+
+
+def _refits(
+    lx: np.ndarray, fitted: np.ndarray, scaled: np.ndarray, r0: float, n_bootstrap: int, rng: np.random.Generator
+) -> _Fits:
+    """The residual-bootstrap refits, fitted a chunk at a time: one batch of all of them
+    would hold (refits x grid points) floats, 913 GiB for 10^8 refits."""
+    chunk = max(1, _MAX_CELLS // (_GRID_B * _GRID_M + 3 * len(lx)))
+    parts = []
+    for start in range(0, n_bootstrap, chunk):
+        rows = min(chunk, n_bootstrap - start)
+        draws = fitted[None, :] + scaled[rng.integers(0, len(lx), size=(rows, len(lx)))]
+        parts.append(_Batch(lx, draws, r0).fit())
+    return _Fits(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("a", "log_b", "m", "sse")))
 
 
 def _notes(curve: Sigmoid, x: np.ndarray, batch: _Batch, first: tuple[float, float]) -> list[str]:

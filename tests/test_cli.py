@@ -524,6 +524,60 @@ def test_compare_of_evaluations_without_a_shared_task_is_a_usage_error(tmp_path:
     assert result.exit_code == 2 and "cannot read" in result.stderr
 
 
+def _outcomes(path: Path, infra: tuple[str, ...] = ()) -> Path:
+    """Two samples of t0..t3, t0 and t1 solved; a task in ``infra`` loses its second sample to infra."""
+    trajs = [
+        agentenv.Trajectory(
+            env_id="x-v0",
+            task=agentenv.Task(id=task, prompt=""),
+            messages=[],
+            transitions=[],
+            success=task in ("t0", "t1"),
+            task_reward=None if lost else float(task in ("t0", "t1")),
+            failure=Failure.INFRA if lost else Failure.NONE if task in ("t0", "t1") else Failure.POLICY,
+        )
+        for task in ("t0", "t1", "t2", "t3")
+        for lost in (False, task in infra)
+    ]
+    path.write_text("".join(t.to_json() + "\n" for t in trajs))
+    return path
+
+
+def test_compare_says_over_how_many_tasks_each_figure_was_computed(tmp_path: Path) -> None:
+    # pass@2 is defined on t0 and t1 alone once B lost a sample of t2 and t3: A's 100% there is
+    # over those 2 tasks (its pass@2 over all 4 is 50%), and the table must say so.
+    a, b = _outcomes(tmp_path / "a.jsonl"), _outcomes(tmp_path / "b.jsonl", infra=("t2", "t3"))
+    result = invoke("compare", str(a), str(b))
+    assert result.exit_code == 0, result.output
+    assert "B - A on 4 shared tasks" in result.output
+    header = next(line for line in result.output.splitlines() if "figure" in line)
+    assert [cell.strip() for cell in header.strip("┃ ").split("┃")][:4] == ["figure", "tasks", "A", "B"]
+    cells = {
+        row[0]: row[1:]
+        for line in result.output.splitlines()
+        if line.startswith("│ ") and (row := [cell.strip() for cell in line.strip("│ ").split("│")])
+    }
+    assert cells["pass@1"][:3] == ["4", "50.0%", "50.0%"]
+    assert cells["pass@2"][:3] == ["2", "100.0%", "100.0%"]
+    assert "pass@2, pass^2, disagreement: over fewer than the 4 shared tasks" in " ".join(result.output.split())
+
+
+def test_compare_of_a_hostile_result_file_is_one_line(tmp_path: Path) -> None:
+    good = _results(tmp_path, "good", 0.5, 0)
+    for name, change in (
+        ("counts", lambda d: d["tasks"][0].update(successes=d["tasks"][0]["n"] + 5)),
+        ("bootstrap", lambda d: d.update(n_bootstrap=10**12)),  # was 7 TiB of resamples
+    ):
+        data = json.loads(good.read_text())
+        change(data)
+        bad = tmp_path / f"{name}.json"
+        bad.write_text(json.dumps(data))
+        result = invoke("compare", str(bad), str(good))
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"error: A: {bad} is not an evaluation result")
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
 def test_eval_compare_to_a_baseline_and_report(tmp_path: Path) -> None:
     base = tmp_path / "base.json"
     assert invoke("eval", "arithmetic-v0", "-n", "3", "-k", "2", "--json", str(base)).exit_code == 0
@@ -592,6 +646,17 @@ def test_report_of_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "no such directory" in result.stderr
     result = invoke("report", str(tmp_path), "--embed", "-1")
     assert result.exit_code == 2 and "--embed must be >= 0" in result.stderr
+
+
+def test_report_of_an_evaluation_result_says_it_holds_no_episodes_in_one_line(tmp_path: Path) -> None:
+    result_file = _results(tmp_path, "r", 0.5, 0)
+    result = invoke("report", str(result_file))
+    assert result.exit_code == 2, result.output
+    error = result.stderr.strip()
+    assert len(error.splitlines()) == 1 and "Traceback" not in result.output
+    assert error.startswith(f"error: {result_file} is an evaluation result (agentenv eval --json), not trajectories")
+    assert "agentenv eval --out" in error and "agentenv compare" in error
+    assert not (tmp_path / "r.html").exists()
 
 
 # -- files: no output replaces an input or another output -----------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from math import comb
 from pathlib import Path
@@ -18,6 +19,7 @@ from agentenv.evaluation import (
     default_concurrency,
     evaluate,
     load,
+    load_trajectories,
     pass_at_k,
     pass_hat_k,
     score,
@@ -250,3 +252,61 @@ def test_load_names_the_file_and_line_of_what_it_cannot_read(tmp_path: Path) -> 
     wrong.write_text('{"overall": 3}')
     with pytest.raises(ValueError, match="is not an evaluation result"):
         load(wrong)
+
+
+def test_load_reads_trajectories_whose_text_holds_unicode_line_separators(tmp_path: Path) -> None:
+    # JSON leaves U+2028, U+2029 and U+0085 unescaped; str.splitlines() broke the line at them.
+    trajs = [_traj("t0", True), _traj("t1", False)]
+    trajs[0].messages.append({"role": "assistant", "content": "a\u2028b\u2029c\x85d\x1ce"})
+    path = tmp_path / "sep.jsonl"
+    path.write_text("".join(t.to_json() + "\n" for t in trajs), encoding="utf-8")
+    assert "\u2028" in path.read_text(encoding="utf-8")
+    assert load(path).overall["pass@1"].value == 0.5
+    assert load_trajectories(path)[0].messages[-1]["content"] == "a\u2028b\u2029c\x85d\x1ce"
+
+
+def test_a_comparison_says_over_how_many_tasks_each_figure_was_computed() -> None:
+    # B lost a sample of t2 and of t3 to infra: pass@2 is defined on t0 and t1 alone, on both sides.
+    a = score([_traj(t, t in ("t0", "t1")) for t in ("t0", "t1", "t2", "t3") for _ in range(2)], 2)
+    b = score(
+        [_traj(t, t in ("t0", "t1")) for t in ("t0", "t1") for _ in range(2)]
+        + [_traj(t, False) for t in ("t2", "t3")]
+        + [_traj(t, False, failure=Failure.INFRA) for t in ("t2", "t3")],
+        2,
+    )
+    c = compare(a, b)
+    assert c.matched == 4 and c.differences["pass@1"].tasks == 4
+    assert c.differences["pass@2"].tasks == 2 and c.a_values["pass@2"] == 1.0  # t0 and t1 only, A's too
+    assert a.overall["pass@2"].value == 0.5 and a.overall["pass@2"].tasks == 4
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("successes", 5, "expected 0 <= successes <= n <= samples"),
+        ("n", 3, "expected 0 <= successes <= n <= samples"),
+        ("n_bootstrap", 10**12, "n_bootstrap: Input should be less than or equal to 100000"),
+    ],
+)
+def test_a_result_file_with_impossible_counts_or_a_huge_bootstrap_is_refused_in_one_line(
+    tmp_path: Path, field: str, value: int, message: str
+) -> None:
+    data = score([_traj("t0", True), _traj("t0", False)], 2).model_dump(mode="json")
+    if field == "n_bootstrap":
+        data[field] = value  # compare() would allocate n_bootstrap floats per figure
+    else:
+        data["tasks"][0][field] = value
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"hostile\.json is not an evaluation result") as caught:
+        load(path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match="n_bootstrap must be in"):
+        score([_traj("t0", True)], n_bootstrap=10**12)
+
+
+def test_load_trajectories_refuses_an_evaluation_result_and_says_what_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(score([_traj("t0", True)]).model_dump_json(indent=1))
+    with pytest.raises(ValueError, match=r"r.json is an evaluation result \(agentenv eval --json\), not trajectories"):
+        load_trajectories(path)

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from agentenv.cli import app
 from agentenv.forecast import (
+    MAX_BOOTSTRAP,
     MIN_POINTS,
     Forecast,
     ForecastError,
@@ -253,3 +254,43 @@ def test_a_run_without_an_evaluation_before_training_says_whose_reward_r0_is():
     assert f.r0 == reward[1]
     assert any("the first evaluation came after training began" in n for n in f.notes)
     assert not any("first evaluation" in n for n in forecast(compute, reward, n_bootstrap=20).notes)
+
+
+def test_cli_refuses_a_bootstrap_past_its_bound_in_one_line(tmp_path):
+    run = write_run(tmp_path / "run", *synthetic(*CURVES[0], seed=0))
+    result = runner.invoke(app, ["forecast", str(run), "--bootstrap", "100000000"])  # was 913 GiB
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == "error: --bootstrap must be between 1 and 100,000, got 100000000"
+    with pytest.raises(ValueError, match="n_bootstrap must be in"):
+        forecast(*synthetic(*CURVES[0], seed=0), n_bootstrap=MAX_BOOTSTRAP + 1)
+
+
+def test_the_refits_are_fitted_in_chunks_of_bounded_size(monkeypatch):
+    import agentenv.forecast as module
+
+    batches = []
+    real = module._Batch
+
+    def recording(x, y, r0):
+        batches.append(y.shape[0])
+        return real(x, y, r0)
+
+    monkeypatch.setattr(module, "_MAX_CELLS", 50 * (module._GRID_B * module._GRID_M + 3 * 16))
+    monkeypatch.setattr(module, "_Batch", recording)
+    f = forecast(*synthetic(*CURVES[0], seed=0), n_bootstrap=220)
+    assert batches == [1, 50, 50, 50, 50, 20]  # the best fit, then the refits 50 at a time
+    assert f.a.low <= f.a.value <= f.a.high and f.n_bootstrap == 220
+
+
+def test_cli_json_is_strict_where_compute_passes_a_floats_range(tmp_path):
+    compute = [0, 1e300, 2e300, 4e300, 8e300, 1.6e301, 1.7e308]  # 10x the run's compute is past float max
+    run = write_run(tmp_path / "run", compute, [0.1, 0.2, 0.3, 0.4, 0.5, 0.55, 0.6])
+    result = runner.invoke(app, ["forecast", str(run), "--json", "--bootstrap", "50"])
+    assert result.exit_code == 0, result.output
+
+    def refuse(constant):
+        raise AssertionError(f"not JSON: {constant}")
+
+    data = json.loads(result.stdout, parse_constant=refuse)
+    assert data["predictions"][1]["multiple"] == 10.0 and data["predictions"][1]["compute"] is None
+    assert data["run_compute"] == 1.7e308

@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pydantic import ValidationError
-
 from agentenv.evaluation import Estimate, EvalResult
 from agentenv.report.charts import Series, chart
 from agentenv.report.episodes import PAGE_EPISODES, BuiltEpisodes, EpisodeIndex, EpisodeRecord, read_episodes
@@ -373,8 +371,11 @@ def _miner_tables(data: RunDir) -> str:
 
     try:
         report = MinerReport.from_run(data.path)
-    except (OSError, ValueError, KeyError, TypeError, ValidationError) as e:
+    except FileNotFoundError as e:  # no checkpoint yet: nothing was skipped
         return f'<p class="muted">No ledger to show: {html.escape(str(e)[:300])}</p>'
+    except (OSError, ValueError) as e:  # a corrupt checkpoint: said with the rest that was skipped
+        data.skipped.note(f"the miner's ledger: {_short(str(e))}")
+        return f'<p class="muted">No ledger to show: {html.escape(_short(str(e)))}</p>'
     families = html_table(
         ["family", "attempts", "failures", "failure rate"],
         [(f, a, n, f"{rate:.0%}") for f, a, n, rate in report.families(10)],

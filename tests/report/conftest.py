@@ -3,6 +3,7 @@ steps, the failure miner and held-out evaluations on), and hand-made ones."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,28 @@ def write_steps(run: Path, steps: dict[int, list[str]], folder: str = "trajector
     (run / folder).mkdir(parents=True, exist_ok=True)
     for step, lines in steps.items():
         (run / folder / f"step-{step:06d}.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+CORRUPT_STATES = {
+    "a list": ("[1, 2]", "not a readable trainer state (Input should be an object)"),
+    "a ledger that is a list": (
+        json.dumps({"step": 1, "sampler": {"ledger": [1]}}),
+        "not a readable miner state (sampler.ledger: Input should be a valid dictionary)",
+    ),
+    "nesting past recursion": (
+        '{"step": 1, "sampler": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "not a readable trainer state (Invalid JSON: recursion limit exceeded",
+    ),
+    "no step": (json.dumps({"sampler": {"ledger": {}}}), "not a readable trainer state (step: Field required)"),
+}
+"""trainer_state.json files a crashed disk or another program could leave, and what is said of each."""
+
+
+def write_checkpoint(run: Path, state: str) -> Path:
+    """A run directory with miner metrics and ``state`` as its latest checkpoint's trainer_state.json."""
+    (run / "checkpoints" / "step-1").mkdir(parents=True)
+    (run / "checkpoints" / "latest").write_text("step-1")
+    path = run / "checkpoints" / "step-1" / "trainer_state.json"
+    path.write_text(state)
+    (run / "metrics.jsonl").write_text('{"step": 1, "miner/pool/active": 3}\n')
+    return path

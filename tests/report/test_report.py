@@ -21,7 +21,7 @@ from agentenv.evaluation import score
 from agentenv.report import build_eval_report, build_report
 from agentenv.report.charts import MAX_POINTS, Series, chart
 from agentenv.report.episodes import MAX_TEXT, embed_json
-from tests.report.conftest import HOSTILE, hostile_trajectory, write_steps
+from tests.report.conftest import CORRUPT_STATES, HOSTILE, hostile_trajectory, write_checkpoint, write_steps
 
 SECTIONS = (
     "overview",
@@ -173,6 +173,16 @@ def test_corrupt_lines_are_skipped_by_file_and_line_and_the_rest_is_read(tmp_pat
     assert "trajectories/step-000004.jsonl: skipped 1 line (line 1: not JSON (cut short?))" in notes
     assert "metrics.jsonl: skipped 1 line (line 1: step: Input should be greater than or equal to 0)" in notes
     assert report.episodes == 2
+
+
+@pytest.mark.parametrize("case", list(CORRUPT_STATES))
+def test_a_corrupt_trainer_state_is_skipped_with_a_note(tmp_path: Path, case: str) -> None:
+    state, why = CORRUPT_STATES[case]
+    path = write_checkpoint(tmp_path / "run", state)
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    assert f"skipped: the miner's ledger: {path}: {why}" in " ".join(result.stderr.split())
+    assert "Pools over time" in (tmp_path / "r.html").read_text()  # the charts of the metrics are still drawn
 
 
 def test_a_path_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
