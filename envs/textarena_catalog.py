@@ -3,7 +3,7 @@
 `GAMES` holds every supported game and variant (by TextArena id) with its player count,
 its difficulty rank and whether the ``"random"`` opponent can play it; `EXCLUDED` names
 each game left out and why (the network, data missing from the wheel, three or more
-players, a module that does not import on Python 3.11). `agentenv_id` and `game_info`
+players, a module that does not import on Python 3.11, scoring that pays blind play). `agentenv_id` and `game_info`
 map between TextArena's ids and agentenv's. Nothing here imports textarena.
 """
 
@@ -28,7 +28,6 @@ _2048_VARIANTS = (
 _SUPPORTED: dict[str, tuple[int, tuple[str, ...]]] = {
     # one player
     "2048": (1, _2048_VARIANTS),
-    "Bandit": (1, ("", "hard")),
     "Blackjack": (1, ("", "long")),
     "Countdown": (1, ("",)),
     "Crosswords": (1, ("", "hardcore")),
@@ -39,11 +38,9 @@ _SUPPORTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "LightsOut": (1, ("",)),
     "LogicPuzzle": (1, ("", "hard")),
     "Mastermind": (1, ("", "hard", "extreme")),
-    "Minesweeper": (1, ("", "small", "medium", "hard")),
     "PegJump": (1, ("",)),
     "RushHour": (1, ("",)),
     "Secretary": (1, ("", "long")),
-    "Set": (1, ("",)),
     "Slitherlink": (1, ("",)),
     "Sokoban": (1, ("",)),
     "Sudoku": (1, ("very-easy", "easy", "", "medium", "hard")),
@@ -100,6 +97,10 @@ _PY312 = "does not import on Python 3.11 (its module uses 3.12 f-string syntax)"
 _MANY = "needs three or more players"
 EXCLUDED: dict[str, str] = {
     "BabyAiText": "imports the `gym` package, which textarena does not install",
+    "Bandit": (
+        "scores wrongly in textarena 0.7.4: it compares the chosen button with a dict, so no choice "
+        "is correct, and pays the regret, so the worst button earns the most"
+    ),
     "CharacterConclave": _MANY,
     "Checkers": _PY312,
     "Chess": _PY312,
@@ -111,10 +112,18 @@ EXCLUDED: dict[str, str] = {
     "IteratedStagHunt": _PY312,
     "Klondike": _PY312,
     "LetterAuction": _NLTK,
+    "Minesweeper": (
+        "lets the player step on a mine in textarena 0.7.4: a mine is an invalid move with a retry, "
+        "so guessing costs nothing and boards blown up on still count as cleared"
+    ),
     "ReverseTicTacToe": _PY312,
     "ScenarioPlanning": _JURY,
     "ScorableGames": "lacks its game configurations in the textarena 0.7.4 wheel",
     "SecretMafia": _MANY,
+    "Set": (
+        "scores wrongly in textarena 0.7.4: the same card three times ([1, 1, 1]) is a Set, and the "
+        "reward is the count of Sets, so blind play scores a solve on every seed"
+    ),
     "SettlersOfCatan": _MANY,
     "Sokoban-v0-medium": "takes from a second to minutes per reset to generate a level (over 100 s for seed 1)",
     "SpellingBee": _NLTK,
@@ -145,14 +154,36 @@ _NO_RANDOM_OPPONENT = frozenset(
         "LinesOfAction",
         "SantoriniBaseFixed",
         "TruthAndDeception",  # free-text play
+        # Found by resetting as player 1: the side that moves first is told only a template.
+        "ColonelBlotto",  # one example allocation, which does not add up to the units to allocate
+        "NewRecruit",  # [Propose] ... templates; [Accept] and [Reject] need a proposal first
+        "Tak",  # [ACTION SOURCE ALLOCATION] and stone names, no placement
+        "TwoDollar",  # a proposal is "[Propose] $X.XX": the amount follows the brackets
     }
 )
 """Two-player games the ``"random"`` opponent cannot play: they list no legal moves it can try."""
 
 _CANDIDATE_MOVES: dict[str, tuple[str, ...]] = {
-    # Their rules name two example moves; every move has this form (columns up to 15, piles up to 5 of up to 11).
+    # By game, or by TextArena id where the variant's size matters. Their messages name an
+    # example or a template, and every move has one of these forms.
+    # Two example moves (columns up to 15, piles up to 5 of up to 11):
     "ConnectFour": tuple(f"[col {column}]" for column in range(15)),
     "Nim": tuple(f"[{pile} {count}]" for pile in range(5) for count in range(1, 12)),
+    # One example cell: the second shot had no candidate left (grids of 5, 10, 14 and 20).
+    **{
+        f"Battleship-v0{variant}": tuple(f"[{chr(65 + row)}{col}]" for row in range(size) for col in range(size))
+        for variant, size in (("", 5), ("-standard", 10), ("-large", 14), ("-extreme", 20))
+    },
+    # Templates only (cards by position in the hand, a hand count, a guess from 0 to 100, a cell):
+    "Briscola": tuple(f"[play {card}]" for card in range(1, 4)),
+    "GermanWhist": tuple(f"[play {card}]" for card in range(1, 14)),
+    "Chopsticks": (
+        *(f"[attack {mine} {theirs}]" for mine in range(2) for theirs in range(2)),
+        *(f"[split {left} {right}]" for left in range(5) for right in range(5)),
+    ),
+    "IteratedTwoThirdsAverage": tuple(f"[{guess}]" for guess in range(101)),
+    "Othello-v0-hard": tuple(f"[{row}, {col}]" for row in range(8) for col in range(8)),  # valid moves hidden
+    "QuantumTicTacToe": tuple(f"[{a},{b}]" for a in range(9) for b in range(9) if a != b),  # the board names cells
 }
 
 _DIFFICULTY_WORDS = (
@@ -217,7 +248,7 @@ def _build_games() -> dict[str, GameInfo]:
                 players=players,
                 difficulty=ranked.index(variant) if variant in ranked else plain,
                 random_opponent=players == 2 and family not in _NO_RANDOM_OPPONENT,
-                candidate_moves=_CANDIDATE_MOVES.get(family, ()),
+                candidate_moves=_CANDIDATE_MOVES.get(ta_id, _CANDIDATE_MOVES.get(family, ())),
             )
     return games
 

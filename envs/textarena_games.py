@@ -9,9 +9,11 @@ Actions. A TextArena move is text in square brackets (``[4]``, ``[e2e4]``,
 ``[Bid on Item 0: 250]``). A reply is plain text holding exactly one bracketed move;
 text around it (reasoning) is allowed and never reaches the game, so a reply cannot
 talk to the opponent or stuff several candidate moves into one turn. API models may
-call the ``move`` tool instead (same rule on its argument). A reply with no move,
-several, or a move with control characters is a format error (an error observation
-and the format penalty); the game never sees it. A bracketed move the rules reject is
+call the ``move`` tool instead (same rule on its argument), once per reply. A reply with
+no move, several (several ``move`` calls included), or a move with control characters is
+a format error (an error observation and the format penalty); the game never sees it.
+Nor does a move once the game is over (a tool error): after TextArena's last move its
+current player may be the opponent, and a move sent then would be charged to it. A bracketed move the rules reject is
 the game's business: TextArena shows the player why and, after its error allowance,
 scores it as a loss, and so does this env.
 
@@ -53,8 +55,9 @@ Python's global ``random`` is kept to its own state); a game that does not repla
 the same log is reported by name, never faked.
 
 Left out: games that need the network or data not in the wheel (NLTK corpora, an
-OpenRouter jury, missing files), games for three or more players, and games whose
-modules do not import on this Python; `EXCLUDED` says which and why.
+OpenRouter jury, missing files), games for three or more players, games whose
+modules do not import on this Python, and games TextArena scores so that blind or bad
+play is paid (Bandit, Minesweeper, Set); `EXCLUDED` says which and why.
 """
 
 from __future__ import annotations
@@ -371,6 +374,7 @@ class TextArenaEnv(Env[ArenaState]):
 
     payload_type = GamePayload
     max_turns = 100
+    max_calls_per_action = 1  # one move a turn: more `move` calls in one reply would make several
     format_penalty = 0.1
     instructions = (
         "You are playing {game}, a text game{against}. Each reply is one move: write it in square "
@@ -490,6 +494,9 @@ class TextArenaEnv(Env[ArenaState]):
             move: The move in square brackets, e.g. "[4]".
         """
         game, state = self._game(), self.state
+        if state.done or state.crashed is not None or game.done:
+            # Never reaches the game: its outcome is read once, when it ended.
+            raise ToolError("the game is over; no more moves")
         state.last_moves = [move]
         try:
             game.play(move)

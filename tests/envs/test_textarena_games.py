@@ -85,8 +85,8 @@ def test_tasks_are_seeds_with_the_game_as_family_and_the_variant_as_difficulty()
     assert [t.payload["seed"] for t in tasks] == [0, 1, 2]
     assert tasks[0].metadata.family == "Sudoku" and tasks[0].metadata.difficulty == 0
     assert [game_info(f"Sudoku-v0{v}").difficulty for v in ("-easy", "", "-medium", "-hard")] == [1, 2, 3, 4]
-    small = game_info("Minesweeper-v0-small")
-    assert small.difficulty == game_info("Minesweeper-v0").difficulty and "variant:small" in small.tags
+    small = game_info("2048-v0-3x3")
+    assert small.difficulty == game_info("2048-v0").difficulty and "variant:3x3" in small.tags
     sides = make_tasks("TicTacToe-v0", 4, player="alternate")
     assert [t.payload["player"] for t in sides] == [0, 1, 0, 1] and sides[1].id == "TicTacToe-v0:1:p1"
     env = TextArenaEnv(game="Mastermind-v0", num_tasks=5)
@@ -114,6 +114,20 @@ def test_unknown_and_excluded_games_and_a_two_player_game_without_opponent_say_w
     bad = Task(id="t", prompt="Play.", payload={"seed": -1, "side": 0})
     with pytest.raises(ValueError, match="task 't': payload field 'seed'"):
         TextArenaEnv([bad], game="TicTacToe-v0")
+
+
+@pytest.mark.parametrize(
+    ("game", "why"),
+    [
+        ("Set-v0", "the same card three times"),  # blind [1, 1, 1] scored 20 Sets, a solve on every seed
+        ("Bandit-v0-hard", "pays the regret"),  # the worst button paid the most
+        ("Minesweeper-v0-small", "a mine is an invalid move with a retry"),  # mines were free
+    ],
+)
+def test_games_textarena_scores_wrongly_are_left_out_with_the_reason(game, why):
+    with pytest.raises(KeyError, match=f"is not supported: it .*{re.escape(why)}"):
+        game_info(game)
+    assert game.split("-v")[0] not in {info.family for info in GAMES.values()}  # no variant of it either
 
 
 # -- the contract ---------------------------------------------------------------------
@@ -277,6 +291,40 @@ def test_hostile_moves_are_format_errors_and_never_reach_the_game(action):
     assert (terminated, truncated) == (False, False) and env.state.moves == 0
 
 
+@pytest.mark.parametrize("as_openai", [False, True], ids=["markup", "tool_calls"])
+def test_a_reply_with_several_move_calls_is_a_format_error_and_plays_none(as_openai):
+    env = tictactoe()
+    moves = ["[3]", "[zz]", "[zz]"]
+    if as_openai:
+        calls = [
+            {"id": f"c{i}", "type": "function", "function": {"name": "move", "arguments": f'{{"move": "{m}"}}'}}
+            for i, m in enumerate(moves)
+        ]
+        action: object = {"role": "assistant", "content": "", "tool_calls": calls}
+    else:
+        action = "".join(tool_call_text("move", move=m) for m in moves)
+    _, reward, terminated, truncated, info = env.step(action)
+    assert info["error_kind"] == "format" and "at most 1 tool call" in info["error"]
+    assert (terminated, truncated, env.state.moves, reward < 0) == (False, False, 0, True)
+
+
+def test_moves_after_the_game_ended_never_reach_it_and_its_outcome_stays():
+    class Lenient(TextArenaEnv):
+        max_calls_per_action = None  # as if several calls got through: the move tool still refuses
+
+    junk = tool_call_text("move", move="[zz]")
+    env = Lenient(game="TicTacToe-v0", opponent=first_free([0, 1, 2]))
+    env.reset(seed=0)
+    play(env, ["[8]", "[7]"])  # the opponent holds 0 and 1 and wins on 2
+    obs, _, terminated, _, info = env.step(tool_call_text("move", move="[3]") + junk + junk)
+    # After the opponent's winning move TextArena's current player is the opponent: the junk
+    # would be charged to it, it would forfeit, and the loss would read as a win.
+    assert terminated and info["task_reward"] == 0.0 and not info["success"]
+    assert (env.state.game_reward, env.state.reason) == (-1.0, "Player 1 has won!")
+    assert [m["content"] for m in obs[1:]] == ["Error: the game is over; no more moves"] * 2
+    assert env.state.moves == 6 and env._live is not None and env._live.moves[-1] == "[2]"
+
+
 def test_a_huge_number_in_one_move_is_the_games_invalid_move():
     env = tictactoe()
     obs, _, terminated, _, info = env.step("[" + "9" * 200 + "]")
@@ -367,6 +415,26 @@ def test_every_registered_id_passes_check_env_offline(ta_id):
     opponent = None if info.players == 1 or info.random_opponent else first_named_move
     env = agentenv.make(agentenv_id(ta_id), opponent=opponent, max_turns=6)
     check_env(env, actions=lambda env: [first_named_move(env.messages[1]["content"])] * 2)
+
+
+def test_every_random_opponent_id_starts_and_plays_as_either_player():
+    # The side that moves first is often told only a template ('[play X]', '[row, col]') or one
+    # example; the catalogue's move forms (or no random opponent) must cover it, from the first
+    # move on and after the example was played (Battleship's second shot).
+    from agentenv.envs.textarena_games import _random_move
+
+    for ta_id, info in GAMES.items():
+        if not info.random_opponent:
+            continue
+        env = TextArenaEnv(game=ta_id, num_tasks=2, player="alternate", max_turns=4)
+        for player in (0, 1):
+            env.reset(options={"task": env.tasks[player].id})  # seed 0 as player 0, seed 1 as player 1; raises if stuck
+            for _ in range(3):
+                move = _random_move(env._live, player, [])  # the agent plays at random too
+                *_, terminated, truncated, _ = env.step(move)
+                assert env.state.crashed is None, (ta_id, player, env.state.crashed)
+                if terminated or truncated:
+                    break
 
 
 def test_a_game_that_cannot_go_on_after_the_agents_move_ends_unsolved_not_infra(monkeypatch):
