@@ -389,7 +389,7 @@ def eval_(
         first = next(t.error for t in finished if (t.error or "").startswith(POLICY_ERROR_PREFIX))
         _fail(
             f"the policy failed in {result.policy_failures} of {result.episodes} episodes (first: {first}); "
-            "they are left out of the figures above",
+            "they count as failed samples in the figures above",
             code=EXIT_POLICY_FAILED,
         )
 

@@ -15,7 +15,11 @@ Each figure is the mean over tasks, with a percentile bootstrap interval from
 resampling tasks (the unit that varies between benchmarks; samples of one task are
 correlated). Infra failures are not the policy's doing: they are left out of n, so a
 task hit by one has n < k; a figure at j counts only tasks with n >= j, and says how
-many it counted. `compare` pairs two evaluations task by task and bootstraps the mean
+many it counted. A sample the policy itself failed to give (its server refused, it
+raised: ``infra`` labelled ``policy: ...`` by the rollout) is the policy's doing and
+counts as a failed sample, reward 0: left out, it would let a policy that fails on
+the tasks it cannot solve score only on those it can. The result counts them apart
+(``policy_failures``). `compare` pairs two evaluations task by task and bootstraps the mean
 difference over the tasks both ran: the figure to quote when two models or two
 checkpoints differ by a few points.
 
@@ -135,7 +139,8 @@ class TaskOutcome(BaseModel):
     samples: int = Field(ge=0)
     """Episodes run, infra failures included."""
     n: int = Field(ge=0)
-    """Valid samples: the episodes that did not end in infra."""
+    """Valid samples: the episodes that did not end in the env's infra (a policy's failure to
+    answer is a valid, failed sample)."""
     successes: int = Field(ge=0)
     reward_mean: float = 0.0
     """The task reward averaged over the valid samples (0 when there are none)."""
@@ -200,13 +205,19 @@ class EvalResult(BaseModel):
     failures: dict[str, int]
     """Episodes by how they ended; every kind present, zeros included."""
     policy_failures: int = Field(0, ge=0)
-    """Infra episodes the policy's backend caused (an unreachable server, errors after retries)."""
+    """Episodes the policy's backend failed (an unreachable server, errors after retries):
+    counted in the figures as failed samples."""
     tasks: list[TaskOutcome]
     comparison: Comparison | None = None
     """Against a baseline, when one was given (``eval --compare-to``)."""
 
 
 # -- scoring ---------------------------------------------------------------------------------
+
+
+def _policy_failed(t: Trajectory) -> bool:
+    """Whether ``t`` ended because the policy gave no action (see the module docstring)."""
+    return t.failure is Failure.INFRA and (t.error or "").startswith(POLICY_ERROR_PREFIX)
 
 
 def outcomes(trajectories: Iterable[Trajectory]) -> list[TaskOutcome]:
@@ -216,7 +227,7 @@ def outcomes(trajectories: Iterable[Trajectory]) -> list[TaskOutcome]:
         groups.setdefault((t.env_id, t.task.id), []).append(t)
     result = []
     for (env_id, task_id), group in groups.items():
-        valid = [t for t in group if t.failure is not Failure.INFRA]
+        valid = [t for t in group if t.failure is not Failure.INFRA or _policy_failed(t)]
         failures: dict[str, int] = defaultdict(int)
         for t in group:
             failures[t.failure.value] += 1
@@ -229,9 +240,13 @@ def outcomes(trajectories: Iterable[Trajectory]) -> list[TaskOutcome]:
                 difficulty=meta.difficulty,
                 samples=len(group),
                 n=len(valid),
-                successes=sum(t.success for t in valid),
+                successes=sum(t.success and t.failure is not Failure.INFRA for t in valid),
                 # Each reward's share summed: no overflow where every reward is a float (1e308 twice).
-                reward_mean=math.fsum((t.task_reward or 0.0) / len(valid) for t in valid) if valid else 0.0,
+                reward_mean=math.fsum(
+                    (t.task_reward or 0.0) / len(valid) for t in valid if t.failure is not Failure.INFRA
+                )
+                if valid
+                else 0.0,
                 failures=dict(failures),
             )
         )
@@ -327,9 +342,7 @@ def score(
         by_family=grouped(lambda t: t.family),
         by_difficulty=grouped(lambda t: str(t.difficulty)),
         failures=failures,
-        policy_failures=sum(
-            t.failure is Failure.INFRA and (t.error or "").startswith(POLICY_ERROR_PREFIX) for t in trajs
-        ),
+        policy_failures=sum(_policy_failed(t) for t in trajs),
         tasks=tasks,
     )
 

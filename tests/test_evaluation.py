@@ -112,10 +112,24 @@ def test_infra_is_left_out_and_a_task_short_of_samples_counts_only_where_it_can(
         _traj("b", False, failure=Failure.INFRA, error="sandbox died"),
     ]
     result = score(trajs, 3)
-    assert [(t.task_id, t.samples, t.n, t.successes) for t in result.tasks] == [("a", 3, 3, 3), ("b", 3, 1, 1)]
-    assert result.overall["pass@1"].tasks == 2 and result.overall["pass@1"].value == 1.0
-    assert result.overall["pass@3"].tasks == 1  # b has one valid sample: no pass@3 for it
+    # The env's infra failure is left out; the policy's failure to answer is a failed sample.
+    assert [(t.task_id, t.samples, t.n, t.successes) for t in result.tasks] == [("a", 3, 3, 3), ("b", 3, 2, 1)]
+    assert result.overall["pass@1"].tasks == 2 and result.overall["pass@1"].value == 0.75
+    assert result.overall["pass@3"].tasks == 1  # b has two valid samples: no pass@3 for it
     assert result.failures["infra"] == 2 and result.policy_failures == 1
+
+
+def test_a_policy_that_fails_on_the_tasks_it_cannot_solve_scores_as_if_it_answered_wrong() -> None:
+    # Left out of n, such failures made a policy whose server errs on hard tasks score 1.0.
+    honest = [_traj(f"t{i}", i < 2) for i in range(4)]
+    dodging = [
+        _traj(f"t{i}", True) if i < 2 else _traj(f"t{i}", False, failure=Failure.INFRA, error="policy: HTTP 500")
+        for i in range(4)
+    ]
+    for trajs in (honest, dodging):
+        result = score(trajs, 1)
+        assert result.overall["pass@1"].value == 0.5 and result.overall["mean@1"].value == 0.5
+    assert score(dodging, 1).policy_failures == 2
 
 
 def test_figures_are_grouped_by_env_family_and_difficulty() -> None:
