@@ -70,7 +70,6 @@ _SUPPORTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "LinesOfAction": (2, ("",)),
     "MarketEntryGame": (2, ("",)),
     "MemoryGame": (2, ("", "medium", "hard")),
-    "NewRecruit": (2, ("",)),
     "Nim": (2, ("", "medium", "large")),
     "Othello": (2, ("tiny", "small", "", "big", "huge", "hard")),
     "PigDice": (2, ("", "short", "long", "50", "100", "150", "200", "250", "300", "350", "400", "450", "500")),
@@ -86,7 +85,6 @@ _SUPPORTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "Tak": (2, ("", "medium", "hard")),
     "TicTacToe": (2, ("",)),
     "TruthAndDeception": (2, ("", "long", "extreme")),
-    "TwoDollar": (2, ("",)),
     "UltimateTicTacToe": (2, ("",)),
     "WildTicTacToe": (2, ("",)),
 }
@@ -95,6 +93,10 @@ _NLTK = "downloads NLTK corpora when imported (no network here)"
 _JURY = "needs an OpenRouter API key (an LLM plays the judge or the other side over the network)"
 _PY312 = "does not import on Python 3.11 (its module uses 3.12 f-string syntax)"
 _MANY = "needs three or more players"
+_AFTER = (
+    "cannot be played here: a proposal is the bracket and what follows it ([Propose] $X.XX, [Propose] "
+    "and 8 letters), and a move is the bracketed text alone, so the agent could only accept or reject"
+)
 EXCLUDED: dict[str, str] = {
     "BabyAiText": "imports the `gym` package, which textarena does not install",
     "Bandit": (
@@ -116,6 +118,7 @@ EXCLUDED: dict[str, str] = {
         "lets the player step on a mine in textarena 0.7.4: a mine is an invalid move with a retry, "
         "so guessing costs nothing and boards blown up on still count as cleared"
     ),
+    "NewRecruit": _AFTER,
     "ReverseTicTacToe": _PY312,
     "ScenarioPlanning": _JURY,
     "ScorableGames": "lacks its game configurations in the textarena 0.7.4 wheel",
@@ -130,6 +133,7 @@ EXCLUDED: dict[str, str] = {
     "SpiteAndMalice": "fails in its two-player reset inside textarena ('TwoPlayerState' has no 'logs')",
     "Stratego": "never finishes a reset (textarena 0.7.4)",
     "Taboo": _MANY,
+    "TwoDollar": _AFTER,
     "ThreePlayerGOPS": _MANY,
     "ThreePlayerIPD": _MANY,
     "ThreePlayerTicTacToe": _MANY,
@@ -156,9 +160,7 @@ _NO_RANDOM_OPPONENT = frozenset(
         "TruthAndDeception",  # free-text play
         # Found by resetting as player 1: the side that moves first is told only a template.
         "ColonelBlotto",  # one example allocation, which does not add up to the units to allocate
-        "NewRecruit",  # [Propose] ... templates; [Accept] and [Reject] need a proposal first
         "Tak",  # [ACTION SOURCE ALLOCATION] and stone names, no placement
-        "TwoDollar",  # a proposal is "[Propose] $X.XX": the amount follows the brackets
     }
 )
 """Two-player games the ``"random"`` opponent cannot play: they list no legal moves it can try."""

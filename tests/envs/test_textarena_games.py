@@ -122,9 +122,12 @@ def test_unknown_and_excluded_games_and_a_two_player_game_without_opponent_say_w
         ("Set-v0", "the same card three times"),  # blind [1, 1, 1] scored 20 Sets, a solve on every seed
         ("Bandit-v0-hard", "pays the regret"),  # the worst button paid the most
         ("Minesweeper-v0-small", "a mine is an invalid move with a retry"),  # mines were free
+        # "[Propose] $1.00" reached the game as "[Propose]": the agent could never propose.
+        ("TwoDollar-v0", "the agent could only accept or reject"),
+        ("NewRecruit-v0", "the agent could only accept or reject"),
     ],
 )
-def test_games_textarena_scores_wrongly_are_left_out_with_the_reason(game, why):
+def test_games_the_agent_cannot_win_fairly_are_left_out_with_the_reason(game, why):
     with pytest.raises(KeyError, match=f"is not supported: it .*{re.escape(why)}"):
         game_info(game)
     assert game.split("-v")[0] not in {info.family for info in GAMES.values()}  # no variant of it either
