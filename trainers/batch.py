@@ -26,6 +26,11 @@ from agentenv.types import Failure
 
 logger = logging.getLogger("agentenv.trainers")
 
+MAX_REWARD = 1e12
+"""Rewards past this size (either sign) are left out of the update, as non-finite ones
+are: no reward scale needs them, and their squares and sums overflow the advantages'
+statistics (an OverflowError at 1e154, NaN at 1e308) or the float32 loss."""
+
 __all__ = ["Example", "TrainBatch", "build_examples", "collate", "turn_advantages"]
 
 
@@ -96,13 +101,18 @@ def turn_advantages(
     check_mode("step_mode", step_mode, STEP_ADVANTAGES)
     rewards = [(t.task_reward or 0.0) + (extra_rewards[i] if extra_rewards else 0.0) for i, t in enumerate(trajs)]
     # A non-finite reward (Env.step refuses them, but a trajectory may come from elsewhere)
-    # would make its whole group's advantages NaN: such an episode is invalid, as infra is.
+    # would make its whole group's advantages NaN, and one past MAX_REWARD overflow them:
+    # such an episode is invalid, as infra is.
     finite = [
-        math.isfinite(r) and all(math.isfinite(s) for s in step_rewards(t, w))
+        _usable(r) and all(_usable(s) for s in step_rewards(t, w))
         for r, t, w in zip(rewards, trajs, weights, strict=True)
     ]
     if not all(finite):
-        logger.warning("%d trajectories with a non-finite reward are left out of the update", finite.count(False))
+        logger.warning(
+            "%d trajectories with a reward that is not a finite number within +-%g are left out of the update",
+            finite.count(False),
+            MAX_REWARD,
+        )
     valid = [ok and t.failure is not Failure.INFRA for ok, t in zip(finite, trajs, strict=True)]
     rewards = [r if ok else 0.0 for r, ok in zip(rewards, finite, strict=True)]
     task_adv = adv.group_advantages(rewards, group_ids, mode=task_mode, valid=valid)
@@ -205,3 +215,7 @@ def collate(examples: Sequence[Example], pad_id: int, device: torch.device | str
             lag[i, : n - 1] = torch.tensor(e.lags[1:], dtype=torch.long)
     targets = torch.cat([input_ids[:, 1:], torch.full((b, 1), pad_id, dtype=torch.long)], dim=1)
     return TrainBatch(*(t.to(device) for t in (input_ids, attention, targets, mask, old, advs, lag)))
+
+
+def _usable(reward: float) -> bool:
+    return math.isfinite(reward) and abs(reward) <= MAX_REWARD

@@ -175,17 +175,23 @@ def test_an_infra_trajectory_gets_zero_and_does_not_move_its_group() -> None:
 
 @pytest.mark.parametrize("step_mode", ["none", "gigpo", "per_turn"])
 @pytest.mark.parametrize("where", ["task", "step"])
-def test_a_non_finite_reward_is_left_out_like_infra_and_does_not_spoil_its_group(step_mode, where) -> None:
+@pytest.mark.parametrize("task_mode", ["std", "none"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e308, -1e200], ids=["nan", "inf", "1e308", "-1e200"])
+def test_a_non_finite_or_overflowing_reward_is_left_out_like_infra_and_does_not_spoil_its_group(
+    step_mode, where, task_mode, bad
+) -> None:
+    # Finite but huge rewards raised OverflowError in the group's std (1e200) or made
+    # every advantage of the group NaN (1e308).
     win = _traj([_gen([1], [2])], task_reward=1.0, failure=Failure.NONE, steps=[("a", "b")], progress=[0.0])
     lose = _traj([_gen([1], [2])], task_reward=0.0, steps=[("a", "b")], progress=[0.0])
     broken = _traj(
         [_gen([1], [2])],
-        task_reward=float("nan") if where == "task" else 0.0,
+        task_reward=bad if where == "task" else 0.0,
         steps=[("a", "b")],
-        progress=[float("inf") if where == "step" else 0.0],
+        progress=[bad if where == "step" else 0.0],
     )
     per_turn, _ = turn_advantages(
-        [win, lose, broken], [0, 0, 0], [{}] * 3, task_mode="std", step_mode=step_mode, step_weight=0.5, gamma=1.0
+        [win, lose, broken], [0, 0, 0], [{}] * 3, task_mode=task_mode, step_mode=step_mode, step_weight=0.5, gamma=1.0
     )
     flat = [a for turns in per_turn for a in turns]
     assert all(math.isfinite(a) for a in flat) and flat[2] == 0.0
