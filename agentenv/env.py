@@ -58,7 +58,7 @@ from agentenv.parsers import ActionParser, AutoParser, ParseError
 from agentenv.spaces import ActionSpace, MessagesSpace
 from agentenv.state import State, json_diff
 from agentenv.task import Task, TaskSet, did_you_mean
-from agentenv.tools import ToolSpec, collect_tools
+from agentenv.tools import ToolSpec, collect_tools, non_finite
 from agentenv.types import Action, Failure, Message, ToolCall
 
 __all__ = ["HOOKS", "CallOutcome", "Env", "Snapshot", "Transition"]
@@ -204,6 +204,12 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             if declared is not None:
                 cls.state_type = declared
         cls.tools = collect_tools(cls)
+        for spec in cls.tools.values():
+            if spec.method_name in _BASE_NAMES:
+                raise TypeError(
+                    f"{cls.__name__}.{spec.method_name}() is a tool and would replace Env.{spec.method_name}; name the "
+                    f"method otherwise (the model may still see the name: @tool(name={spec.method_name!r}))"
+                )
 
     def __init__(
         self,
@@ -693,6 +699,13 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             args = spec.args_model.__pydantic_validator__.validate_python(call.arguments)
         except ValidationError as e:
             return CallOutcome(call, call_id, False, error=_validation_message(call.name, e), error_kind="format")
+        except _HOOK_ERRORS as e:  # an argument type's own validator failed on what the policy sent
+            _log_once(type(self), f"the arguments of {call.name!r}", e)
+            error = f"the arguments of {call.name!r} could not be validated: {_describe(e)}"
+            return CallOutcome(call, call_id, False, error=error, error_kind="format")
+        if non_finite(args):  # NaN passes every range check a tool writes (``cost > cash`` is False)
+            error = f"the arguments of {call.name!r} hold NaN or an infinity, which no argument may"
+            return CallOutcome(call, call_id, False, error=error, error_kind="format")
         try:
             result = getattr(self, spec.method_name)(**args.__dict__)
         except ToolError as e:
@@ -795,6 +808,12 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         if ids:
             return [{"role": "tool", "tool_call_id": i, "content": f"Error: {error}"} for i in ids]
         return [{"role": "user", "content": f"Error: {error}"}]
+
+
+_BASE_NAMES = frozenset(dir(Env)) | {"messages", "transitions", "tasks", "parser", "lean", "tool_prompt", "render_mode"}
+"""What `Env` (and gymnasium's) defines, its instances' attributes included: a tool method
+of one of these names would replace it (a ``verify`` tool became the verifier, a
+``state`` tool the state)."""
 
 
 def _answer_text(action: Action) -> str | None:

@@ -7,7 +7,10 @@ Parameter descriptions come from the docstring's ``Args:`` section (Google style
 
 from __future__ import annotations
 
+import dataclasses
+import decimal
 import inspect
+import math
 import re
 import typing
 from collections.abc import Callable
@@ -65,15 +68,56 @@ def tool(fn: F | None = None, *, name: str | None = None, terminal: bool = False
     return mark(fn) if fn is not None else mark
 
 
+def non_finite(value: Any) -> bool:
+    """Whether validated arguments hold NaN or an infinity anywhere: a nested model or
+    dataclass keeps its own config, so ``allow_inf_nan=False`` on the arguments' model
+    does not reach it (nor a string such as ``"nan"`` it coerces to a float)."""
+    stack, seen = [value], 0
+    while stack and seen < _MAX_WALK:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, complex):
+            if not (math.isfinite(item.real) and math.isfinite(item.imag)):
+                return True
+        elif isinstance(item, decimal.Decimal):
+            if not item.is_finite():
+                return True
+        elif isinstance(item, (str, bytes, int)) or item is None:
+            continue
+        elif isinstance(item, BaseModel):
+            stack.extend(item.__dict__.values())
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            stack.extend(getattr(item, f.name) for f in dataclasses.fields(item))
+    return False
+
+
+_MAX_WALK = 100_000
+"""Values looked at, at most: arguments fit in an action of bounded size, so this is never reached."""
+
+
 def collect_tools(cls: type) -> dict[str, ToolSpec]:
     """Build the specs of every method marked with `tool` on ``cls`` and its bases."""
     specs: dict[str, ToolSpec] = {}
     for klass in reversed(cls.__mro__):
+        named: dict[str, str] = {}  # tool name -> the method of this class that declares it
         for attr, value in vars(klass).items():
             marker = getattr(value, _TOOL_ATTR, None)
             if marker is None:
                 continue
             spec = build_spec(value, method_name=attr, **marker)
+            if spec.name in named:  # the later one would silently win
+                raise TypeError(
+                    f"{klass.__name__}: methods {named[spec.name]!r} and {attr!r} are both tool {spec.name!r}"
+                )
+            named[spec.name] = attr
             specs = {k: v for k, v in specs.items() if v.method_name != attr}  # overridden
             specs[spec.name] = spec
     return specs

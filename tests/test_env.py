@@ -309,6 +309,69 @@ def test_the_loop_is_final(method):
         type("Bad", (Env,), {method: lambda self, *a, **k: None})
 
 
+@pytest.mark.parametrize("name", ["verify", "is_done", "state", "tools", "messages", "render", "tool_schemas"])
+def test_a_tool_method_cannot_replace_what_env_defines(name):
+    # A `verify` tool became the verifier (a policy that did nothing scored 1.0), a
+    # `tools` tool broke every call; check_env passed both.
+    def method(self, x: int = 0) -> str:
+        """A tool."""
+        return "ok"
+
+    with pytest.raises(TypeError, match=f"Bad.{name}\\(\\) is a tool and would replace Env.{name}"):
+        type("Bad", (Env,), {name: tool(method)})
+    type("Fine", (Env,), {"check": tool(name=name)(method)})  # the model may see the name
+
+
+def test_two_methods_of_one_class_cannot_be_the_same_tool():
+    def one(self) -> str:
+        """One."""
+        return "1"
+
+    with pytest.raises(TypeError, match="methods 'a' and 'b' are both tool 'go'"):
+        type("Bad", (Env,), {"a": tool(name="go")(one), "b": tool(name="go")(one)})
+
+
+def test_an_argument_validator_that_raises_is_a_format_error_never_a_crash():
+    from typing import Annotated
+
+    from pydantic import AfterValidator
+
+    class Lookup(CounterEnv):
+        @tool
+        def find(self, key: Annotated[str, AfterValidator(lambda k: {"a": "A"}[k])]) -> str:
+            """Find a key."""
+            return key
+
+    env = Lookup()
+    env.reset(seed=0)
+    obs, *_, info = env.step(tool_call_text("find", key="zzz"))  # KeyError in the validator
+    assert info["error_kind"] == "format" and "could not be validated: KeyError" in obs[0]["content"]
+    assert env.step(tool_call_text("find", key="a"))[4]["error_kind"] is None
+
+
+def test_nan_is_refused_at_every_depth_of_an_argument():
+    from pydantic import BaseModel
+
+    class Order(BaseModel):
+        cost: float
+
+    class Shop(CounterEnv):
+        @tool
+        def buy(self, order: Order) -> str:
+            """Buy."""
+            if order.cost <= 0 or order.cost > 10:  # NaN passes both checks
+                raise agentenv.ToolError("out of range")
+            return "bought"
+
+    env = Shop()
+    for cost in ("nan", "-inf", float("nan")):  # the nested model keeps its own config and coerces strings
+        env.reset(seed=0)
+        *_, info = env.step(ToolCall(name="buy", arguments={"order": {"cost": cost}}))
+        assert info["error_kind"] == "format" and "NaN or an infinity" in info["error"]
+    assert env.step(ToolCall(name="buy", arguments={"order": {"cost": 5}}))[4]["error_kind"] is None
+    json.loads(env.snapshot().model_dump_json())
+
+
 def test_tool_schema_comes_from_signature_and_docstring():
     fn = CounterEnv.tools["add"].schema["function"]
     assert fn["name"] == "add" and fn["description"] == "Add to the counter."

@@ -281,8 +281,8 @@ class BrowserEnv(Env[BrowserState]):
             self.state.history = history
             raise
 
-    @tool(terminal=True)
-    def answer(self, text: AnswerText) -> str:
+    @tool(name="answer", terminal=True)  # the method's own name would replace Env.answer
+    def give_answer(self, text: AnswerText) -> str:
         """Finish the task and give your final answer (or a short note when the task asked for no information).
 
         Args:
