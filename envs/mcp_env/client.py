@@ -60,9 +60,20 @@ __all__ = ["LINGER_S", "MCPClient", "ToolResult", "acquire", "release", "shutdow
 T = TypeVar("T")
 logger = logging.getLogger("agentenv.envs.mcp_env")
 
-_TRANSPORT_CODES = (mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT)
 _CLOSE_TIMEOUT_S = 10.0
 _STDERR_TAIL = 600
+
+
+def _transport_failed(error: MCPError) -> bool:
+    """Whether ``error`` is the SDK's own word that the connection closed or a request
+    timed out. JSON-RPC leaves -32000 to -32099 to servers for their own errors, so a
+    live server answering "no such key" with -32000 is a tool error, never infra: the
+    code alone cannot say, the SDK's message with it does."""
+    if error.code == mcp_types.CONNECTION_CLOSED:
+        return error.message == "Connection closed"
+    if error.code == mcp_types.REQUEST_TIMEOUT:
+        return error.message.startswith("Request ") and error.message.endswith(" timed out")
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +312,7 @@ class MCPClient:
             self.broken = True
             raise InfraError(f"the MCP server did not answer {what} within {timeout_s:g} s") from None
         except MCPError as e:
-            if e.code in _TRANSPORT_CODES:
+            if _transport_failed(e):
                 self.broken = True
                 raise InfraError(
                     f"the MCP server's connection failed on {what}: {e.message}{self._exit_note()}"

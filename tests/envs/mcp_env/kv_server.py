@@ -15,6 +15,7 @@ import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 
 server = MCPServer("kv", log_level="ERROR")
 store: dict[str, str] = {}
@@ -27,6 +28,15 @@ def put(key: str, value: str) -> str:
     calls.append("put")
     store[key] = value
     return "ok"
+
+
+@server.tool()
+def lookup(key: str) -> str:
+    """The value under a key; a missing key is a JSON-RPC error of the server's own (-32000)."""
+    calls.append("lookup")
+    if key not in store:
+        raise MCPError(code=-32000, message=f"no such key: {key}")
+    return store[key]
 
 
 @server.tool()

@@ -17,7 +17,8 @@ def served(env: KVEnv) -> list[str]:
 
 def test_the_agent_sees_the_servers_tools_with_their_schemas(kv_env: KVEnv) -> None:
     obs, _ = kv_env.reset(seed=0)
-    assert set(kv_env.tools) == {"put", "get", "echo", "double", "nap", "boom"}  # hidden and reset tools left out
+    # Hidden and reset tools left out.
+    assert set(kv_env.tools) == {"put", "get", "lookup", "echo", "double", "nap", "boom"}
     put = kv_env.tools["put"].schema["function"]
     assert put["description"] == "Store a value under a key."
     assert put["parameters"]["properties"]["key"] == {"type": "string"}
@@ -48,6 +49,20 @@ def test_an_is_error_result_is_a_tool_error_not_infra(kv_env: KVEnv) -> None:
     assert info["error_kind"] == "tool" and "no key 'missing'" in obs[0]["content"]
     assert not truncated and info["failure"] is None and reward == 0.0
     assert kv_env.state.tool_errors == 1
+
+
+def test_a_json_rpc_error_of_a_live_servers_own_is_a_tool_error_not_infra(kv_env: KVEnv) -> None:
+    # -32000 is CONNECTION_CLOSED to the SDK, but JSON-RPC leaves -32000..-32099 to
+    # servers: asking for a missing key ended the episode as infra and restarted the server.
+    kv_env.reset(seed=0)
+    starts = kv_env.mcp.starts
+    obs, _, terminated, truncated, info = kv_env.step(tool_call_text("lookup", key="nope"))
+    assert info["error_kind"] == "tool" and info["failure"] is None and not (terminated or truncated)
+    assert "no such key: nope" in obs[0]["content"]
+    kv_env.step(tool_call_text("put", key="k", value="v"))
+    assert kv_env.step(tool_call_text("lookup", key="k"))[0][0]["content"] == "v"
+    kv_env.reset(seed=0)
+    assert kv_env.mcp.starts == starts  # the same server, never taken for broken
 
 
 def test_a_tool_that_raises_inside_the_server_is_a_tool_error(kv_env: KVEnv) -> None:
