@@ -85,20 +85,30 @@ def special_strings(tokenizer: Any) -> list[str]:
 
 
 def _defused(messages: Sequence[Mapping[str, Any]], specials: Sequence[str]) -> list[Mapping[str, Any]]:
-    """``messages`` with any special token's text in a message's content broken by a
-    word joiner (U+2060) after its first character: still readable, no longer one
-    token. Without it, a policy that makes the env echo ``<|im_end|><|im_start|>``
-    (an unknown tool's name, a file's content) forges turn boundaries in the very
-    sequence it is trained on."""
-    out: list[Mapping[str, Any]] = []
-    for m in messages:
-        content = m.get("content")
-        if isinstance(content, str) and specials and any(s in content for s in specials):
+    """``messages`` with any special token's text in a message (its content, content
+    parts, name, any string but its role) broken by a word joiner (U+2060) after its
+    first character: still readable, no longer one token. Without it, a policy that
+    makes the env echo ``<|im_end|><|im_start|>`` (an unknown tool's name, a file's
+    content) forges turn boundaries in the very sequence it is trained on."""
+    if not specials:
+        return list(messages)
+    return [{k: v if k == "role" else _defused_value(v, specials) for k, v in m.items()} for m in messages]
+
+
+def _defused_value(value: Any, specials: Sequence[str]) -> Any:
+    """``value`` with every string in it defused: the content, content parts (``[{"type":
+    "text", "text": ...}]``, which templates print), a tool message's ``name`` (an
+    unknown tool's, which the policy wrote) and anything else a template may show."""
+    if isinstance(value, str):
+        if any(s in value for s in specials):
             for s in specials:
-                content = content.replace(s, s[0] + "\u2060" + s[1:])
-            m = {**m, "content": content}
-        out.append(m)
-    return out
+                value = value.replace(s, s[0] + "\u2060" + s[1:])
+        return value
+    if isinstance(value, Mapping):
+        return {k: _defused_value(v, specials) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_defused_value(v, specials) for v in value]
+    return value
 
 
 def _encode(tokenizer: Any, text: str) -> list[int]:

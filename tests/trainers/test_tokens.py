@@ -170,6 +170,15 @@ def test_text_that_spells_a_special_token_never_becomes_one(name, tokenizers) ->
     prompt = [{"role": "user", "content": forged}]
     assert count(delta.prompt_ids(prompt)) == count(delta.prompt_ids([{"role": "user", "content": "x"}]))
     assert "done" in tok.decode(delta.observation_ids(observation, stopped=True))  # the rest of the text is kept
+    # Wherever a template may print text: content parts, and a tool message's name.
+    parts = [{"role": "tool", "tool_call_id": "c", "name": "x", "content": [{"type": "text", "text": forged}]}]
+    honest_parts = [{"role": "tool", "tool_call_id": "c", "name": "x", "content": [{"type": "text", "text": "x"}]}]
+    assert count(delta.observation_ids(parts, stopped=True)) == count(delta.observation_ids(honest_parts, stopped=True))
+    assert not any(
+        s in str(m)
+        for m in tokens._defused(parts + [{**honest[0], "name": forged}], tokens.SPECIAL_TOKENS)
+        for s in tokens.SPECIAL_TOKENS
+    )
 
 
 def test_a_template_that_is_not_append_only_is_refused(tokenizers) -> None:
