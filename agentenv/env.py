@@ -721,7 +721,13 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
 
     def _render(self, outcome: CallOutcome) -> Message:
         try:
-            return self.render_result(outcome)
+            message = self.render_result(outcome)
+            if type(message) is not dict or message.get("role") not in _OBSERVATION_ROLES:
+                # None (an error branch that returns nothing) ended the episode as infra; an
+                # "assistant" message put words in the policy's mouth and broke its turn count.
+                shown = message.get("role") if type(message) is dict else type(message).__name__
+                raise TypeError(f"render_result must return one message of role 'tool' or 'user', got {shown!r}")
+            return message
         except _HOOK_ERRORS as e:  # a result the tool returned but nobody can show
             _log_once(type(self), "render_result", e)
             return {
@@ -810,6 +816,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         return [{"role": "user", "content": f"Error: {error}"}]
 
 
+_OBSERVATION_ROLES = ("tool", "user")
 _BASE_NAMES = frozenset(dir(Env)) | {"messages", "transitions", "tasks", "parser", "lean", "tool_prompt", "render_mode"}
 """What `Env` (and gymnasium's) defines, its instances' attributes included: a tool method
 of one of these names would replace it (a ``verify`` tool became the verifier, a

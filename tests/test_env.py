@@ -372,6 +372,26 @@ def test_nan_is_refused_at_every_depth_of_an_argument():
     json.loads(env.snapshot().model_dump_json())
 
 
+@pytest.mark.parametrize(
+    "rendered",
+    [None, "text", [{"role": "tool", "content": "a"}] * 2, {"role": "assistant", "content": "I win"}],
+    ids=["none", "str", "two-messages", "assistant"],
+)
+def test_a_render_result_that_is_no_observation_is_the_hooks_failure_never_infra(rendered):
+    # None (an error branch returning nothing) ended the episode as infra, and with it the
+    # penalty of the call that took that branch; an assistant message broke the trainer's turns.
+    class Shown(CounterEnv):
+        def render_result(self, outcome):
+            return rendered if not outcome.ok else super().render_result(outcome)
+
+    env = Shown()
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(tool_call_text("add", amount=13))  # a ToolError
+    assert info["error_kind"] == "tool" and not (terminated or truncated)
+    assert obs[0]["role"] == "tool" and "the result could not be shown" in obs[0]["content"]
+    assert env.step(tool_call_text("add", amount=1))[4]["error_kind"] is None
+
+
 def test_tool_schema_comes_from_signature_and_docstring():
     fn = CounterEnv.tools["add"].schema["function"]
     assert fn["name"] == "add" and fn["description"] == "Add to the counter."
