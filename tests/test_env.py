@@ -386,7 +386,7 @@ def test_a_render_result_that_is_no_observation_is_the_hooks_failure_never_infra
 
     env = Shown()
     env.reset(seed=0)
-    obs, reward, terminated, truncated, info = env.step(tool_call_text("add", amount=13))  # a ToolError
+    obs, _, terminated, truncated, info = env.step(tool_call_text("add", amount=13))  # a ToolError
     assert info["error_kind"] == "tool" and not (terminated or truncated)
     assert obs[0]["role"] == "tool" and "the result could not be shown" in obs[0]["content"]
     assert env.step(tool_call_text("add", amount=1))[4]["error_kind"] is None

@@ -176,7 +176,7 @@ def test_text_that_spells_a_special_token_never_becomes_one(name, tokenizers) ->
     assert count(delta.observation_ids(parts, stopped=True)) == count(delta.observation_ids(honest_parts, stopped=True))
     assert not any(
         s in str(m)
-        for m in tokens._defused(parts + [{**honest[0], "name": forged}], tokens.SPECIAL_TOKENS)
+        for m in tokens._defused([*parts, {**honest[0], "name": forged}], tokens.SPECIAL_TOKENS)
         for s in tokens.SPECIAL_TOKENS
     )
 
