@@ -22,7 +22,7 @@ class ProposerConfig(BaseModel):
     every_steps: int = Field(10, ge=1, description="ask for proposals after every this many steps")
     max_tasks: int = Field(4, ge=1, le=64, description="proposals asked for per call")
     max_clusters: int = Field(4, ge=1, le=32, description="failure clusters shown per call")
-    timeout_s: float = Field(60.0, gt=0, description="HTTP timeout of one call")
+    timeout_s: float = Field(60.0, gt=0, description="deadline of one whole call (not per read)")
     temperature: float = Field(0.7, ge=0, le=2, description="sampling temperature of the proposer model")
 
 

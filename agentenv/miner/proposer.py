@@ -3,29 +3,51 @@
 Failures are clustered by (family, failure kind, break turn); the proposer sends
 the largest clusters, each with example tasks, to an OpenAI-compatible chat
 endpoint over httpx and asks for JSON task proposals. Nothing it returns is
-trusted: the reply must parse as JSON, each proposal is validated by a strict
-pydantic model, must name one of the example tasks it imitates (which fixes its
-env and metadata), and then passes the same validation as any variant (the
-oracle solves it) before it enters the pool. A bad reply is logged in the result,
-never raised into the training loop.
+trusted: the call has one deadline (``timeout_s`` for the whole reply, not per
+read) and the reply a size cap (`MAX_REPLY_BYTES`, uncompressed); it must parse
+as JSON without NaN or infinity (written back, the task would hold null there);
+each proposal is validated by a strict pydantic model (its payload at most
+`MAX_PAYLOAD_CHARS` as JSON), must name one of the example tasks it imitates
+(which fixes its env and metadata), and then passes the same validation as any
+variant (the oracle solves it) before it enters the pool. A bad reply is logged
+in the result, never raised into the training loop.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentenv import _safejson
 from agentenv.miner.variants import stable_hash
-from agentenv.task import Task
+from agentenv.task import MAX_DEPTH, Task
 
-__all__ = ["FailureCluster", "OpenAIProposer", "Proposal", "ProposalBatch", "cluster_failures"]
+__all__ = [
+    "MAX_PAYLOAD_CHARS",
+    "MAX_REPLY_BYTES",
+    "FailureCluster",
+    "OpenAIProposer",
+    "Proposal",
+    "ProposalBatch",
+    "ProposedTask",
+    "ProposerResult",
+    "cluster_failures",
+]
+
+MAX_PAYLOAD_CHARS = 64 * 1024
+"""A proposal's payload as compact JSON, at most: 18x the largest bundled task's
+(a code-v0 task, ~3.5k); a payload is kept in the pool and every checkpoint."""
+MAX_REPLY_BYTES = 8 * 2**20
+"""The reply, at most: 64 proposals of a 20k-character prompt and a full payload
+are ~5.4 M characters; the rest is room for JSON escapes."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,19 @@ class Proposal(BaseModel):
     prompt: str = Field(min_length=1, max_length=20_000)
     payload: dict[str, Any]
 
+    @field_validator("payload")
+    @classmethod
+    def _writable(cls, payload: dict[str, Any]) -> dict[str, Any]:
+        """Refuses NaN and infinity (a checkpoint would write null there: another task
+        after resuming) and a payload past `MAX_PAYLOAD_CHARS`."""
+        try:
+            size = len(json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+        except ValueError:
+            raise ValueError("the payload holds NaN or infinity, which JSON cannot write back") from None
+        if size > MAX_PAYLOAD_CHARS:
+            raise ValueError(f"the payload is {size} characters as JSON; the limit is {MAX_PAYLOAD_CHARS}")
+        return payload
+
 
 class ProposalBatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -69,11 +104,41 @@ class ProposalBatch(BaseModel):
     tasks: list[Proposal] = Field(max_length=64)
 
 
+class _Message(BaseModel):
+    content: Any = None
+
+
+class _Choice(BaseModel):
+    message: _Message
+
+
+class _Completion(BaseModel):
+    """The part of an OpenAI chat completion the proposer reads (other fields ignored)."""
+
+    choices: list[_Choice] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class ProposedTask:
+    task: Task
+    like: Task
+    """The example it imitates, which fixes its env: carried, since ids may hold any text
+    (an id parsed back out of ``task.id`` can name another task)."""
+
+
 @dataclass
 class ProposerResult:
-    tasks: list[Task]
+    proposed: list[ProposedTask]
     """Well-formed proposals (still to be validated by the miner)."""
     errors: list[str]
+
+    @property
+    def tasks(self) -> list[Task]:
+        return [p.task for p in self.proposed]
+
+
+class _ReplyRefused(Exception):
+    """The reply broke the deadline, the size cap or the encoding asked for."""
 
 
 SYSTEM = (
@@ -100,6 +165,7 @@ class OpenAIProposer:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.timeout_s = timeout_s
         self.max_tasks = max_tasks
         self.temperature = temperature
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -121,12 +187,41 @@ class OpenAIProposer:
             ],
         }
         try:
-            response = self._client.post(f"{self.base_url}/chat/completions", json=body)
-            response.raise_for_status()
-            content = response.json()["choices"][0]["message"]["content"]
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as e:
+            reply = self._post(body)
+        except _ReplyRefused as e:
+            return ProposerResult([], [f"request failed: {e}"])
+        except httpx.HTTPError as e:
             return ProposerResult([], [f"request failed: {type(e).__name__}: {e}"])
+        try:
+            content = _Completion.model_validate_json(reply).choices[0].message.content
+        except ValidationError as e:
+            return ProposerResult([], [f"malformed completion: {e.errors()[0]['msg']}"])
         return parse_proposals(content, examples, self.max_tasks)
+
+    def _post(self, body: dict[str, Any]) -> bytes:
+        """The reply's body, read within ``timeout_s`` in all and at most `MAX_REPLY_BYTES`.
+
+        httpx's timeout bounds each read, so a server sending a byte at a time would
+        hold the training step forever; the deadline is checked as the body streams
+        in. The body is asked for uncompressed and read raw: a compressed one could
+        inflate past any cap within a single read, so it is refused."""
+        deadline = time.monotonic() + self.timeout_s
+        url = f"{self.base_url}/chat/completions"
+        with self._client.stream("POST", url, json=body, headers={"Accept-Encoding": "identity"}) as response:
+            response.raise_for_status()
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding != "identity":
+                raise _ReplyRefused(f"a {encoding!r}-encoded reply; the proposer asks for and reads only identity")
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_raw():
+                size += len(chunk)
+                if size > MAX_REPLY_BYTES:
+                    raise _ReplyRefused(f"the reply is over {MAX_REPLY_BYTES} bytes")
+                if time.monotonic() > deadline:
+                    raise _ReplyRefused(f"no complete reply within timeout_s={self.timeout_s} s")
+                chunks.append(chunk)
+        return b"".join(chunks)
 
 
 def parse_proposals(content: Any, examples: Mapping[str, Task], max_tasks: int) -> ProposerResult:
@@ -134,25 +229,34 @@ def parse_proposals(content: Any, examples: Mapping[str, Task], max_tasks: int) 
     if not isinstance(content, str):
         return ProposerResult([], [f"expected text content, got {type(content).__name__}"])
     try:
-        batch = ProposalBatch.model_validate_json(_strip_fence(content))
+        batch = ProposalBatch.model_validate(_safejson.loads(_strip_fence(content), max_depth=MAX_DEPTH))
+    except _safejson.UnsafeJSON as e:
+        return ProposerResult([], [f"malformed reply: {e}"])
     except ValidationError as e:
-        return ProposerResult([], [f"malformed reply: {e.errors()[0]['msg']}"])
-    tasks, errors = [], []
+        error = e.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        return ProposerResult(
+            [], [f"malformed reply: {where}: {error['msg']}" if where else f"malformed reply: {error['msg']}"]
+        )
+    proposed, errors = [], []
     for i, proposal in enumerate(batch.tasks[:max_tasks]):
         like = examples.get(proposal.like)
         if like is None:
             errors.append(f"proposal {i}: 'like' names {proposal.like!r}, not one of the examples")
             continue
         digest = f"{json.dumps(proposal.payload, sort_keys=True)}|{proposal.prompt}"
-        tasks.append(
-            Task(
+        try:
+            task = Task(
                 id=f"{like.id}~p{stable_hash(digest):08x}",
                 prompt=proposal.prompt,
                 payload=proposal.payload,
                 metadata=like.metadata,
             )
-        )
-    return ProposerResult(tasks, errors)
+        except ValidationError as e:  # an example id near the length limit
+            errors.append(f"proposal {i}: {e.errors()[0]['msg']}")
+            continue
+        proposed.append(ProposedTask(task, like))
+    return ProposerResult(proposed, errors)
 
 
 def _strip_fence(text: str) -> str:

@@ -263,13 +263,16 @@ class MinerSampler(TaskSampler):
         clusters = cluster_failures(triples)[: self.config.proposer.max_clusters]
         result = self.proposer.propose(clusters)
         counts["proposal_errors"] += len(result.errors)
-        for task in result.tasks:
-            like = task.id.split("~p", 1)[0]
-            source = where.get(like)
+        for proposed in result.proposed:
+            task = proposed.task
+            source = where.get(proposed.like.id)
             validate = self.validators[source] if source is not None else None
-            if source is None or validate is None or validate(task) is not None:
+            # An id already taken is refused: evicting the proposal later would forget
+            # that task's ledger record (a train task's history, or a mined task's).
+            taken = task.id in self.train_tasks or task.id in self.mined
+            if taken or source is None or validate is None or validate(task) is not None:
                 counts["rejected"] += 1
-            elif task.id not in self.mined:
+            else:
                 self._add(MinedTask(task=task, source=source, origin="proposed"))
                 counts["proposed"] += 1
         return counts

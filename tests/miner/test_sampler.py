@@ -153,3 +153,69 @@ def test_importance_weights_undo_the_prioritisation():
     weighted = sum(d.weight * (d.task.id in learnable) for d in draws) / len(draws)
     assert plain > 0.6, plain  # the miner favours them...
     assert abs(weighted - 5 / 12) < 0.05, weighted  # ...and the weights give back the uniform average
+
+
+def _proposing_sampler(sources, replies):
+    """A miner whose proposer answers each call with the next of ``replies`` (lists of proposals)."""
+    from tests.openai_server import OpenAIServer, chat_reply
+
+    answers = iter(replies)
+    server = OpenAIServer(lambda request: chat_reply(json.dumps({"tasks": next(answers)}))).start()
+    proposer = {"base_url": server.base_url, "model": "m", "every_steps": 1}
+    return server, MinerSampler(sources, 0, MinerConfig(resume=False, variants=False, proposer=proposer))
+
+
+def test_a_proposal_whose_id_is_taken_is_refused():
+    # Evicting it later would forget the record of the task that holds the id.
+    from agentenv import Task, TaskSet
+    from agentenv.envs.arithmetic import ArithmeticEnv
+    from agentenv.miner.variants import stable_hash
+
+    base = ArithmeticEnv().tasks[0]
+    five = {"prompt": "Compute 2 + 3.", "payload": {"steps": [[2, "+", 3, 5]], "intermediates": [5], "answer": 5}}
+    eight = {"prompt": "Compute 4 + 4.", "payload": {"steps": [[4, "+", 4, 8]], "intermediates": [8], "answer": 8}}
+    digest = f"{json.dumps(five['payload'], sort_keys=True)}|{five['prompt']}"
+    promoted = Task(id=f"{base.id}~p{stable_hash(digest):08x}", metadata=base.metadata, **five)  # in the train file
+    server, sampler = _proposing_sampler(
+        [Src("arith", TaskSet([base, promoted]), ArithmeticEnv, env_id="arithmetic-v0")],
+        [[{"like": base.id, **five}, {"like": base.id, **eight}], [{"like": base.id, **eight}]],
+    )
+    try:
+        sampler.update(0, [traj(base)])
+        assert (sampler.metrics()["miner/new/proposed"], sampler.metrics()["miner/new/rejected"]) == (1, 1)
+        sampler.update(1, [traj(base)])  # the same proposal again: already mined
+        assert (sampler.metrics()["miner/new/proposed"], sampler.metrics()["miner/new/rejected"]) == (0, 1)
+    finally:
+        sampler.close()
+        server.stop()
+    assert promoted.id not in sampler.mined and len(sampler.mined) == 1
+
+
+def test_a_proposal_runs_in_the_env_of_the_example_it_names():
+    # Its id is LIKE~pHASH, but an id may hold '~p' itself: the example is carried, not parsed back.
+    from agentenv import TaskSet
+    from agentenv.envs.arithmetic import ArithmeticEnv
+
+    arith = ArithmeticEnv().tasks[0].model_copy(update={"id": "q~p1"})
+    guess = TASKS[0].model_copy(update={"id": "q"})
+    sum_ = {"steps": [[2, "+", 3, 5]], "intermediates": [5], "answer": 5}
+    server, sampler = _proposing_sampler(
+        [
+            Src("arith", TaskSet([arith]), ArithmeticEnv, env_id="arithmetic-v0"),
+            Src("guess", TaskSet([guess]), GuessNumberEnv, env_id="guess-number-v0"),
+        ],
+        [
+            [
+                {"like": "q~p1", "prompt": "Compute 2 + 3.", "payload": sum_},
+                {"like": "q~p1", "prompt": "Find it (1..16).", "payload": {"high": 16, "secret": 3}},
+            ]
+        ],
+    )
+    try:
+        sampler.update(0, [traj(arith), traj(guess)])
+    finally:
+        sampler.close()
+        server.stop()
+    [mined] = sampler.mined.values()
+    assert mined.source == 0 and mined.task.payload == sum_ and mined.task.metadata == arith.metadata
+    assert sampler.metrics()["miner/new/rejected"] == 1  # a guessing task is no arithmetic task
