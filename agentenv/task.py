@@ -17,18 +17,31 @@ import hashlib
 import io
 import json
 import math
+import unicodedata
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Annotated, Any, overload
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from agentenv import _safejson
-from agentenv.errors import TaskFileError
+from agentenv.errors import EnvArgumentError, TaskFileError
 
 __all__ = ["Task", "TaskMeta", "TaskSet"]
+
+
+def _printable(label: str) -> str:
+    """Families and tags are printed as they are by the CLIs (``agentenv miner show``, eval
+    tables): a control character from a task file could clear the terminal or forge a row."""
+    bad = next((c for c in label if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise ValueError(f"control character U+{ord(bad):04X} in {label[:40]!r}; use printable text")
+    return label
+
+
+Label = Annotated[str, AfterValidator(_printable)]
 
 
 class TaskMeta(BaseModel):
@@ -36,9 +49,9 @@ class TaskMeta(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    family: str = "default"
+    family: Label = "default"
     difficulty: int = Field(default=0, ge=0, description="0 = easiest")
-    tags: tuple[str, ...] = ()
+    tags: tuple[Label, ...] = ()
 
 
 class Task(BaseModel):
@@ -61,6 +74,25 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     ids, tool names, env keyword arguments), so they all read alike."""
     close = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
     return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def curriculum_slice(tasks: TaskSet, difficulties: object, *, env: str) -> TaskSet:
+    """The tasks whose difficulty is in ``difficulties``: an env's ``difficulties=`` argument.
+
+    Checked here, in one line naming the argument (`EnvArgumentError`), because it
+    often comes from a config file, where ``difficulties = 2`` is a natural typo for
+    ``[2]``: filtering with it failed deep inside the env with a bare TypeError, and a
+    slice that matched no task made an env with nothing to sample."""
+    if isinstance(difficulties, (str, bytes)) or not isinstance(difficulties, Iterable):
+        raise EnvArgumentError(f"{env}: difficulties must be a list of ints, e.g. [2], got {difficulties!r}")
+    wanted = list(difficulties)
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in wanted):
+        raise EnvArgumentError(f"{env}: difficulties must be a list of ints, e.g. [2], got {wanted!r}")
+    sliced = tasks.filter(lambda t: t.metadata.difficulty in wanted)
+    if not sliced:
+        have = sorted({t.metadata.difficulty for t in tasks})
+        raise EnvArgumentError(f"{env}: difficulties {wanted} match no task; the tasks have difficulties {have}")
+    return sliced
 
 
 class TaskSet(Sequence[Task]):
@@ -174,6 +206,9 @@ class TaskSet(Sequence[Task]):
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_LINE_BYTES = 64 << 20
 """A longer line is refused: it would be read whole, and a small gzip can hold gigabytes of one line."""
+MAX_GZIP_RATIO = 100
+"""A gzipped file may inflate to this many times its size (or `MAX_LINE_BYTES`, if more):
+text JSONL inflates ~3-20x, a gzip bomb ~1000x, and every line read is kept in memory."""
 MAX_DEPTH = 100
 """Deeper JSON is refused: pydantic cannot write a task nested ~250 deep back out, and no real task nests so deep."""
 
@@ -182,17 +217,29 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line of ``path``, gunzipped if it starts with the gzip magic.
 
     A missing or unreadable file raises the usual OSError; bytes that are not UTF-8,
-    a corrupt or truncated gzip stream or an overlong line raise `TaskFileError`."""
-    lineno = 0
+    a corrupt or truncated gzip stream, one inflating past `MAX_GZIP_RATIO` or an
+    overlong line raise `TaskFileError`. A leading UTF-8 byte order mark is dropped."""
+    lineno = inflated = 0
     with path.open("rb") as raw:
         gzipped = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
         stream: io.BufferedIOBase = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
+        size = path.stat().st_size
+        max_inflated = max(MAX_GZIP_RATIO * size, MAX_LINE_BYTES)
         try:
             while line := stream.readline(MAX_LINE_BYTES + 1):
                 lineno += 1
                 if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
                     raise TaskFileError(f"{path}:{lineno}: line longer than {MAX_LINE_BYTES} bytes")
+                inflated += len(line)
+                if gzipped and inflated > max_inflated:
+                    raise TaskFileError(
+                        f"{path}: gzip data inflates past {max_inflated} bytes (the bound for a {size}-byte file: "
+                        f"{MAX_GZIP_RATIO}x its size, at least {MAX_LINE_BYTES}), likely a gzip bomb; "
+                        "if it is meant to be this large, gunzip it and load the plain file"
+                    )
+                if lineno == 1:
+                    line = line.removeprefix(b"\xef\xbb\xbf")  # the UTF-8 BOM some editors write
                 try:
                     text = line.decode("utf-8")
                 except UnicodeDecodeError as e:

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, tool, tool_call_text
+from agentenv.task import curriculum_slice
 
 OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 Operand = Annotated[int, Field(ge=-(10**12), le=10**12)]
@@ -39,7 +40,7 @@ class ArithmeticEnv(Env[ArithmeticState]):
 
     def __init__(self, tasks: TaskSet | None = None, *, difficulties: Sequence[int] | None = None, **kwargs) -> None:
         if tasks is None and difficulties is not None:  # a curriculum slice of the default tasks
-            tasks = _default_tasks().filter(lambda t: t.metadata.difficulty in difficulties)
+            tasks = curriculum_slice(_default_tasks(), difficulties, env=type(self).__name__)
         super().__init__(tasks, **kwargs)
         self._gold_calls: list[bool] = []  # this step's calculations: was each a new gold step?
 

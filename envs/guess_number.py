@@ -25,6 +25,7 @@ from agentenv import (
     tool,
     tool_call_text,
 )
+from agentenv.task import curriculum_slice
 
 
 class GuessState(State):
@@ -50,7 +51,7 @@ class GuessNumberEnv(Env[GuessState]):
         """``show_range``: the feedback also names the interval still possible
         ("higher: 9..16"), so the next guess needs only the last observation."""
         if tasks is None and difficulties is not None:  # a curriculum slice of the default tasks
-            tasks = _default_tasks().filter(lambda t: t.metadata.difficulty in difficulties)
+            tasks = curriculum_slice(_default_tasks(), difficulties, env=type(self).__name__)
         self.show_range = show_range
         super().__init__(tasks, **kwargs)
 

@@ -185,3 +185,33 @@ def test_a_surrogate_pair_is_ordinary_text(tmp_path):
     path = tmp_path / "tasks.jsonl"
     path.write_text('{"id": "a", "prompt": "\\ud83d\\ude00"}\n')
     assert TaskSet.from_jsonl(path)[0].prompt == "\U0001f600"
+
+
+def test_a_gzip_bomb_is_refused_by_its_inflated_size_not_read_whole(tmp_path, monkeypatch):
+    import agentenv.task
+
+    monkeypatch.setattr(agentenv.task, "MAX_LINE_BYTES", 1 << 20)  # the floor of the bound, scaled down
+    lines = "".join(json.dumps({"id": f"t{i}", "prompt": "A" * 10_000}) + "\n" for i in range(300))
+    path = _gzipped(tmp_path / "tasks.jsonl.gz", lines)  # 3 MB inflated, >100x its size
+    with pytest.raises(TaskFileError, match=r"tasks.jsonl.gz: gzip data inflates past \d+ bytes .*gunzip it"):
+        TaskSet.from_jsonl(path)
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzipped"])
+def test_a_leading_utf8_byte_order_mark_is_accepted(tmp_path, compress):
+    data = "\ufeff".encode() + b'{"id": "a", "prompt": "p"}\n{"id": "b", "prompt": "q"}\n'
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(gzip.compress(data) if compress else data)
+    assert TaskSet.from_jsonl(path).ids == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "field"),
+    [({"family": "evil\x1b[2J"}, "metadata.family"), ({"tags": ["ok", "two\nlines"]}, "metadata.tags.1")],
+)
+def test_control_characters_in_a_family_or_tag_are_refused_naming_the_field(tmp_path, metadata, field):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({"id": "a", "prompt": "p", "metadata": metadata}) + "\n")
+    with pytest.raises(TaskFileError, match=rf"tasks.jsonl:1: field '{field}': .*control character U\+00"):
+        TaskSet.from_jsonl(path)
+    assert Task(id="a", prompt="p", metadata={"family": "数学 café", "tags": ["a b"]}).metadata.family == "数学 café"

@@ -312,6 +312,9 @@ class GRPOConfig(BaseModel):
         bad = [f"weight of env {env_id!r} must be > 0, got {w}" for env_id, w in envs.items() if not 0 < w < math.inf]
         if bad:
             raise ValueError("; ".join(bad))
+        # Each finite, they can still sum to infinity; the trainer and the miner divide by the sum.
+        if not math.isfinite(sum(envs.values())):
+            raise ValueError("the env weights sum to infinity; use smaller ones (only their ratios matter), e.g. 1.0")
         return envs
 
     @field_validator("model")

@@ -40,8 +40,11 @@ class UniformSampler(TaskSampler):
     def __init__(self, sources: Sequence[Source], seed: int) -> None:
         self.sources = list(sources)
         self.seed = seed
-        total = sum(s.weight for s in self.sources)
-        self.p = np.array([s.weight / total for s in self.sources])
+        # Scaled by the largest first: weights that are each finite can sum to infinity
+        # (1e308 twice), which made every probability 0.
+        weights = np.array([s.weight for s in self.sources], dtype=float)
+        weights /= weights.max()
+        self.p = weights / weights.sum()
 
     def sample(self, step: int, round_: int, n_groups: int) -> list[Draw]:
         rng = np.random.default_rng([self.seed, step, round_])

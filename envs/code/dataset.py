@@ -56,7 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agentenv import Task, TaskSet
 from agentenv.envs import _dataset
 from agentenv.envs._dataset import Reader, Source
-from agentenv.envs.code.tasks import CodeTask, docstring_examples, stub_prompt
+from agentenv.envs.code.tasks import MAX_PARSED_CHARS, CodeTask, docstring_examples, stub_prompt
 from agentenv.envs.code.verify import CodeTest
 from agentenv.errors import TaskFileError
 from agentenv.task import did_you_mean
@@ -84,8 +84,6 @@ LAYOUTS: dict[str, dict[str, tuple[str, ...]]] = {
     "columns": {name: (name,) for name in FIELDS},
 }
 """Per layout, the candidate columns of each field: the first the split has is read."""
-MAX_PARSED_CHARS = 100_000
-"""Longer tests or solutions are not parsed for an entry point (it must then be mapped)."""
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _HARNESS_NAMES = frozenset({"check", "candidate"})  # HumanEval's tests call these, never the entry point by name
 _CHECK = re.compile(r"^def\s+check\s*\(", re.MULTILINE)

@@ -41,6 +41,7 @@ from agentenv.envs.code.tasks import CodeTask, code_task, default_tasks, make_ta
 from agentenv.envs.code.verify import TestJob, TestReport, run_tests
 from agentenv.sandboxes import ExecResult, SandboxError
 from agentenv.sandboxes.pool import PooledSandbox
+from agentenv.task import curriculum_slice
 
 __all__ = ["CodeEnv", "CodeState", "oracle"]
 
@@ -102,7 +103,7 @@ class CodeEnv(Env[CodeState]):
             run_timeout_s: Wall clock of one ``run_python``.
         """
         if tasks is None and difficulties is not None:
-            tasks = default_tasks().filter(lambda t: t.metadata.difficulty in difficulties)
+            tasks = curriculum_slice(default_tasks(), difficulties, env=type(self).__name__)
         super().__init__(tasks, **kwargs)
         for task in self.tasks:
             code_task(task)  # a malformed payload fails here, not mid-episode

@@ -26,14 +26,15 @@ import ast
 import copy
 import functools
 import json
+import keyword
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from agentenv import Task, TaskSet
 from agentenv.envs.code._codec import encode
@@ -56,6 +57,30 @@ __all__ = [
 
 VISIBLE_TESTS = 2
 DIFFICULTIES = (0, 1, 2, 3)
+MAX_PARSED_CHARS = 100_000
+"""Longer source is never given to `ast.parse` (a docstring example is skipped; a dataset's
+tests or solution are not searched for an entry point): the parser takes ~100x the text in
+memory, and a task file's line may hold 64 MB."""
+
+
+def _not_keyword(name: str) -> str:
+    """An entry point named ``None`` or ``class`` passes the identifier pattern, but no
+    function can have that name: every solution would fail, the reference's included."""
+    if keyword.iskeyword(name):
+        raise ValueError(f"{name!r} is a Python keyword, so no function can have that name")
+    return name
+
+
+EntryPoint = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"), AfterValidator(_not_keyword)]
+_CHECK = re.compile(r"^def\s+check\s*\(", re.MULTILINE)
+
+
+def _defines_check(test: str) -> str:
+    """The hidden test is ``test`` followed by ``check(candidate)``: without a top-level
+    ``def check`` it raises NameError whatever the solution, and the task is unsolvable."""
+    if _CHECK.search(test) is None:
+        raise ValueError("defines no top-level `def check(candidate):`, which the hidden test calls")
+    return test
 
 
 class CodeTask(BaseModel):
@@ -63,7 +88,7 @@ class CodeTask(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    entry_point: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="the function the tests call")
+    entry_point: EntryPoint = Field(description="the function the tests call")
     hidden_tests: list[TestCase] = Field(min_length=1, description="run by the verifier only")
     visible_tests: list[TestCase] = Field(default_factory=list, description="shown and runnable by the agent")
     solution: str | None = Field(None, description="a reference solution (source defining entry_point)")
@@ -78,8 +103,8 @@ class BenchmarkRecord(BaseModel):
 
     task_id: str = Field(min_length=1, max_length=256)
     prompt: str
-    entry_point: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    test: str = Field(min_length=1)
+    entry_point: EntryPoint
+    test: Annotated[str, AfterValidator(_defines_check)]
     canonical_solution: str | None = None
 
 
@@ -134,7 +159,7 @@ def load_benchmark_jsonl(path: str | Path) -> TaskSet:
 _PS1 = re.compile(r"([ \t]*)>>>(?: (.*))?")
 _PS2 = re.compile(r"\.\.\.(?: (.*))?")
 _CLOSING_QUOTES = re.compile(r"\"\"\"|\'\'\'")
-_SKIP_DIRECTIVE = re.compile(r"#\s*doctest:.*\+SKIP")
+_DIRECTIVE = re.compile(r"#[ \t]*doctest:")
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +188,8 @@ def docstring_examples(prompt: str, entry_point: str) -> list[DocstringExample]:
     closing triple quote; no output means the call returns None. Kept: a single
     expression calling ``entry_point`` whose output is a Python literal. Skipped,
     never an error: anything else (other expressions, printed text, tracebacks,
-    doctest's ``...`` wildcard, ``+SKIP``, source that does not parse). The prompt
+    doctest's ``...`` wildcard, ``+SKIP``, source that does not parse, an example
+    longer than `MAX_PARSED_CHARS`). The prompt
     is read as written, not as the evaluated docstring, so ``"a\\nb"`` in an
     example means what its author typed."""
     lines = re.split(r"\r\n?|\n", prompt)
@@ -197,7 +223,7 @@ def _example_lines(lines: list[str], start: int, *, indent: str) -> tuple[list[s
 
 
 def _example(source: str, want: str, entry_point: str) -> DocstringExample | None:
-    if _SKIP_DIRECTIVE.search(source):
+    if len(source) + len(want) > MAX_PARSED_CHARS or _skipped(source):
         return None
     try:
         call = ast.parse(source.strip(), mode="eval").body
@@ -212,6 +238,18 @@ def _example(source: str, want: str, entry_point: str) -> DocstringExample | Non
     # integer literal with ValueError (and so does unparse for a hex one).
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return None
+
+
+def _skipped(source: str) -> bool:
+    """Whether a line of ``source`` has a ``# doctest:`` directive with ``+SKIP`` after it.
+
+    A substring test after the first directive of each line, not one regex
+    (``#\\s*doctest:.*\\+SKIP`` backtracks over the rest of the line from every
+    ``#doctest:`` in it: quadratic in a hostile line's length)."""
+    for line in source.splitlines():
+        if (directive := _DIRECTIVE.search(line)) is not None and "+SKIP" in line[directive.end() :]:
+            return True
+    return False
 
 
 # -- the procedural set --------------------------------------------------------------------

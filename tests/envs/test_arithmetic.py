@@ -77,3 +77,10 @@ def test_progress_matches_the_validated_operands():
     a, op, b, _ = env.task.payload["steps"][0]
     call = {"name": "calculate", "arguments": {"a": str(a), "op": op, "b": float(b)}}  # lax JSON: "3", 3.0
     assert env.step(f"<tool_call>{json.dumps(call)}</tool_call>")[4]["rewards"]["progress"] == 0.1
+
+
+@pytest.mark.parametrize("difficulties", [2, "12", [1.5], [True], [99], []])
+def test_a_bad_curriculum_slice_is_one_line_naming_difficulties(difficulties):
+    with pytest.raises(agentenv.EnvArgumentError, match=r"^ArithmeticEnv: difficulties (must be a list|.* match no)"):
+        agentenv.make("arithmetic-v0", difficulties=difficulties)
+    assert {t.metadata.difficulty for t in ArithmeticEnv(difficulties=[2]).tasks} == {2}

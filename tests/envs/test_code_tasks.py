@@ -5,13 +5,16 @@ from __future__ import annotations
 import gzip
 import importlib.resources
 import json
+import re
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from agentenv import TaskFileError, tool_call_text
+from agentenv import EnvArgumentError, TaskFileError, tool_call_text
 from agentenv.envs.code import (
     CodeEnv,
     CodeSandboxes,
@@ -26,7 +29,7 @@ from agentenv.envs.code import (
     verify_solution,
 )
 from agentenv.envs.code.families import FAMILIES
-from agentenv.envs.code.tasks import DocstringExample, docstring_examples
+from agentenv.envs.code.tasks import MAX_PARSED_CHARS, DocstringExample, docstring_examples
 from agentenv.sandboxes import make_sandbox
 from tests.envs._code import require
 
@@ -362,3 +365,45 @@ def test_humaneval_references_pass_their_visible_tests(humaneval):
     assert failing == {
         "HumanEval/47": ["AssertionError: median([-10, 4, 6, 1000, 10, 20]) returned 8.0, expected 15.0"]
     }
+
+
+def test_the_skip_directive_check_is_linear_in_a_hostile_lines_length():
+    # Each "#doctest:" made the old regex scan the rest of the line: quadratic, 1.4 s for
+    # one example just under MAX_PARSED_CHARS, so about 2.5 minutes for these 100; a
+    # child process gets 60 s for them.
+    code = (
+        "from agentenv.envs.code.tasks import docstring_examples\n"
+        "lines = ''.join(f'    >>> f({i}) ' + '#doctest:' * 10_500 + f'\\n    {i}\\n' for i in range(100))\n"
+        "print(len(docstring_examples('def f(x):\\n    \"\"\"\\n' + lines, 'f')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "100", done.stderr[-2000:]
+    assert docstring_examples("    >>> f(1)  # doctest: +ELLIPSIS, +SKIP\n    1\n", "f") == []
+
+
+def test_an_example_longer_than_max_parsed_chars_is_skipped_not_parsed():
+    def example(chars: int) -> str:  # one call of about ``chars`` characters
+        return f"    >>> f([{'0,' * (chars // 2)}])\n    0\n"
+
+    assert docstring_examples(example(MAX_PARSED_CHARS - 100), "f") != []
+    assert docstring_examples(example(MAX_PARSED_CHARS + 100), "f") == []
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"entry_point": "None"}, r"field 'entry_point': .*'None' is a Python keyword"),
+        ({"test": "assert candidate('hi') == 'HI!'\n"}, r"field 'test': .*defines no top-level `def check"),
+    ],
+)
+def test_a_benchmark_record_no_solution_could_pass_is_refused_naming_the_field(tmp_path, change, expected):
+    path = tmp_path / "bench.jsonl"
+    path.write_text(json.dumps({**HUMANEVAL_STYLE, **change}) + "\n")
+    with pytest.raises(TaskFileError, match=rf"^{re.escape(str(path))}:1: {expected}"):
+        load_benchmark_jsonl(path)
+
+
+@pytest.mark.parametrize("difficulties", [2, "12", [99]])
+def test_a_bad_curriculum_slice_is_one_line_naming_difficulties(difficulties):
+    with pytest.raises(EnvArgumentError, match=r"^CodeEnv: difficulties (must be a list|.* match no)"):
+        CodeEnv(difficulties=difficulties)

@@ -74,3 +74,10 @@ def test_one_action_cannot_sweep_the_range_with_many_guesses(env_id):
     assert reward < 0 and env.state.widths == [16]  # no guess ran
     env.step(tool_call_text("guess", number=8))  # one guess a turn still works
     assert len(env.state.widths) == 2
+
+
+@pytest.mark.parametrize("difficulties", [2, "12", [float("nan")], [99]])
+def test_a_bad_curriculum_slice_is_one_line_naming_difficulties(difficulties):
+    with pytest.raises(agentenv.EnvArgumentError, match=r"^GuessNumberEnv: difficulties (must be a list|.* match no)"):
+        agentenv.make("guess-number-v0", difficulties=difficulties)
+    assert {t.metadata.difficulty for t in GuessNumberEnv(difficulties=(0, 1)).tasks} == {0, 1}

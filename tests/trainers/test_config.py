@@ -367,3 +367,7 @@ def test_a_file_that_cannot_be_read_as_a_config_is_a_value_error_naming_it(tmp_p
     message = str(info.value)
     assert str(path) in message and expected in message
     assert "\n" not in message and "set_int_max_str_digits" not in message
+
+
+def test_env_weights_that_each_are_finite_but_sum_to_infinity_are_refused() -> None:
+    assert "env weights sum to infinity" in _problem(envs={"arithmetic-v0": 1e308, "guess-number-v0": 1e308})

@@ -94,3 +94,9 @@ def test_the_trainer_asks_its_sampler_for_draws_metrics_and_snapshots(tmp_path) 
     history = trainer.train()
     assert [h["fixed/updates"] for h in history] == [1, 2]
     assert all(h["tasks"] == ["t0", "t0"] for h in history)
+
+
+def test_weights_that_sum_to_infinity_still_give_probabilities() -> None:
+    sampler = UniformSampler([_source("a", 1e308), _source("b", 1e308)], seed=0)
+    assert list(sampler.p) == [0.5, 0.5]
+    assert len(sampler.sample(0, 0, 4)) == 4
