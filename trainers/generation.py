@@ -59,10 +59,10 @@ class Sampled:
     token_ids: list[list[int]]
     logprobs: list[list[float]]
     stopped: list[bool]
-    """True where the row ended with a stop token or string, False where it hit max_new_tokens."""
+    """True where the row ended with a stop token or string, False where it hit its max_new_tokens."""
     prefix: KVPrefix | None = None
     """With ``keep_cache=True``: the cache of every row's prompt and generated tokens (the
-    last token of a row still running at the end may be left out: ``prefix.ids`` says)."""
+    last token of a row may be left out: ``prefix.ids`` says)."""
 
 
 @torch.inference_mode()
@@ -72,7 +72,7 @@ def sample(
     *,
     stop_ids: Sequence[int],
     pad_id: int,
-    max_new_tokens: int,
+    max_new_tokens: int | Sequence[int],
     temperature: float = 1.0,
     top_p: float = 1.0,
     top_k: int = 0,
@@ -85,13 +85,18 @@ def sample(
 ) -> Sampled:
     """Sample continuations of ``prompts`` (left-padded into one batch) until a stop
     token, a stop string (matched on the decoded text, so any split of it into tokens
-    counts, and a token that ends past it too; needs ``decode``) or ``max_new_tokens``.
+    counts, and a token that ends past it too; needs ``decode``) or ``max_new_tokens``
+    (one for all rows, or one per row: a row near the model's context limit stops at
+    its own room while the others go on, so no row is fed a position past it).
     ``temperature=0`` is greedy. With ``prefix`` (row i's ``prefix.ids[i]`` a proper
     prefix of ``prompts[i]``), only the rest of each prompt is fed; with ``keep_cache``
     the result carries the cache for the next call. ``share_prompts`` (without a
     prefix): rows with the same prompt (a GRPO group) prefill it once."""
     if stop_strings and decode is None:
         raise ValueError("stop_strings needs decode")
+    limits = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
+    if len(limits) != len(prompts) or min(limits, default=1) < 1:
+        raise ValueError(f"max_new_tokens must be at least 1 for each of the {len(prompts)} rows, got {max_new_tokens}")
     device = next(model.parameters()).device
     cache_arg = cache_argument(model)
     if prefix is None and share_prompts:
@@ -103,8 +108,9 @@ def sample(
     tokens, logps = [], []
     rows: list[list[int]] = [[] for _ in prompts]
     ends: list[int | None] = [None] * len(prompts)
+    stopped = [False] * len(prompts)
     longest = max((len(s) for s in stop_strings), default=0)
-    for step in range(max_new_tokens):
+    for step in range(max(limits)):
         token, logp = _pick(logits.float(), temperature, top_p, top_k, generator)
         token = torch.where(done, torch.full_like(token, pad_id), token)
         tokens.append(token)
@@ -116,16 +122,20 @@ def sample(
                 continue
             rows[row].append(t)
             if hit[row] or (longest and _ends_with(decode, rows[row], stop_strings, longest)):  # type: ignore[arg-type]
+                ends[row], stopped[row] = step + 1, True
+            elif len(rows[row]) == limits[row]:
                 ends[row] = step + 1
         done |= torch.tensor([e is not None for e in ends], device=device)
-        if bool(done.all()) or (step + 1 == max_new_tokens and not keep_cache):
+        if bool(done.all()):
             break
         feed = torch.tensor(live, dtype=torch.long, device=device)
         attention = torch.cat([attention, feed[:, None]], dim=1)  # a finished row's padding stays out
         out = model(
             input_ids=token[:, None],
             attention_mask=attention,
-            position_ids=count[:, None],
+            # A finished row's padding (masked out) sits at its last position, not past it:
+            # a model with learned absolute positions has none beyond its limit.
+            position_ids=(count + feed - 1).clamp(min=0)[:, None],
             use_cache=True,
             **{cache_arg: past},
         )
@@ -140,7 +150,7 @@ def sample(
         n = end if end is not None else len(tokens)
         result.token_ids.append(rows[row][:n])
         result.logprobs.append(all_logps[row][:n])
-        result.stopped.append(end is not None)
+        result.stopped.append(stopped[row])
     if keep_cache:
         result.prefix = KVPrefix(past, attention, fed)
     return result

@@ -6,16 +6,22 @@ sampled in one batched call. Every `Generation` it returns carries the ids
 appended before it (``prompt_ids``), the generated ids and their log-probs, so a
 trajectory alone rebuilds the training sequence.
 
+An episode never grows past ``max_context_tokens``: each row samples at most the
+room it has left, and an observation is tokenised only as far as that room. One
+that leaves no room for a reply fills the episode: that observation's ids are
+dropped (no reply follows them to train on) and every later turn is answered with
+`Refused` (no `Generation`), which the env counts as a format error whatever its
+parser would make of an empty action.
+
 The KV cache of the live episodes is kept between turns (``reuse_cache``), so a turn
 feeds the model only the new observation, not the whole conversation, and episodes
 that open with the same prompt (a GRPO group) prefill it once: finished
 episodes are dropped from it, a new one joins with its whole prompt, and an episode
-whose ids no longer extend what the cache holds (cut at ``max_context_tokens``,
-restored from a snapshot) is fed whole again. The cache is dropped by `reset`, when
-a trainable parameter is written in place or replaced (an optimiser step,
-``load_state_dict``; writes through ``.data`` go unseen: call `reset` after those),
-and when memory runs short (the turn is sampled again without it, and caching stays
-off until `reset`).
+whose ids no longer extend what the cache holds (restored from a snapshot) is fed
+whole again. The cache is dropped by `reset`, when a trainable parameter is written
+in place or replaced (an optimiser step, ``load_state_dict``; writes through
+``.data`` go unseen: call `reset` after those), and when memory runs short (the
+turn is sampled again without it, and caching stays off until `reset`).
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from agentenv._admit import Refused
 from agentenv.policies import Conversation, Generation, PolicyOutput
 from agentenv.trainers.generation import KVPrefix, Sampled, reusable, sample
 from agentenv.trainers.tokens import ChatDelta
@@ -40,6 +47,7 @@ class _Episode:
     consumed: int = 0  # messages of the conversation covered by ids
     turns: int = 0
     stopped: bool = True
+    full: bool = False  # no room left for a reply: takes no more ids, every turn is refused
 
 
 class TransformersPolicy:
@@ -104,20 +112,20 @@ class TransformersPolicy:
     def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]:
         appended = [self._append(conv) for conv in conversations]
         episodes = [self._episodes[conv.id] for conv in conversations]
-        room = [self.max_context_tokens - len(ep.ids) for ep in episodes]
-        rows = [i for i, r in enumerate(room) if r > 0]
+        rows = [i for i, ep in enumerate(episodes) if not ep.full]
         if len(rows) < len(episodes) and not self._warned_context:
             self._warned_context = True
             warnings.warn(
-                f"an episode reached max_context_tokens={self.max_context_tokens} (it has "
-                f"{max(len(ep.ids) for ep in episodes)} tokens); its turns get no generation (empty "
-                "actions, so it ends as a format failure). Raise max_seq_len or shorten the prompt "
+                f"an episode reached max_context_tokens={self.max_context_tokens}; its turns get no "
+                "generation and are refused (format errors). Raise max_seq_len or shorten the prompt "
                 "(tool_prompt='compact').",
                 stacklevel=2,
             )
-        outputs: list[PolicyOutput] = [
-            Generation(action="", prompt_ids=appended[i], finish_reason="length") for i in range(len(episodes))
-        ]
+        # Refused, not an empty action: an env where "" is a valid move (or an answer) would
+        # otherwise score a turn the model never took. `admit` makes it a format error.
+        why = f"no room left in the context for a reply (max_context_tokens={self.max_context_tokens})"
+        no_room = cast(PolicyOutput, Refused("", why))  # PolicyOutput does not name it; `admit` reads it
+        outputs: list[PolicyOutput] = [no_room] * len(episodes)
         if rows:
             was_training = self.model.training
             self.model.eval()
@@ -125,17 +133,15 @@ class TransformersPolicy:
                 result = self._sample(
                     [conversations[i].id for i in rows],
                     [episodes[i].ids for i in rows],
-                    min(self.max_new_tokens, max(room[i] for i in rows)),
+                    [min(self.max_new_tokens, self.max_context_tokens - len(episodes[i].ids)) for i in rows],
                 )
             finally:
                 self.model.train(was_training)
             for j, i in enumerate(rows):
-                ids, logps = result.token_ids[j][: room[i]], result.logprobs[j][: room[i]]
-                stopped = result.stopped[j] and len(ids) == len(result.token_ids[j])
+                ids, logps, stopped = result.token_ids[j], result.logprobs[j], result.stopped[j]
                 ended_turn = stopped and ids[-1] == self.delta.end_of_turn_id  # not by a stop string
                 episodes[i].ids += ids
                 episodes[i].stopped = ended_turn  # otherwise the next observation closes the turn
-                episodes[i].turns += 1
                 text = self._decode(ids[:-1] if ended_turn else ids)
                 outputs[i] = Generation(
                     action=text,
@@ -144,13 +150,11 @@ class TransformersPolicy:
                     logprobs=logps,
                     finish_reason="stop" if stopped else "length",
                 )
-        for i, r in enumerate(room):
-            if r <= 0:  # the turn passed without a generation: keep the ids in step with it
-                episodes[i].turns += 1
-                episodes[i].stopped = False  # the next observation closes the empty turn
+        for ep in episodes:
+            ep.turns += 1
         return outputs
 
-    def _sample(self, conv_ids: list[int], prompts: list[list[int]], max_new_tokens: int) -> Sampled:
+    def _sample(self, conv_ids: list[int], prompts: list[list[int]], max_new_tokens: list[int]) -> Sampled:
         keep = self.reuse_cache and not self._kv_off
         with torch.inference_mode():  # the kept cache holds inference tensors (as `sample` makes them)
             prefix = self._prefix(conv_ids, prompts) if keep else None
@@ -205,7 +209,8 @@ class TransformersPolicy:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def _append(self, conv: Conversation) -> list[int]:
-        """Bring the episode's ids up to date with ``conv``; returns the ids appended."""
+        """Bring the episode's ids up to date with ``conv``; returns the ids appended.
+        Ids that would leave no room for a reply are not appended: the episode is full."""
         known = self._episodes.get(conv.id)
         if (
             known is not None
@@ -214,12 +219,18 @@ class TransformersPolicy:
             and conv.messages[known.consumed]["role"] == "assistant"
         ):
             ep = known
+            room = self.max_context_tokens - len(ep.ids)
             observation = conv.messages[ep.consumed + 1 :]  # skip our own assistant turn
-            new = self.delta.observation_ids(observation, stopped=ep.stopped)
+            skip = ep.full or room <= 0
+            new = [] if skip else self.delta.observation_ids(observation, stopped=ep.stopped, limit=room)
         else:
             # A new episode (or one restored from a snapshot): render the whole prompt once.
             ep = self._episodes[conv.id] = _Episode(turns=conv.turn)
-            new = self.delta.prompt_ids(conv.messages)
-        ep.ids += new
+            room = self.max_context_tokens
+            new = self.delta.prompt_ids(conv.messages, limit=room)
         ep.consumed = len(conv.messages)
+        if ep.full or len(new) >= room:
+            ep.full = True
+            return []
+        ep.ids += new
         return new

@@ -66,6 +66,10 @@ SPECIAL_TOKENS = [
 ]
 
 
+_FOLLOWER = {"role": "user", "content": "v"}
+"""A message rendered after an assistant turn, so that the turn is not the last message."""
+
+
 def _render(
     tokenizer: Any, messages: Sequence[Mapping[str, Any]], generation_prompt: bool, specials: Sequence[str] = ()
 ) -> str:
@@ -111,13 +115,32 @@ def _defused_value(value: Any, specials: Sequence[str]) -> Any:
     return value
 
 
-def _encode(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+def _encode(tokenizer: Any, text: str, limit: int | None = None) -> list[int]:
+    """The ids of ``text``; with ``limit``, at most its first ``limit`` ids, tokenising
+    only a prefix of ``text`` (4 characters a token, doubled until it gives more ids
+    than ``limit``): a 5 MB tool result then costs what its first tokens cost, not
+    millions of ids and gigabytes in the tokenizer. The last ids of a cut prefix may
+    split differently than in the whole text; a caller that cuts keeps none of them
+    for a reply (the context is full)."""
+    chars = len(text) if limit is None else 4 * limit + 16
+    while True:
+        ids = list(tokenizer(text[:chars], add_special_tokens=False)["input_ids"])
+        if limit is None or len(ids) > limit or chars >= len(text):
+            return ids[:limit]
+        chars *= 2
 
 
 @dataclass
 class ChatDelta:
     """Renders what the chat template appends after an assistant turn.
+
+    Every rendering is of an assistant turn followed by more messages, as the turns the
+    policy builds on are: some templates render the last message differently (Qwen3
+    opens a final assistant turn with an empty ``<think>`` block), so rendering the turn
+    last would differ from its rendering once an observation follows it, and an
+    append-only check on that would refuse every multi-turn episode. A template that
+    drops an assistant turn once a message follows it is refused when made; one that
+    rewrites earlier text for a given observation, at that observation.
 
     ``bridge`` is the text the template puts between the end-of-turn token (where
     the model stops) and the next message, e.g. ``"\\n"`` for ChatML.
@@ -133,36 +156,52 @@ class ChatDelta:
             raise ValueError(f"end-of-turn token {self.end_of_turn!r} is not in the tokenizer's vocabulary")
         marker = "\u2063ASSISTANT\u2063"  # an invisible separator: never part of real text
         self._base = [{"role": "user", "content": "u"}, {"role": "assistant", "content": marker}]
-        self._base_text = _render(self.tokenizer, self._base, False)
-        after = self._base_text.split(marker, 1)[1]
+        followed = _render(self.tokenizer, [*self._base, _FOLLOWER], False)
+        if marker not in followed:
+            raise ValueError(
+                "the chat template is not append-only: an assistant turn followed by a message is not rendered"
+            )
+        after = followed.split(marker, 1)[1]
         if not after.startswith(self.end_of_turn):
             raise ValueError(
                 f"the chat template does not close an assistant turn with {self.end_of_turn!r}; "
                 "pass the template's end-of-turn token"
             )
-        self.bridge = after[len(self.end_of_turn) :]
+        self._head = followed[: len(followed) - len(after) + len(self.end_of_turn)]
+        """The text up to the assistant turn's end-of-turn token, as rendered with a message after it."""
+        self._follower_text = after[len(self.end_of_turn) :]
+        """What `_FOLLOWER` adds after that (the bridge included)."""
+        last = _render(self.tokenizer, self._base, False).split(marker + self.end_of_turn, 1)
+        self.bridge = last[1] if len(last) == 2 else ""
 
-    def prompt_ids(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
-        """The ids of the first observation, ending with the generation prompt."""
-        return _encode(self.tokenizer, _render(self.tokenizer, messages, True, self.specials))
+    def prompt_ids(self, messages: Sequence[Mapping[str, Any]], *, limit: int | None = None) -> list[int]:
+        """The ids of the first observation, ending with the generation prompt (at most
+        ``limit`` of them: see `_encode`)."""
+        return _encode(self.tokenizer, _render(self.tokenizer, messages, True, self.specials), limit)
 
-    def observation_ids(self, observation: Sequence[Mapping[str, Any]], *, stopped: bool) -> list[int]:
+    def observation_ids(
+        self, observation: Sequence[Mapping[str, Any]], *, stopped: bool, limit: int | None = None
+    ) -> list[int]:
         """The ids to append after a generation: the end-of-turn token if the model
         did not produce one (``stopped=False``), the bridge, the observation as the
-        template renders it, and the next generation prompt."""
+        template renders it, and the next generation prompt; at most ``limit`` of them
+        (only that much of the text is tokenised: see `_encode`)."""
         full = _render(self.tokenizer, [*self._base, *observation], True, self.specials)
-        if not full.startswith(self._base_text):
+        if not full.startswith(self._head):
             raise ValueError("the chat template is not append-only: rendering more messages changed earlier text")
         ids = [] if stopped else [self.end_of_turn_id]
-        return ids + _encode(self.tokenizer, self.bridge + full[len(self._base_text) :])
+        rest = None if limit is None else max(limit - len(ids), 0)
+        return (ids + _encode(self.tokenizer, full[len(self._head) :], rest))[:limit]
 
     def mismatch(self, messages: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> int:
         """0 when ``ids`` (ending with the last generation) equal the one-shot
         tokenisation of ``messages`` (ending with that assistant turn), else the
         position of the first differing token + 1."""
-        text = _render(self.tokenizer, messages, False, self.specials)
-        if self.bridge and text.endswith(self.bridge):
-            text = text[: -len(self.bridge)]  # the model stops at end-of-turn, before the bridge
+        # Rendered with a message after the last turn, as the policy's ids are; the model
+        # stops at end-of-turn, before the bridge and that message.
+        text = _render(self.tokenizer, [*messages, _FOLLOWER], False, self.specials)
+        if text.endswith(self._follower_text):
+            text = text[: -len(self._follower_text)]
         one_shot = _encode(self.tokenizer, text)
         if list(ids) == one_shot:
             return 0

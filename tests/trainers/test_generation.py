@@ -120,6 +120,26 @@ def test_rows_stop_at_a_stop_id_and_otherwise_run_to_max_new_tokens(model, tok, 
     assert out.stopped[1] is False
 
 
+def test_each_row_stops_at_its_own_max_new_tokens_and_is_fed_no_position_past_it(model, tok, prompts) -> None:
+    """A row near the model's context limit stops at its own room while the others go on:
+    a model with learned absolute positions has no position past its limit."""
+    reference = _greedy(model, prompts, tok)
+    positions: list[torch.Tensor] = []
+    handle = model.register_forward_pre_hook(
+        lambda _m, _a, kw: positions.append(kw["position_ids"].clone()), with_kwargs=True
+    )
+    try:
+        out = sample(model, prompts, stop_ids=[], pad_id=tok.pad_token_id, max_new_tokens=[3, MAX_NEW], temperature=0)
+    finally:
+        handle.remove()
+    assert out.token_ids == [reference.token_ids[0][:3], reference.token_ids[1]]
+    assert out.stopped == [False, False] and [len(lp) for lp in out.logprobs] == [3, MAX_NEW]
+    # Row 0's last token is fed (the cache keeps it while row 1 runs on), at the last
+    # position its room has; row 1's is never fed (no row samples after it).
+    assert max(int(p[0].max()) for p in positions) == len(prompts[0]) + 3 - 1
+    assert max(int(p[1].max()) for p in positions) == len(prompts[1]) + MAX_NEW - 2
+
+
 def test_a_seeded_generator_reproduces_the_samples(model, tok, prompts) -> None:
     def run(seed: int):
         return sample(
@@ -254,7 +274,8 @@ def test_decoding_writes_into_the_cache_in_place_and_samples_as_the_copying_cach
         grown = run()
     finally:
         handle.remove()
-    assert len(storage) == 1 + MAX_NEW and len(set(storage)) == 1  # the prefill, then every token fed: one buffer
+    # The prefill, then every token fed but the last (no row samples after it): one buffer.
+    assert len(storage) == MAX_NEW and len(set(storage)) == 1
     assert grown.prefix is not None and grown.prefix.cache.layers[0].keys.shape[-2] == grown.prefix.attention.shape[1]
 
     monkeypatch.setattr(generation, "_growable_cache", lambda _model: None)

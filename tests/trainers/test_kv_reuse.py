@@ -109,6 +109,27 @@ def test_reuse_samples_the_same_tokens_with_the_same_logprobs(model, tok, concur
         assert a == pytest.approx(b, abs=1e-5)  # a prefill and a cached decode round differently
 
 
+@pytest.mark.filterwarnings("ignore:an episode reached max_context_tokens")
+def test_reuse_samples_the_same_tokens_when_rows_stop_at_their_room(model, tok) -> None:
+    """Rows cut at their own room (max_context_tokens) leave the batch's cache as
+    rows that stop do: the samples are those of sampling without reuse."""
+    env = _env()
+    prompt = len(TransformersPolicy(model, tok).delta.prompt_ids(env.reset(seed=0)[0]))
+    env.close()
+    settings = dict(max_new_tokens=6, max_context_tokens=prompt + 260, seed=3)
+    with_reuse = _rollout(TransformersPolicy(model, tok, reuse_cache=True, **settings))  # type: ignore[arg-type]
+    without = _rollout(TransformersPolicy(model, tok, reuse_cache=False, **settings))  # type: ignore[arg-type]
+    gens = [g for t in with_reuse for g in t.generations]
+    assert any(g is None for g in gens)  # some turns found the context full
+    assert any(g is not None and len(g.token_ids) < 6 and g.finish_reason == "length" for g in gens)  # cut at its room
+    assert [t.turns for t in with_reuse] == [t.turns for t in without]
+    tokens, logprobs = _generations(with_reuse)
+    tokens_fresh, logprobs_fresh = _generations(without)
+    assert tokens == tokens_fresh
+    for a, b in zip(logprobs, logprobs_fresh, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+
+
 def test_reuse_samples_the_same_tokens_with_grouped_query_attention(tok) -> None:
     # Four query heads on two key/value heads, attention held lean as the trainer has it
     # (`lean_attention`): prefills with a padding mask take sdpa's grouped path.

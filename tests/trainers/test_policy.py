@@ -19,6 +19,7 @@ from agentenv import Conversation, Failure, Generation
 from agentenv.trainers.model import build_tiny, resolve_device
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.tokens import ChatDelta, build_tiny_tokenizer
+from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
 ENV = "guess-number-v0"
 ENV_KWARGS = {"tool_prompt": "compact"}
@@ -140,19 +141,91 @@ def test_a_turn_that_ends_with_end_of_turn_is_stop_and_its_action_excludes_it(mo
             assert gen.prompt_ids[0] != eot
 
 
-def test_a_prompt_longer_than_the_context_gets_empty_generations_without_the_model(
-    model, tok, model_must_not_run
-) -> None:
+def test_a_prompt_longer_than_the_context_gets_refused_turns_without_the_model(model, tok, model_must_not_run) -> None:
     policy = TransformersPolicy(model, tok, max_new_tokens=8, max_context_tokens=16, seed=0)
     with pytest.warns(UserWarning, match="max_context_tokens=16"):
         trajs = _run(policy, n=2)
-    for traj in trajs:
+    for i, traj in enumerate(trajs):
         assert traj.turns >= 1
-        assert traj.failure is not Failure.INFRA
-        for gen in traj.generations:
-            assert gen.token_ids == [] and gen.logprobs == []
-            assert gen.finish_reason == "length"
-            assert gen.action == ""
+        assert traj.failure is Failure.FORMAT
+        assert traj.generations == [None] * traj.turns  # no Generation: nothing was sampled
+        assert all(t.error_kind == "format" and "no room left" in (t.error or "") for t in traj.transitions)
+        assert policy._episodes[i].ids == []  # a prompt that leaves no room is not kept
+
+
+class _EmptyIsValid(SayEnv):
+    """An env where any text, the empty one too, is a move, and saying "" solves the task."""
+
+    def system_prompt(self, task: Any) -> str:
+        return "word " * 300
+
+    def verify(self, task: Any) -> float:
+        return 1.0 if "" in self.state.said else 0.0
+
+
+@pytest.mark.filterwarnings("ignore:an episode reached max_context_tokens")
+def test_a_turn_without_room_is_a_format_error_even_where_an_empty_action_is_valid(model_must_not_run) -> None:
+    toy_tok = tiny_tokenizer()
+    policy = TransformersPolicy(tiny_model(toy_tok), toy_tok, max_new_tokens=8, max_context_tokens=128)
+    [traj] = agentenv.rollout(_EmptyIsValid, policy, n=1)
+    assert [t.error_kind for t in traj.transitions] == ["format"] * traj.turns
+    assert not traj.success and traj.task_reward == 0.0
+
+
+def test_rows_near_the_limit_of_a_model_with_absolute_positions_stop_at_their_room() -> None:
+    """GPT-2 has no position past n_positions: a row that starts 6 tokens short of it
+    samples what room it has while a short row samples its 16, in one batch."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    toy_tok = tiny_tokenizer()
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        pad = toy_tok.pad_token_id
+        config = GPT2Config(
+            vocab_size=len(toy_tok), n_positions=64, n_embd=32, n_layer=1, n_head=2, bos_token_id=pad, eos_token_id=pad
+        )
+        gpt2 = GPT2LMHeadModel(config)
+    policy = TransformersPolicy(gpt2, toy_tok, max_new_tokens=16, max_context_tokens=64, seed=0)
+    short = [{"role": "user", "content": "Say something."}]
+    prompts = ([{"role": "user", "content": "x " * n}] for n in range(64))
+    long = next(m for m in prompts if len(policy.delta.prompt_ids(m)) >= 58)
+    room = 64 - len(policy.delta.prompt_ids(long))
+    assert 0 < room <= 6
+    outputs = policy.act([Conversation(0, short), Conversation(1, long)])
+    assert all(isinstance(g, Generation) for g in outputs)
+    assert [len(g.token_ids) for g in outputs] == [16, room]  # type: ignore[union-attr]
+    assert len(policy._episodes[1].ids) == 64
+
+
+def test_a_huge_observation_is_tokenised_only_as_far_as_the_room_left(model, tok) -> None:
+    """A 1 MB tool result where 128 tokens fit: its ids are not kept (no room for a
+    reply after them), and the next turn is refused, with no Generation to hold them."""
+
+    class Huge(SayEnv):
+        max_turns = 2
+
+        def render_result(self, outcome: Any) -> dict[str, Any]:
+            return {"role": "tool", "tool_call_id": outcome.call_id, "content": "ab cd " * 170_000}
+
+    toy_tok = tiny_tokenizer()
+    seen: list[int] = []
+
+    class Counting:  # the tokenizer, recording how many characters it is given
+        def __getattr__(self, name: str) -> Any:
+            return getattr(toy_tok, name)
+
+        def __call__(self, text: str, **kwargs: Any) -> Any:
+            seen.append(len(text))
+            return toy_tok(text, **kwargs)
+
+    policy = TransformersPolicy(tiny_model(toy_tok), Counting(), max_new_tokens=8, max_context_tokens=128, seed=0)
+    with pytest.warns(UserWarning, match="max_context_tokens=128"):
+        [traj] = agentenv.rollout(Huge, policy, n=1)
+    assert max(seen) < 5_000
+    first, second = traj.generations
+    assert first is not None and second is None
+    assert _concatenated(traj) == policy._episodes[0].ids and len(policy._episodes[0].ids) < 64
+    assert traj.transitions[1].error_kind == "format"
 
 
 def test_act_on_one_conversation_returns_the_prompt_ids_it_appended(model, tok) -> None:
@@ -186,7 +259,7 @@ def test_generations_still_concatenate_to_the_ids_once_the_context_is_full(model
     trajs = _run(policy, n=2)
     for i, traj in enumerate(trajs):
         assert traj.generations[0].token_ids  # the first turn had room
-        assert any(not g.token_ids for g in traj.generations)  # a later one did not
+        assert any(g is None for g in traj.generations)  # a later one did not
         assert _concatenated(traj) == policy._episodes[i].ids
 
 

@@ -188,9 +188,68 @@ def test_a_template_that_is_not_append_only_is_refused(tokenizers) -> None:
         "{% set m = messages[-1] %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
-    delta = ChatDelta(tok, "<|im_end|>")
-    with pytest.raises(ValueError, match="append-only"):
-        delta.observation_ids([{"role": "tool", "content": "higher"}], stopped=True)
+    with pytest.raises(ValueError, match="append-only"):  # when made, not at an episode's first observation
+        ChatDelta(tok, "<|im_end|>")
+
+
+# Qwen3's own template (abridged): it opens an assistant turn with an empty think block
+# only when that turn is the last message, never once an observation follows it.
+QWEN3_LIKE_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m['role'] == 'tool' %}"
+    "{% if loop.first or messages[loop.index0 - 1]['role'] != 'tool' %}<|im_start|>user{% endif %}"
+    "\n<tool_response>\n{{ m['content'] }}\n</tool_response>"
+    "{% if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}<|im_end|>\n{% endif %}"
+    "{% elif m['role'] == 'assistant' and loop.last %}"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n{{ m['content'] }}<|im_end|>\n"
+    "{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_a_template_that_renders_the_last_assistant_turn_apart_still_gives_append_only_ids(
+    tokenizers, trajectories
+) -> None:
+    """A turn the policy builds on always has an observation after it, so the ids are
+    those of the template's rendering with one there: no think block, as with the
+    plain Qwen template, and every multi-turn episode goes through."""
+    tok = copy.deepcopy(tokenizers["qwen"])
+    tok.chat_template = QWEN3_LIKE_TEMPLATE
+    delta, plain = ChatDelta(tok, "<|im_end|>"), _delta(tokenizers, "qwen")
+    observation = [{"role": "tool", "tool_call_id": "c", "name": "guess", "content": "higher"}]
+    for stop in (True, False):
+        assert delta.observation_ids(observation, stopped=stop) == plain.observation_ids(observation, stopped=stop)
+    assert delta.bridge == "\n"
+    for traj in trajectories:
+        ids, covered = incremental_ids(delta, traj.messages)
+        assert ids == incremental_ids(plain, traj.messages)[0]
+        assert delta.mismatch(covered, ids) == 0
+
+
+def test_a_limit_tokenises_only_the_start_of_a_huge_observation(tokenizers) -> None:
+    """A 1 MB tool result with room for 50 ids: 50 ids, the whole text's first ones,
+    and the tokenizer never sees more than a few hundred characters of it."""
+    tok = tokenizers["chatml"]
+    seen: list[int] = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(tok, name)
+
+        def __call__(self, text: str, **kwargs: Any) -> Any:
+            seen.append(len(text))
+            return tok(text, **kwargs)
+
+    delta = ChatDelta(Counting(), "<|im_end|>")
+    huge = [{"role": "tool", "content": "ab cd 12 " * 120_000}]
+    cut = delta.observation_ids(huge, stopped=False, limit=50)
+    assert len(cut) == 50 and cut[0] == delta.end_of_turn_id
+    assert max(seen) < 2_000
+    medium = [{"role": "tool", "content": "ab cd 12 " * 200}]
+    assert cut == delta.observation_ids(medium, stopped=False)[:50]
+    assert delta.observation_ids(medium, stopped=True, limit=10_000) == delta.observation_ids(medium, stopped=True)
+    assert len(delta.prompt_ids(huge, limit=30)) == 30 and max(seen) < 2_000
 
 
 def test_an_end_of_turn_token_missing_from_the_vocabulary_is_refused(tokenizers) -> None:
