@@ -17,6 +17,7 @@ from typing import Annotated, Any, Protocol, TextIO, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 
+from agentenv._admit import Refused
 from agentenv.parsers import tool_call_text
 from agentenv.task import Task
 from agentenv.types import Action, Message
@@ -72,7 +73,9 @@ class PolicyFailure(BaseModel):
     error: str
 
 
-PolicyOutput = Action | Generation | PolicyFailure
+PolicyOutput = Action | Generation | PolicyFailure | Refused
+"""What a policy answers a conversation with. `Refused` is a turn the policy declines
+to take (no room left in its context): the env counts it as a format error."""
 
 
 @runtime_checkable

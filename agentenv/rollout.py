@@ -52,7 +52,7 @@ from agentenv.errors import InfraError
 from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
 from agentenv.task import Task, did_you_mean
 from agentenv.trajectory import Trajectory
-from agentenv.types import Action, Failure
+from agentenv.types import Failure
 
 if TYPE_CHECKING:
     from agentenv.ray_workers import RayExecutor
@@ -104,7 +104,7 @@ class _Episode:
             self.done, self.error = True, f"policy: {output.error}"
             return
         generation = output if isinstance(output, Generation) else None
-        action: Action = output.action if isinstance(output, Generation) else output
+        action: Any = output.action if isinstance(output, Generation) else output  # `Refused` too: `admit` reads it
         try:
             _, reward, terminated, truncated, info = self.env.step(action)
             self.generations.append(generation)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -124,7 +124,7 @@ class TransformersPolicy:
         # Refused, not an empty action: an env where "" is a valid move (or an answer) would
         # otherwise score a turn the model never took. `admit` makes it a format error.
         why = f"no room left in the context for a reply (max_context_tokens={self.max_context_tokens})"
-        no_room = cast(PolicyOutput, Refused("", why))  # PolicyOutput does not name it; `admit` reads it
+        no_room = Refused("", why)
         outputs: list[PolicyOutput] = [no_room] * len(episodes)
         if rows:
             was_training = self.model.training
