@@ -7,9 +7,10 @@ retried with exponential backoff; whatever still fails, and any malformed
 response, comes back as a `PolicyFailure` for that conversation alone, so the
 rollout engine ends that one episode as ``infra`` and the batch carries on. One
 refusal is the policy's own: a conversation that its turns grew past the model's
-context window (HTTP 400 "maximum context length") gets an empty action with
-``finish_reason="length"``, as the trainer's policy does at ``max_context_tokens``;
-only a first turn that does not fit (the env's prompt alone) is ``infra``.
+context window (HTTP 400 "maximum context length") gets `Refused`, a format error
+whatever the env, as the trainer's policy does at ``max_context_tokens`` (an empty
+action could be a valid move or answer somewhere); only a first turn that does not
+fit (the env's prompt alone) is ``infra``.
 
 The env records every tool result as a ``tool`` message, even when the model
 wrote its call as ``<tool_call>`` text; strict servers refuse a ``tool`` message
@@ -39,6 +40,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
+from agentenv._admit import Refused
 from agentenv.policies import Conversation, Generation, PolicyFailure, PolicyOutput
 
 __all__ = ["OpenAIPolicy"]
@@ -238,8 +240,9 @@ class OpenAIPolicy:
             if conv.turn == 0:  # nothing the policy wrote yet: the env's prompt does not fit
                 return PolicyFailure(error=f"{e} (the first turn: the prompt alone is past the model's context)")
             # The conversation outgrew the context through the episode's own turns: the
-            # policy's failure, as a turn cut at the token limit (an empty action).
-            return Generation(action="", finish_reason="length")
+            # policy's failure, a turn it declines (never an empty action, which an env
+            # may take as a move or an answer).
+            return Refused("", f"no room left in the model's context for a reply ({e})")
         except _Failed as e:
             return PolicyFailure(error=str(e))
         except Exception as e:  # noqa: BLE001 - one bad conversation is data, never the batch's crash

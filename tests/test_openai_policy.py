@@ -167,7 +167,8 @@ def test_a_conversation_its_own_turns_grew_past_the_context_is_the_policys_failu
     server: OpenAIServer, status: int
 ) -> None:
     """A model that rambles until its conversation no longer fits: as the trainer's policy
-    does at max_context_tokens, an empty action (a format error), never infra."""
+    does at max_context_tokens, a refused turn (a format error), never infra, and never an
+    empty action that an env could take as a move or an answer."""
     ramble = "Let me think about this step by step. " * 40  # no tool call
 
     def script(request: Request) -> Reply:
@@ -180,7 +181,10 @@ def test_a_conversation_its_own_turns_grew_past_the_context_is_the_policys_failu
     with make_policy(server) as policy:
         trajs = agentenv.rollout("arithmetic-v0", policy, n=2)
     assert [t.failure for t in trajs] == [Failure.FORMAT] * 2
-    assert all(t.generations[-1].action == "" and t.generations[-1].finish_reason == "length" for t in trajs)
+    for t in trajs:
+        last = t.transitions[-1]
+        assert t.generations[-1] is None and last.error_kind == "format"
+        assert "no room left in the model's context" in (last.error or "") and "maximum context length" in last.error
 
 
 def test_a_first_turn_past_the_context_is_infra_and_says_the_prompt_does_not_fit(server: OpenAIServer) -> None:
