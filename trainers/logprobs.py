@@ -268,13 +268,18 @@ def _hidden_sharing_prompts(
         rest_ids[i, : n - s] = batch.input_ids[i, s:n]
         rest_att[i, : n - s] = 1
     starts_t = torch.tensor(starts, device=device)
+    # A row's padding (masked out) sits at its last position, not past it: a model with
+    # learned absolute positions (GPT-2) has none beyond its limit, and a short row's
+    # padding runs as far as the longest row's rest.
+    last = torch.tensor(lengths, device=device) - 1
+    positions = torch.minimum(starts_t[:, None] + torch.arange(rest, device=device)[None, :], last[:, None])
     # transformers drops the cache of a checkpointed layer unless the layer only reads it,
     # as each does from a fixed prefix.
     with _setting(checkpointed, "_can_checkpoint_with_cache", True):
         out = decoder(
             input_ids=rest_ids,
             attention_mask=torch.cat([prompt_att[index], rest_att], dim=1),
-            position_ids=starts_t[:, None] + torch.arange(rest, device=device)[None, :],
+            position_ids=positions,
             use_cache=True,
             **{cache_arg: cache},
         )

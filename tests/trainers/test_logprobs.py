@@ -306,3 +306,29 @@ def test_prompt_lengths_share_a_prompt_shorter_than_the_first_policy_token(model
     assert torch.allclose(full, _reference(model, batch)[0] * late, atol=1e-5)
     with pytest.raises(ValueError, match="prompt_lengths must give each row a length from 1"):
         policy_logprobs(model, batch, prompt_lengths=[12] * 6)
+
+
+def test_a_model_with_learned_positions_shares_prompts_of_unequal_length_up_to_its_limit() -> None:
+    """GPT-2 has no position past n_positions. A long prompt with a short reply beside a
+    short prompt with a long reply: every row fits, but the long prompt's padding would
+    run past the limit if it took positions beyond its row's end."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=1, n_head=2)).eval()
+    g = torch.Generator().manual_seed(1)
+    examples = []
+    for prompt_len, reply_len in ((20, 3), (2, 25)):  # rows of 23 and 27 tokens, both within 32
+        prompt = torch.randint(1, VOCAB, (prompt_len,), generator=g).tolist()
+        for _ in range(2):
+            ids = prompt + torch.randint(1, VOCAB, (reply_len,), generator=g).tolist()
+            examples.append(
+                Example(ids, [0] * prompt_len + [1] * reply_len, [0.0] * len(ids), [1.0] * len(ids), [], False)
+            )
+    batch = collate(examples, pad_id=0)
+    with torch.no_grad():
+        shared, _ = policy_logprobs(gpt2, batch, share_prompts=True)
+        full, _ = policy_logprobs(gpt2, batch, share_prompts=False)
+    assert torch.allclose(shared, full, atol=1e-5)
+    assert torch.allclose(full, _reference(gpt2, batch)[0] * batch.mask, atol=1e-5)
