@@ -7,9 +7,11 @@
 Modules: `env` (the `CodeEnv` and its oracle), `tasks` (the task payload, the
 shipped set, benchmark loaders), `dataset` (tasks from a Hugging Face ``datasets``
 split: HumanEval's, MBPP's or any columns), `families` (the procedural task families),
-`verify` (running tests in a sandbox and judging them), `sandboxes` (the pools).
+`verify` (running tests in a sandbox and judging them), `sandboxes` (the pools), `audit`
+(checking a task set: references pass, trivial solutions do not).
 """
 
+from agentenv.envs.code.audit import AuditReport, TaskAudit, audit_tasks
 from agentenv.envs.code.dataset import from_dataset
 from agentenv.envs.code.env import CodeEnv, CodeState, oracle, verify_solution
 from agentenv.envs.code.sandboxes import CodeSandboxes
@@ -25,14 +27,17 @@ from agentenv.envs.code.tasks import (
 from agentenv.envs.code.verify import CallTest, CodeTest, TestJob, TestReport, run_tests
 
 __all__ = [
+    "AuditReport",
     "CallTest",
     "CodeEnv",
     "CodeSandboxes",
     "CodeState",
     "CodeTask",
     "CodeTest",
+    "TaskAudit",
     "TestJob",
     "TestReport",
+    "audit_tasks",
     "benchmark_task",
     "code_task",
     "default_tasks",

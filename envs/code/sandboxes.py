@@ -93,6 +93,13 @@ class CodeSandboxes:
             return self._judge([job])[0]
         return self._batcher.submit(job)
 
+    def verify_many(self, jobs: list[TestJob]) -> list[TestReport]:
+        """Each of ``jobs`` judged in a fresh verifier sandbox, in order; on Docker, in
+        one run (a job the run did not finish is judged again alone)."""
+        if self.kind != "docker":
+            return [self._judge([job])[0] for job in jobs]
+        return self._judge(jobs)
+
     def _judge(self, jobs: list[TestJob]) -> list[TestReport]:
         reports: list[TestReport | None] = [None]
         if len(jobs) > 1:
