@@ -558,7 +558,14 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 return act
             outcomes, obs, tools = act.outcomes, act.obs, self.tools
             for i, call in enumerate(calls):
-                outcome = self._call(call, call.id or f"call_{turn}_{i}")
+                call_id = call.id or f"call_{turn}_{i}"
+                if act.terminal:  # the episode ended with an earlier call: a later read or write
+                    # would change what verify sees after the answer was given
+                    ended = next(o.call.name for o in outcomes if o.ok and tools[o.call.name].terminal)
+                    error = f"not run: {ended!r} ended the episode before this call"
+                    outcome = CallOutcome(call, call_id, False, error=error, error_kind="tool")
+                else:
+                    outcome = self._call(call, call_id)
                 outcomes.append(outcome)
                 obs.append(self._render(outcome))
                 if outcome.ok:

@@ -50,7 +50,9 @@ def tool(fn: F | None = None, *, name: str | None = None, terminal: bool = False
     pydantic before the call) and its docstring the description. A tool returns
     what the agent sees (a string, or anything JSON-serialisable), raises
     `agentenv.ToolError` for a failure the agent should see, and with
-    ``terminal=True`` ends the episode after it runs (a "submit" tool).
+    ``terminal=True`` ends the episode after it runs (a "submit" tool); calls after it in
+    the same action are not run, each answered "not run" (a tool error), so nothing the
+    policy does after its answer reaches what ``verify`` reads.
 
         @tool(terminal=True)
         def submit(self, answer: int) -> str:

@@ -608,3 +608,18 @@ def test_max_calls_per_action_below_one_is_refused_at_construction():
 
     with pytest.raises(ValueError, match="max_calls_per_action must be None or >= 1, got 0"):
         NoCall()
+
+
+def test_calls_after_a_terminal_call_in_one_action_are_not_run() -> None:
+    """Submitting, then doing the work in the same action: the work would reach what
+    verify reads after the answer was given (a guess, then the read that backs it)."""
+    env = CounterEnv()
+    env.reset(seed=0, options={"task": "t0"})  # target 2
+    _, _, terminated, _, info = env.step(tool_call_text("submit") + tool_call_text("add", amount=2))
+    assert terminated and env.state.count == 0 and info["success"] is False
+    assert info["error_kind"] == "tool" and "not run: 'submit' ended the episode" in info["error"]
+    replies = [m for m in env.messages if m["role"] == "tool"]
+    assert replies[0]["content"] == "ok" and "not run" in replies[1]["content"]
+    env.reset(seed=0, options={"task": "t0"})  # the work before the submit still counts
+    *_, info = env.step(tool_call_text("add", amount=2) + tool_call_text("submit"))
+    assert info["success"] is True and info["error"] is None
