@@ -37,7 +37,8 @@ _KEYS = frozenset(
         *_MODIFIERS,
     }
 )  # fmt: skip
-"""Key names Playwright presses (its US layout); any single printable character is a key too."""
+"""Key names Playwright presses (its US layout); any single printable ASCII character is a key
+too (the layout has no other: "é" fails in the browser, so it is refused here, to be typed)."""
 
 
 def _error(kind: str, reason: str) -> PydanticCustomError:
@@ -76,12 +77,13 @@ def _key(value: str) -> str:
     bad = [m for m in modifiers if m not in _MODIFIERS]
     if bad:
         raise _error("key", f"unknown modifier {bad[0][:20]!r}; modifiers are {', '.join(sorted(_MODIFIERS))}")
-    printable = len(key) == 1 and key.isprintable()
+    printable = len(key) == 1 and key.isascii() and key.isprintable()
     if key not in _KEYS and not printable:
+        typed = " (type other characters into a field instead)" if len(key) == 1 else ""
         raise _error(
             "key",
             f"unknown key {key[:30]!r}; press a key by name (Enter, Tab, Escape, ArrowDown, PageDown, Backspace, "
-            "F1..F12, ...), a single character, or a combination such as Control+a",
+            f"F1..F12, ...), a single ASCII character{typed}, or a combination such as Control+a",
         )
     return value
 

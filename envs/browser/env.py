@@ -233,7 +233,7 @@ class BrowserEnv(Env[BrowserState]):
         """Press a key on the element that has the focus (Enter submits a form from a field).
 
         Args:
-            key: A key name (Enter, Tab, Escape, ArrowDown, Backspace, ...), a character,
+            key: A key name (Enter, Tab, Escape, ArrowDown, Backspace, ...), an ASCII character,
                 or a combination such as Control+a.
         """
         return self._do(lambda s: s.press(key))

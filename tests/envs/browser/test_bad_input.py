@@ -122,7 +122,7 @@ def test_text_a_megabyte_long(env):
         assert "1000" in info["error"] and ("limit" in info["error"] or "at most" in info["error"])
 
 
-@pytest.mark.parametrize("key", ["NoSuchKey", "Ctrl+a", "", "Enter Enter", "\x00"])
+@pytest.mark.parametrize("key", ["NoSuchKey", "Ctrl+a", "", "Enter Enter", "\x00", "é", "Shift+€", "😀"])
 def test_keys_that_do_not_exist(env, key):
     _, reward, _, _, info = step(env, "press", key=key)
     assert_format_error(info, reward, "argument 'key'")
