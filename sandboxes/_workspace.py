@@ -45,35 +45,50 @@ def write_file(root: str, path: str, data: bytes, owner: Owner) -> None:
     """Write ``data`` at workspace-relative ``path``, creating directories owned by ``owner``."""
     rel = workspace_path(path)
     *dirs, name = rel.split("/")
-    parent = _open_parent(root, rel, dirs, create=True, owner=owner)
-    try:
-        fd = _open_leaf(rel, name, parent, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with _refused("write", path):
+        parent = _open_parent(root, rel, dirs, create=True, owner=owner)
         try:
-            if owner is not None:
-                os.fchown(fd, *owner)
-            with os.fdopen(fd, "wb", closefd=False) as f:
-                f.write(data)
-        except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-                raise SandboxError(f"cannot write {path!r}: the workspace is full ({exc.strerror})") from exc
-            raise
+            fd = _open_leaf(rel, name, parent, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                if owner is not None:
+                    os.fchown(fd, *owner)
+                with os.fdopen(fd, "wb", closefd=False) as f:
+                    f.write(data)
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                    raise SandboxError(f"cannot write {path!r}: the workspace is full ({exc.strerror})") from exc
+                raise
+            finally:
+                os.close(fd)
         finally:
-            os.close(fd)
-    finally:
-        os.close(parent)
+            os.close(parent)
 
 
 def read_file(root: str, path: str) -> bytes:
     """The bytes of the regular file at workspace-relative ``path``."""
     rel = workspace_path(path)
     *dirs, name = rel.split("/")
-    parent = _open_parent(root, rel, dirs, create=False, owner=None)
+    with _refused("read", path, keep=FileNotFoundError):  # the absent file `Sandbox.read_file` promises
+        parent = _open_parent(root, rel, dirs, create=False, owner=None)
+        try:
+            fd = _open_leaf(rel, name, parent, os.O_RDONLY)
+        finally:
+            os.close(parent)
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+
+@contextlib.contextmanager
+def _refused(verb: str, path: str, *, keep: type[OSError] | None = None) -> Iterator[None]:
+    """Any other OSError as `SandboxError`: what a path or the sandboxed code's doing
+    causes (a name too long, no permission, a directory gone meanwhile) is the
+    caller's to show, not a host failure."""
     try:
-        fd = _open_leaf(rel, name, parent, os.O_RDONLY)
-    finally:
-        os.close(parent)
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
+        yield
+    except OSError as exc:
+        if keep is not None and isinstance(exc, keep):
+            raise
+        raise SandboxError(f"cannot {verb} {path[:200]!r}: {exc.strerror or exc}") from exc
 
 
 def _open_parent(root: str, rel: str, dirs: list[str], *, create: bool, owner: Owner) -> int:

@@ -26,6 +26,13 @@ a directory that will not empty, a limit that cannot be restored) ends the batch
 with an ``abort`` record: the host judges every task that has no ``end`` record
 again, in a run of its own. Sabotage costs compute; it never changes a verdict.
 
+All of this guards against the *solutions*. A task's code tests and setup run in
+the harness itself, beside the nonce and every task's spec, so they could write
+any task's verdict: task files are untrusted, and the host never puts a job with
+code tests or setup in a batch with a job of other tests or setup
+(`agentenv.envs.code.sandboxes`); jobs of call tests alone run nothing of their
+task's here and share batches freely.
+
 Pasted after `_worker.py` (whose `become_worker` each forked worker runs) and before
 `_harness.py`; stdlib only.
 """

@@ -24,7 +24,8 @@ Call tests send the arguments to the worker and report the encoded value it
 returns; the *host* compares it with the expected value, which never enters the
 sandbox. Code tests (a benchmark's ``check(candidate)``) run here, with
 ``candidate`` a proxy whose calls go to the worker and whose results are decoded
-into plain values, so the solution never runs in this process.
+into plain values, so the solution never runs in this process. The task's own
+code does, so a batch holds code tests of one task only (see `_batch.py`).
 Pasted after `agentenv.sandboxes._pipes`, `_codec.py`, `_worker.py` and `_batch.py`; stdlib only.
 """
 
@@ -182,7 +183,8 @@ def run_code(worker, test, setup, entry_point, timeout_s):
     proxy = Proxy(worker, time.monotonic() + timeout_s)
     try:
         if setup:
-            exec(compile(setup, "setup", "exec"), namespace)  # noqa: S102 - the task's own trusted text
+            # The task's own text, trusted with its own verdict alone: a batch holds one task's (_batch.py).
+            exec(compile(setup, "setup", "exec"), namespace)  # noqa: S102
         namespace[entry_point] = namespace["candidate"] = proxy
         exec(compile(test["code"], "test", "exec"), namespace)  # noqa: S102
     except AssertionError as e:

@@ -9,11 +9,23 @@ containers; an env that made its own closes it in ``close()``.
 Backend "auto" is `make_sandbox("auto")`'s rule: Docker when an engine answers,
 else the local process backend (weaker isolation; see its module docstring).
 
-`verify` judges a solution on its hidden tests. On Docker, verifications that
-wait at the same time (many episodes ending together in a rollout) share a run:
-the caller that finds a verifier free takes up to ``verify_batch`` waiting jobs
-and judges them in one run (`agentenv.envs.code.verify.run_batch`; a job the
-batch did not finish is judged again alone), so no job waits for a batch to fill.
+`verify` judges a solution on its hidden tests. Every verification waits its turn
+for a verifier, first come first served and for as long as the ones before it
+take: a slow solution delays the others, it never makes them infra failures (only
+a pool that cannot start a sandbox does). On Docker, verifications that wait at
+the same time (many episodes ending together in a rollout) share a run: the caller
+that finds a verifier free takes up to ``verify_batch`` waiting jobs and judges
+them in one run (`agentenv.envs.code.verify.run_batch`; a job the batch did not
+finish is judged again alone), so no job waits for a batch to fill.
+
+Who may share a run: a task's code tests and setup run in the batch's harness,
+which holds every task's tests and the nonce, so a hostile task file could write
+the verdicts of the tasks after it. A job with code tests or setup therefore
+shares a run only with jobs of the identical tests and setup (the GRPO group of
+one task, which ends together; that task's own test code decides its own verdict
+anyway); jobs of call tests alone, which run nothing of the task's in the
+harness, share runs with each other. A job the host cannot judge (it raised)
+fails alone, never its batch-mates.
 Left out: sizing pools to the load, per-task limits.
 """
 
@@ -24,10 +36,10 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
-from agentenv.envs.code.verify import TestJob, TestReport, run_batch, run_job
-from agentenv.sandboxes import Limits, SandboxError, SandboxInfraError, SandboxPool
+from agentenv.envs.code.verify import CallTest, TestJob, TestReport, run_batch, run_job
+from agentenv.sandboxes import Limits, SandboxError, SandboxPool
 from agentenv.sandboxes.factory import auto_backend
 from agentenv.sandboxes.pool import PooledSandbox
 
@@ -43,6 +55,13 @@ VERIFY_BATCH = 8
 # What a run in a Docker sandbox can write (the runner's reset empties the same):
 # a batch empties them between its tasks.
 DOCKER_SCRATCH = ["/workspace", "/tmp", "/dev/shm", "/dev/mqueue"]
+# How long a verification that holds a slot waits for its verifier (at most the
+# reset of the one just given back, as no more run than there are verifiers):
+# past it the pool is failing, an infra error. The wait for a slot has no limit.
+ACQUIRE_TIMEOUT_S = 120.0
+
+Judged = TestReport | Exception
+"""A job's verdict, or what judging it raised: one job's failure is never its batch-mates'."""
 
 
 class CodeSandboxes:
@@ -60,15 +79,16 @@ class CodeSandboxes:
     ) -> None:
         if backend not in ("auto", "docker", "process"):
             raise SandboxError(f"expected backend 'auto', 'docker' or 'process', got {backend!r}")
+        if not isinstance(verify_batch, int) or verify_batch < 1:
+            raise SandboxError(f"expected verify_batch >= 1, got {verify_batch!r}")
         self.backend = backend
         self._sizes = {"workspace": workspaces, "verifier": verifiers}
         self._limits = {"workspace": limits, "verifier": verifier_limits}
         self._pools: dict[str, SandboxPool] = {}
         self._lock = threading.Lock()
         self._closed = False
-        if not isinstance(verify_batch, int) or verify_batch < 1:
-            raise SandboxError(f"expected verify_batch >= 1, got {verify_batch!r}")
-        self._batcher = _Batcher(self._judge, slots=verifiers, size=verify_batch)
+        self._verify_batch = verify_batch
+        self._queue: _Batcher | None = None  # made once the backend is known: only Docker batches
         self.verifier_runs = 0  # runs in verifier sandboxes by `verify` so far (a batch counts once)
 
     @property
@@ -87,37 +107,46 @@ class CodeSandboxes:
         return self._pool("verifier").acquire(timeout_s)
 
     def verify(self, job: TestJob) -> TestReport:
-        """``job`` judged in a fresh verifier sandbox; on Docker, in one run with the
-        other jobs waiting at the same time (see the module docstring)."""
-        if self.kind != "docker":
-            return self._judge([job])[0]
-        return self._batcher.submit(job)
+        """``job`` judged in a fresh verifier sandbox once its turn comes; on Docker, in
+        one run with the other jobs it may share one with (see the module docstring)."""
+        return self._batcher().submit([job])[0]
 
     def verify_many(self, jobs: list[TestJob]) -> list[TestReport]:
         """Each of ``jobs`` judged in a fresh verifier sandbox, in order; on Docker, in
-        one run (a job the run did not finish is judged again alone)."""
-        if self.kind != "docker":
-            return [self._judge([job])[0] for job in jobs]
-        return self._judge(jobs)
+        runs of up to ``verify_batch`` jobs that may share one (a job a run did not
+        finish is judged again alone)."""
+        return self._batcher().submit(jobs)
 
-    def _judge(self, jobs: list[TestJob]) -> list[TestReport]:
-        reports: list[TestReport | None] = [None]
-        if len(jobs) > 1:
-            try:
-                with self.verifier() as sandbox:
-                    self.verifier_runs += 1
-                    reports = run_batch(sandbox, jobs, scratch=DOCKER_SCRATCH)
-            except SandboxInfraError as e:  # judged alone below: a broken sandbox is one job's failure, not all
-                logger.warning("a verification batch of %d failed (%s); judging each alone", len(jobs), e)
-                reports = [None] * len(jobs)
-        done = []
-        for job, report in zip(jobs, reports, strict=True):
-            if report is None:  # not finished in the batch (or no batch): alone, in a fresh sandbox
-                with self.verifier() as sandbox:
-                    self.verifier_runs += 1
-                    report = run_job(sandbox, job)
-            done.append(report)
-        return done
+    def _batcher(self) -> _Batcher:
+        kind = self.kind  # outside the lock: "auto" may probe the Docker engine
+        with self._lock:
+            if self._queue is None:
+                size = self._verify_batch if kind == "docker" else 1  # only a container's run uid is its own
+                self._queue = _Batcher(self._judge, slots=self._sizes["verifier"], size=size)
+            return self._queue
+
+    def _judge(self, jobs: list[TestJob]) -> list[Judged]:
+        """One verdict per job (or what judging it raised): a batch first when there are
+        several, then each job the batch did not finish alone, in a fresh sandbox."""
+        reports = self._judge_batch(jobs) if len(jobs) > 1 else [None]
+        return [self._judge_alone(job) if report is None else report for job, report in zip(jobs, reports, strict=True)]
+
+    def _judge_batch(self, jobs: list[TestJob]) -> list[TestReport | None]:
+        try:
+            with self.verifier(ACQUIRE_TIMEOUT_S) as sandbox:
+                self.verifier_runs += 1
+                return run_batch(sandbox, jobs, scratch=DOCKER_SCRATCH)
+        except Exception as e:  # noqa: BLE001 - judged alone: a broken sandbox or a bad job is one job's failure
+            logger.warning("a verification batch of %d failed (%s); judging each alone", len(jobs), e)
+            return [None] * len(jobs)
+
+    def _judge_alone(self, job: TestJob) -> Judged:
+        try:
+            with self.verifier(ACQUIRE_TIMEOUT_S) as sandbox:
+                self.verifier_runs += 1
+                return run_job(sandbox, job)
+        except Exception as e:  # noqa: BLE001 - raised to this job's caller alone
+            return e
 
     def start(self) -> None:
         """Start both pools in the background (sandboxes warm up while the caller goes on)."""
@@ -153,9 +182,19 @@ class CodeSandboxes:
         self.close()
 
 
+def _run_key(job: TestJob) -> tuple[Any, ...] | None:
+    """What a job may share a run with: every job of the same key. None for a job of
+    call tests alone and no setup (nothing of its task runs in the harness); else its
+    tests and setup, so a task's code runs only beside jobs of that very task."""
+    if not job.setup and all(isinstance(t, CallTest) for t in job.tests):
+        return None
+    return (job.tests, job.setup)
+
+
 class _Pending:
     def __init__(self, job: TestJob) -> None:
         self.job = job
+        self.key = _run_key(job)
         self.done = False
         self.report: TestReport | None = None
         self.error: BaseException | None = None
@@ -164,49 +203,79 @@ class _Pending:
 class _Batcher:
     """Jobs that wait at the same time, judged together: no thread of its own.
 
-    A caller queues its job, then, while the job is not done and a slot (a
-    verifier) is free, takes its share of the queued jobs (its own or earlier
-    ones; at most ``size``, the queue spread over the free slots) and judges them;
-    otherwise it waits for another caller to finish some."""
+    A caller queues its jobs, then, while one is not done and a slot (a verifier)
+    is free, takes a share of the queue (see `_take`) and judges it; otherwise it
+    waits for another caller to finish some. The oldest queued job is always the
+    next judged (with the later ones that may share its run), so none is passed
+    over; there is no timeout: a verification waits for its turn however long the
+    ones ahead take."""
 
-    def __init__(self, judge: Callable[[list[TestJob]], list[TestReport]], *, slots: int, size: int) -> None:
+    def __init__(self, judge: Callable[[list[TestJob]], list[Judged]], *, slots: int, size: int) -> None:
         self._judge, self._size = judge, size
         self._free = max(1, slots)
         self._queue: deque[_Pending] = deque()
+        self._idle_callers = 0  # callers waiting with jobs not done: those the free slots are spread over
         self._cond = threading.Condition()
 
-    def submit(self, job: TestJob) -> TestReport:
-        mine = _Pending(job)
+    def submit(self, jobs: list[TestJob]) -> list[TestReport]:
+        """The reports of ``jobs``, in order; raises what judging one of them raised."""
+        mine = [_Pending(job) for job in jobs]
         with self._cond:
-            self._queue.append(mine)
-        while True:
-            with self._cond:
-                while not mine.done and not (self._free and self._queue):
-                    self._cond.wait()
-                if mine.done:
-                    break
-                self._free -= 1
-                share = -(-len(self._queue) // (self._free + 1))  # the waiting jobs, spread over the free verifiers
-                batch = [self._queue.popleft() for _ in range(min(self._size, share))]
+            self._queue.extend(mine)
+        while (batch := self._next(mine)) is not None:
             try:
                 self._run(batch)
             finally:
                 with self._cond:
                     self._free += 1
                     self._cond.notify_all()
-        if mine.error is not None:  # a copy: each waiting thread raises its own
-            raise copy.copy(mine.error) from mine.error
-        assert mine.report is not None
-        return mine.report
+        reports = []
+        for p in mine:
+            if p.error is not None:  # a copy: each waiting thread raises its own
+                raise copy.copy(p.error) from p.error
+            assert p.report is not None
+            reports.append(p.report)
+        return reports
+
+    def _next(self, mine: list[_Pending]) -> list[_Pending] | None:
+        """The next batch this caller runs, once a slot is free; None when its jobs are done."""
+        with self._cond:
+            self._idle_callers += 1
+            try:
+                while not all(p.done for p in mine) and not (self._free and self._queue):
+                    self._cond.wait()
+            finally:
+                self._idle_callers -= 1
+            if all(p.done for p in mine):
+                return None
+            self._free -= 1
+            return self._take()
+
+    def _take(self) -> list[_Pending]:
+        """The oldest job and the queued jobs that may share its run (`_run_key`), in order,
+        up to ``size`` and the queue's share of the slots other callers could use now."""
+        others = min(self._free, self._idle_callers)
+        limit = min(self._size, -(-len(self._queue) // (others + 1)))
+        key = self._queue[0].key
+        batch: list[_Pending] = []
+        rest: deque[_Pending] = deque()
+        for p in self._queue:
+            (batch if len(batch) < limit and p.key == key else rest).append(p)
+        self._queue = rest
+        return batch
 
     def _run(self, batch: list[_Pending]) -> None:
         try:
-            reports = self._judge([p.job for p in batch])
-        except BaseException as e:
+            judged = self._judge([p.job for p in batch])
+        except BaseException as e:  # not a job's doing (an interrupt): every caller hears of it
             for p in batch:
                 p.error, p.done = e, True
             if not isinstance(e, Exception):
                 raise
             return
-        for p, report in zip(batch, reports, strict=True):
-            p.report, p.done = report, True
+        for p, verdict in zip(batch, judged, strict=True):
+            if isinstance(verdict, TestReport):
+                p.report = verdict
+            else:
+                p.error = verdict
+            p.done = True

@@ -36,12 +36,13 @@ arguments and stateful objects cannot be tested: only plain values cross.
 from __future__ import annotations
 
 import json
+import reprlib
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from agentenv.envs.code._codec import decode, same
 from agentenv.sandboxes import ExecResult, Sandbox, _pipes
@@ -65,14 +66,30 @@ RUN_SLACK_S = 5.0  # interpreter start + the harness's own work, beyond the test
 DETAIL_CHARS = 300
 
 
+def _encoded(value: Any) -> Any:
+    """``value`` if `_codec.decode` reads it: a payload the host cannot decode would
+    otherwise pass the task's validation and fail only when a solution is judged."""
+    try:
+        decode(value)
+    except (ValueError, TypeError, RecursionError):
+        raise ValueError(
+            f"expected a value in the _codec encoding (a dict is {{'$d': [[key, value], ...]}}, a tuple "
+            f"{{'$t': [...]}}; agentenv.envs.code._codec.encode writes them), got {reprlib.repr(value)}"
+        ) from None
+    return value
+
+
+Encoded = Annotated[Any, AfterValidator(_encoded)]
+
+
 class CallTest(BaseModel):
-    """``entry_point(*args)`` must return ``expected`` (both in `_codec` encoding)."""
+    """``entry_point(*args)`` must return ``expected`` (both in `_codec` encoding, checked here)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["call"] = "call"
-    args: list[Any]
-    expected: Any
+    args: list[Encoded]
+    expected: Encoded
 
 
 class CodeTest(BaseModel):
@@ -196,7 +213,9 @@ def run_batch(sandbox: Sandbox, jobs: list[TestJob], *, scratch: list[str]) -> l
 
     Only for a sandbox whose run uid is its own (a Docker container): between tasks
     the harness kills every other process of its uid and empties ``scratch`` (the
-    directories a run can write), as `_batch.py` explains.
+    directories a run can write), as `_batch.py` explains. A task's code tests and
+    setup run in the harness itself: batch a job that has them only with jobs of the
+    identical tests and setup (`CodeSandboxes.verify` does).
     """
     if len(jobs) < 2:
         raise ValueError("a batch needs two jobs or more; run_job judges one")

@@ -1,5 +1,6 @@
 """Batched verification (Docker): the same verdicts as one run per job, and no job can
-reach a later job's verdict or secrets. Each attack comes from a solution in the batch."""
+reach a later job's verdict or secrets. Each attack comes from a solution in the batch,
+but for the last ones: a hostile task's own code, and a task the host cannot judge."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from agentenv.envs.code import CallTest, CodeTest
 from agentenv.envs.code.sandboxes import DOCKER_SCRATCH
-from agentenv.envs.code.verify import TestJob as Job  # not collected as a test class
+from agentenv.envs.code.verify import TestJob as Job  # aliases: not collected as test classes
+from agentenv.envs.code.verify import TestReport as Report
 from agentenv.envs.code.verify import run_batch, run_job
 from tests.envs._code import require, sandboxes
 from tests.envs.test_code_integrity import SCAN
@@ -206,3 +208,48 @@ def test_a_batch_whose_sandbox_fails_is_judged_job_by_job(pools, monkeypatch):
     monkeypatch.setattr(module, "run_batch", dead_container)
     reports = pools._judge([ADD, WRONG, CHECK])  # one job's doing must not make the others infra failures
     assert [r.all_passed for r in reports] == [True, False, True]
+
+
+# A hostile task file's code test: it runs in the batch's harness, finds the harness's `emit` and
+# spec up the stack, writes passing verdicts for every later task and a `done` line, and exits 0.
+FORGE = """
+import os, sys
+f = sys._getframe()
+while f is not None and "spec" not in f.f_locals:
+    f = f.f_back
+emit, spec, me = f.f_locals["emit"], f.f_locals["spec"], f.f_locals["t"]
+for t, task in enumerate(spec["tasks"]):
+    if t > me:
+        emit({"task": t, "event": "load", "ok": True, "error": None})
+    if t >= me:
+        for i, test in enumerate(task["tests"]):
+            emit({"task": t, "test": i, "passed": True})
+        emit({"task": t, "event": "end"})
+emit({"event": "done"})
+os._exit(0)
+"""
+
+
+def test_a_hostile_tasks_code_test_cannot_forge_the_verdicts_of_other_tasks_jobs(pools):
+    hostile = Job("def f():\n    return 0\n", "f", (CodeTest(code=FORGE),))
+    victim = Job("def add(a, b):\n    return 42\n", "add", (CodeTest(code="assert candidate(2, 3) == 5"),))
+    reports = pools.verify_many([hostile, victim, WRONG])
+    assert not reports[1].all_passed, reports[1].outcomes
+    assert not reports[2].all_passed, reports[2].outcomes
+
+
+def test_jobs_of_one_code_test_task_still_share_one_run(pools):
+    wrong_check = Job(WRONG.solution, "add", CHECK.tests)
+    runs_before = pools.verifier_runs
+    reports = pools.verify_many([CHECK, wrong_check, CHECK, ADD, WRONG])
+    assert [r.all_passed for r in reports] == [True, False, True, True, False]
+    assert pools.verifier_runs - runs_before == 2  # the code-test task's three jobs, then the two call-test jobs
+
+
+def test_a_job_the_host_cannot_judge_fails_alone_never_its_batch_mates(pools):
+    # Task validation refuses such a value now; made past it, as by a bug, it must stay one job's failure.
+    bad = Job("def f():\n    return 1\n", "f", (CallTest.model_construct(args=[], expected={"a": 1, "b": 2}),))
+    judged = pools._judge([ADD, bad, WRONG])
+    assert isinstance(judged[1], ValueError), judged[1]
+    assert isinstance(judged[0], Report) and judged[0].all_passed
+    assert isinstance(judged[2], Report) and not judged[2].all_passed

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
-from agentenv import EnvArgumentError, TaskFileError, tool_call_text
+from agentenv import EnvArgumentError, Task, TaskFileError, tool_call_text
 from agentenv.envs.code import (
     CodeEnv,
     CodeSandboxes,
@@ -115,6 +116,20 @@ def test_a_bad_benchmark_line_names_the_line_and_the_field(tmp_path):
     path.write_text(json.dumps(HUMANEVAL_STYLE) + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(TaskFileError, match=r"bench.jsonl:2: field 'entry_point'"):
         load_benchmark_jsonl(path)
+
+
+@pytest.mark.parametrize(
+    ("test", "field"),
+    [
+        ({"kind": "call", "args": [], "expected": {"a": 1, "b": 2}}, "expected"),  # a dict not as {"$d": ...}
+        ({"kind": "call", "args": [{"$t": "not a list"}], "expected": 1}, "args.0"),
+    ],
+)
+def test_a_call_test_value_not_in_the_codec_encoding_is_refused_when_the_env_is_built(test, field):
+    # Accepted, it would pass validation and raise on the host at the first verification.
+    task = Task(id="bad", prompt="Write f().", payload={"entry_point": "f", "hidden_tests": [test]})
+    with pytest.raises(ValidationError, match=rf"hidden_tests\.0\.call\.{re.escape(field)}\n.*_codec encoding"):
+        CodeEnv([task], backend="process")
 
 
 def test_a_datasets_split_or_any_iterable_of_records_loads():

@@ -103,6 +103,16 @@ def test_read_file_refuses_a_fifo_instead_of_hanging(sb: ProcessSandbox) -> None
         sb.read_file("pipe")
 
 
+def test_a_path_the_filesystem_refuses_is_a_sandbox_error_not_an_os_error(sb: ProcessSandbox) -> None:
+    # An agent's write_file path: refused as data the env shows, never a traceback on the host.
+    with pytest.raises(SandboxError, match="cannot write"):
+        sb.write_files({"a" * 5000: "x"})
+    with pytest.raises(SandboxError, match="cannot read"):
+        sb.read_file("a" * 5000)
+    with pytest.raises(FileNotFoundError):  # an absent file stays what `Sandbox.read_file` promises
+        sb.read_file("a/" * 10 + "missing.txt")
+
+
 def test_snapshot_restore_round_trip(sb: ProcessSandbox) -> None:
     sb.write_files({"keep.txt": "v1", "dir/nested.txt": "n"})
     assert sb.run("ln -s keep.txt link").ok
