@@ -13,6 +13,7 @@ at import.
 """
 
 from agentenv.envs.tools.domain import (
+    MAX_GOLD_ACTIONS,
     Answer,
     Domain,
     NotFound,
@@ -25,6 +26,7 @@ from agentenv.envs.tools.domain import (
 from agentenv.envs.tools.env import ToolsEnv, ToolsState, db_hash, oracle, respond_spec, route_specs
 
 __all__ = [
+    "MAX_GOLD_ACTIONS",
     "Answer",
     "Domain",
     "NotFound",

@@ -24,6 +24,12 @@ and every other field empty, so an answer stuffed with guesses cannot score.
 Integer fields of requests and answers must be bounded inside SQLite's 64-bit range
 (checked at definition), so no argument value reaches SQLite as an overflow.
 
+Every task an env is given (the domain's own, a task file, a `Task` in reset options)
+passes `Domain.check_task`: at most `MAX_GOLD_ACTIONS` golden actions, each a route of
+the domain with valid arguments, then ``respond`` with the expected fields. A bad
+golden action is the task author's error, refused with a ValueError naming it, not
+an episode that fails at verify time.
+
 Left out: HTTP (service.py / app.py), the episode loop (env.py). Queries must be
 parameterised (``db.execute("... WHERE id = ?", (req.id,))``); a test checks every
 built-in domain for it.
@@ -43,13 +49,28 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from agentenv import Task, TaskMeta, TaskSet
+from agentenv.task import did_you_mean
 
-__all__ = ["Answer", "Domain", "NotFound", "Request", "Route", "RuleViolation", "gold_task", "load_domain"]
+__all__ = [
+    "MAX_GOLD_ACTIONS",
+    "Answer",
+    "Domain",
+    "NotFound",
+    "Request",
+    "Route",
+    "RuleViolation",
+    "gold_task",
+    "load_domain",
+]
 
 Handler = Callable[[sqlite3.Connection, Any], Any]
 FINISH_TOOL = "respond"  # the env's own terminal tool: the final answer, never sent to the service
 MESSAGE_FIELD = "message"  # respond's free text: shown to the user, never scored
 SQLITE_INT_RANGE = (-(2**63), 2**63 - 1)
+MAX_GOLD_ACTIONS = 64
+"""The most golden actions (``respond`` included) a task may hold. The verifier replays
+them all, one signed call each, inside the step that ends the episode, so a longer list
+would stall that step (2,000 reads take ~30 s); real tasks need a handful."""
 Message = Annotated[
     str,
     Field(
@@ -83,6 +104,21 @@ class Answer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     inferred: ClassVar[frozenset[str]] = frozenset({"rule"})
+
+
+class _GoldAction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, Any]
+
+
+class _GoldPayload(BaseModel):
+    """The payload `gold_task` builds; a task from a file or a caller must have its shape."""
+
+    actions: list[_GoldAction]
+    expect: dict[str, Any] = {}
+    inferred: list[str] = []
 
 
 class RuleViolation(Exception):
@@ -174,7 +210,7 @@ class Domain:
     def tasks(self) -> TaskSet:
         tasks = TaskSet(self._tasks() if self._tasks else ())
         for task in tasks:
-            self._check_gold(task)
+            self.check_task(task)
         return tasks
 
     def create_seed(self, path: str) -> None:
@@ -187,24 +223,43 @@ class Domain:
         finally:
             db.close()
 
-    def _check_gold(self, task: Task) -> None:
-        if not task.payload.get("actions"):
-            raise ValueError(f"task {task.id!r}: no golden actions; build tasks with gold_task()")
-        *actions, final = task.payload["actions"]
-        for action in actions:
-            name = action["name"]
-            if name not in self.routes:
-                raise ValueError(f"task {task.id!r}: golden action {name!r} is not a route of {self.name!r}")
-            self.routes[name].request.model_validate(action["arguments"])
-        expect = task.payload.get("expect", {})
-        if final["name"] != FINISH_TOOL or _fields(final["arguments"]) != expect:
-            raise ValueError(f"task {task.id!r}: the last golden action must be {FINISH_TOOL} with the expected fields")
+    def check_task(self, task: Task) -> None:
+        """Raise ValueError, naming the task and the action, unless ``task``'s golden actions
+        are sound: at most `MAX_GOLD_ACTIONS`, each but the last a route of this domain with
+        valid arguments, the last ``respond`` with the task's expected fields."""
+        where = f"task {task.id!r}"
+        actions = task.payload.get("actions")
+        if not actions:
+            raise ValueError(f"{where}: no golden actions; build tasks with gold_task()")
+        if isinstance(actions, list) and len(actions) > MAX_GOLD_ACTIONS:  # before validating each one
+            raise ValueError(
+                f"{where}: {len(actions)} golden actions, expected at most {MAX_GOLD_ACTIONS} "
+                "(the verifier replays every one in the final step)"
+            )
         try:
-            given = self.respond_model.model_validate(final["arguments"]).model_dump(exclude_none=True)
+            payload = _GoldPayload.model_validate(task.payload)
         except ValidationError as e:
-            raise ValueError(f"task {task.id!r}: the expected answer is not a valid {FINISH_TOOL}: {e}") from None
-        if _fields(given) != expect:  # "5" for an int field would never match what the agent's 5 validates to
-            raise ValueError(f"task {task.id!r}: give each expected value as its field's type, got {expect}")
+            raise ValueError(f"{where}: payload {_first_error(e)}") from None
+        *calls, final = payload.actions
+        for i, action in enumerate(calls):
+            route = self.routes.get(action.name)
+            if route is None:
+                raise ValueError(
+                    f"{where}: golden action {i} {action.name!r} is not a route of {self.name!r}."
+                    f"{did_you_mean(action.name, self.routes) or f' Routes: {sorted(self.routes)}.'}"
+                )
+            try:
+                route.request.model_validate(action.arguments)
+            except ValidationError as e:
+                raise ValueError(f"{where}: golden action {i} {action.name!r}: arguments {_first_error(e)}") from None
+        if final.name != FINISH_TOOL or _fields(final.arguments) != payload.expect:
+            raise ValueError(f"{where}: the last golden action must be {FINISH_TOOL} with the expected fields")
+        try:
+            given = self.respond_model.model_validate(final.arguments).model_dump(exclude_none=True)
+        except ValidationError as e:
+            raise ValueError(f"{where}: the expected answer is not a valid {FINISH_TOOL}: {e}") from None
+        if _fields(given) != payload.expect:  # "5" for an int field would never match what the agent's 5 validates to
+            raise ValueError(f"{where}: give each expected value as its field's type, got {payload.expect}")
 
 
 def gold_task(
@@ -243,6 +298,12 @@ def gold_task(
 def _fields(respond_args: Mapping[str, Any]) -> dict[str, Any]:
     """The answer fields of ``respond``'s arguments (all but the message)."""
     return {k: v for k, v in respond_args.items() if k != MESSAGE_FIELD}
+
+
+def _first_error(error: ValidationError) -> str:
+    """``field 'a.b': <message>`` for the first error of ``error``."""
+    first = error.errors()[0]
+    return f"field {'.'.join(str(p) for p in first['loc']) or '(root)'!r}: {first['msg']}"
 
 
 def _check_answer_model(answer: type[Answer]) -> None:

@@ -99,6 +99,8 @@ class ToolsEnv(Env[ToolsState]):
         self._episode: str | None = None
         self._step_faults: list[str] = []
         super().__init__(tasks, **kwargs)
+        for task in self.tasks:  # a task from a file or a caller: a bad golden action fails here, not at verify
+            self.domain.check_task(task)
 
     # -- hooks ---------------------------------------------------------------------
 
@@ -106,6 +108,7 @@ class ToolsEnv(Env[ToolsState]):
         return self.domain.tasks
 
     def initial_state(self, task: Task) -> ToolsState:
+        self.domain.check_task(task)  # a Task given in reset options was never checked
         service = self._live_service()
         if self._episode is None:
             self._episode = service.new_episode()
@@ -142,11 +145,14 @@ class ToolsEnv(Env[ToolsState]):
         return {"domain": self.domain.name, "db": db}
 
     def restore_external(self, data: Any) -> None:
-        if data is None:
-            return
-        domain = data.get("domain", self.domain.name)  # every domain's env is a ToolsEnv: the class cannot tell
+        self._step_faults = []  # initial_state does not run on a resume: drop what an infra step left
+        # Every domain's env is a ToolsEnv: the class cannot tell, the domain name can.
+        domain = self.domain.name if data is None else data.get("domain", self.domain.name)
         if domain != self.domain.name:
             raise ValueError(f"a snapshot of a {domain} episode cannot be restored into a {self.domain.name} env")
+        self.domain.check_task(self.task)  # a snapshot's task is as untrusted as one in reset options
+        if data is None:
+            return
         service = self._live_service()
         if self._episode is None:
             self._episode = service.new_episode()

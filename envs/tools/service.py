@@ -158,7 +158,11 @@ class Service:
 
     def call(self, episode: str, tool: str, body: bytes, timeout_s: float) -> Reply:
         """POST one tool call. Transport failures, timeouts, unsigned or malformed
-        answers and a lost episode database raise `InfraError`."""
+        answers and a lost episode database raise `InfraError`. A ``tool`` that is not a
+        route is refused unsent: it goes into the URL, and ``/``, ``?``, ``#`` or ``..``
+        there would get an unsigned answer from the router, which reads as an impostor."""
+        if tool not in self.domain.routes:
+            return Reply(404, kind="unknown_tool", message=f"no tool {tool!r}")
         if len(body) > MAX_BODY_BYTES:  # the service's 413 cannot be signed, so refuse here
             return Reply(
                 413, kind="too_large", message=f"the request is {len(body)} bytes; the limit is {MAX_BODY_BYTES}"

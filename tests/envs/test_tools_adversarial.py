@@ -10,6 +10,7 @@ classified ``infra``.
 import contextlib
 import dataclasses
 import json
+import re
 import select
 import socket
 import stat
@@ -30,6 +31,7 @@ from pydantic import Field
 import agentenv
 from agentenv import InfraError, ToolCall, tool_call_text
 from agentenv.envs.tools import (
+    MAX_GOLD_ACTIONS,
     Answer,
     Domain,
     Request,
@@ -395,3 +397,58 @@ def test_a_dead_service_is_stopped_at_its_last_release_not_after_the_linger():
         assert fresh is not s and fresh.alive()
     finally:
         services.release(fresh)
+
+
+# -- 4: a task's golden actions are checked wherever the task comes from ----------------
+
+HOSTILE_GOLD_NAMES = ["get_order/x", "get_order%2Fx", "..", "get_order?x=1", "get_order#frag", "get order"]
+
+
+def _gold(task_id: str, names: list[str]) -> agentenv.Task:
+    actions = [{"name": n, "arguments": {"order_id": "O1001"}} for n in names]
+    actions.append({"name": "respond", "arguments": {"message": "ok"}})
+    return agentenv.Task(id=task_id, prompt="What is the status of O1001?", payload={"actions": actions, "expect": {}})
+
+
+@pytest.mark.parametrize("name", HOSTILE_GOLD_NAMES)
+def test_a_task_file_with_a_golden_action_that_is_no_route_is_refused_when_the_env_is_made(tmp_path, name):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(_gold("ok", ["get_order"]).model_dump_json() + "\n" + _gold("bad", [name]).model_dump_json())
+    with pytest.raises(ValueError, match=rf"task 'bad': golden action 0 {re.escape(repr(name))} is not a route"):
+        agentenv.make("retail-v0", tasks=agentenv.TaskSet.from_jsonl(path))
+
+
+@pytest.mark.parametrize("name", HOSTILE_GOLD_NAMES)
+def test_a_task_with_a_golden_action_that_is_no_route_is_refused_at_reset(env, name):
+    with pytest.raises(ValueError, match=rf"task 'bad': golden action 0 {re.escape(repr(name))} is not a route"):
+        env.reset(options={"task": _gold("bad", [name])})
+    env.reset(options={"task": _gold("good", ["get_order"])})  # the env is still usable
+    _, _, terminated, _, info = env.step(ToolCall("respond", {"message": "ok"}))
+    assert terminated and info["failure"] == "none" and info["task_reward"] == 1.0
+
+
+def test_a_snapshot_whose_task_has_a_golden_action_that_is_no_route_is_refused(env):
+    snap = json.loads(env.snapshot().model_dump_json())
+    snap["task"]["payload"]["actions"][0]["name"] = "get_order/x"
+    with pytest.raises(ValueError, match=r"golden action 0 'get_order/x' is not a route"):
+        env.reset(options={"snapshot": snap})
+
+
+def test_golden_actions_are_capped_so_verify_replays_a_bounded_number(env):
+    at_cap = _gold("at-cap", ["get_order"] * (MAX_GOLD_ACTIONS - 1))  # respond is the last of them
+    over = _gold("over", ["get_order"] * MAX_GOLD_ACTIONS)
+    with pytest.raises(ValueError, match=rf"task 'over': {MAX_GOLD_ACTIONS + 1} golden actions, expected at most"):
+        agentenv.make("retail-v0", tasks=[at_cap, over])
+    with pytest.raises(ValueError, match=rf"task 'over': {MAX_GOLD_ACTIONS + 1} golden actions"):
+        env.reset(options={"task": over})
+    env.reset(options={"task": at_cap})
+    _, _, terminated, _, info = env.step(ToolCall("respond", {"message": "ok"}))
+    assert terminated and info["task_reward"] == 1.0
+
+
+@pytest.mark.parametrize("name", HOSTILE_GOLD_NAMES)
+def test_a_tool_that_is_no_route_is_refused_by_the_service_client_without_a_request(env, monkeypatch, name):
+    service, sent = env.service, []
+    monkeypatch.setattr(service, "send", lambda *args: sent.append(args))
+    reply = service.call(env.episode, name, GET_ORDER, 5.0)
+    assert (reply.status, reply.kind, reply.message) == (404, "unknown_tool", f"no tool {name!r}") and not sent

@@ -372,3 +372,23 @@ def test_a_value_a_route_echoes_back_is_not_a_fact_the_agent_was_shown(env):
     seen = set(env.state.seen)
     assert '"O1002"' not in seen  # the order id the agent sent, echoed
     assert '"shipped"' in seen or '"pending"' in seen or '"delivered"' in seen  # the status it was shown
+
+
+def test_a_resume_from_a_snapshot_carries_no_rule_penalty_from_a_step_that_ended_as_infra(env, monkeypatch):
+    env.reset(options={"task": "retail-cancel-O1001"})
+    snap = env.snapshot()
+    service, call = env.service, env.service.call
+
+    def call_then_crash(*args):  # the service dies right after the first call of the step
+        reply = call(*args)
+        service.process.kill()
+        service.process.wait()
+        return reply
+
+    monkeypatch.setattr(service, "call", call_then_crash)
+    refused = tool_call_text("cancel_order", order_id="O1001", reason="ordered_by_mistake")  # identity_required
+    _, _, _, truncated, info = env.step(refused + tool_call_text("get_order", order_id="O1001"))
+    assert truncated and info["failure"] == "infra" and env.state.violations == ["identity_required"]
+    env.reset(options={"snapshot": snap})  # a new service: the resumed episode starts clean
+    _, _, _, _, info = env.step(tool_call_text("get_order", order_id="O1001"))
+    assert info["error"] is None and info["rewards"]["rule_violation"] == 0.0
