@@ -45,7 +45,7 @@ import logging
 import time
 import typing
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import gymnasium as gym
@@ -110,6 +110,9 @@ class Transition:
     duration_s: float
     error: str | None = None
     error_kind: ErrorKind | None = None
+    closing: dict[str, float] = field(default_factory=dict)
+    """What `Env.closing_rewards` added to ``rewards`` (the last step only): a trainer that
+    discounts moves a take-back to the turns it cancels (`trainers.batch.step_rewards`)."""
 
 
 class Snapshot(BaseModel):
@@ -488,12 +491,12 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             terminated, truncated, failure, task_rewards = self._end_of_step(act, done=done)
             self._ended = terminated or truncated
             error_kind = act.error_kind  # a verifier's infrastructure failure sets it
-            if failure is not Failure.INFRA:
-                for k, v in self._closing_rewards(task_rewards).items():
-                    rewards[k] = rewards.get(k, 0.0) + v
+            closing = self._closing_rewards(task_rewards) if failure is not Failure.INFRA else {}
+            for k, v in closing.items():
+                rewards[k] = rewards.get(k, 0.0) + v
         else:  # the common case: the episode goes on
             terminated = truncated = False
-            failure, task_rewards = None, {}
+            failure, task_rewards, closing = None, {}, {}
 
         if self.lean:
             diff: list[dict[str, Any]] = []
@@ -527,6 +530,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 time.perf_counter() - start,
                 act.error,
                 error_kind,
+                closing,
             )
         )
         info = {

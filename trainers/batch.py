@@ -60,8 +60,26 @@ class TrainBatch:
 
 
 def step_rewards(traj: Trajectory, weights: Mapping[str, float]) -> list[float]:
-    """The step channel of each turn: the weighted sum of its step components."""
-    return [sum(weights.get(k, 1.0) * v for k, v in t.rewards.items()) for t in traj.transitions]
+    """The step channel of each turn: the weighted sum of its step components, with what
+    the env's closing rewards took back (`Transition.closing`) moved from the last turn
+    to the turns that were paid it, latest first (a take-back beyond what was paid stays
+    on the last turn). Discounted, a take-back on the last turn alone weighs less than
+    the payments it cancels, the more so the later the episode ends: a policy that earns
+    shaping it cannot confirm (hard-coded visible tests) and then stalls to the turn
+    limit would keep the difference."""
+    turns = [dict(t.rewards) for t in traj.transitions]
+    for k, v in (traj.transitions[-1].closing if traj.transitions else {}).items():
+        if not v < 0:
+            continue
+        turns[-1][k] = turns[-1].get(k, 0.0) - v  # the last turn without the take-back
+        owed = -v
+        for turn in reversed(turns):
+            paid = turn.get(k, 0.0)
+            if owed > 0 and paid > 0:
+                taken = min(paid, owed)
+                turn[k], owed = paid - taken, owed - taken
+        turns[-1][k] -= owed
+    return [sum(weights.get(k, 1.0) * v for k, v in turn.items()) for turn in turns]
 
 
 def anchor_keys(traj: Trajectory) -> list[str]:

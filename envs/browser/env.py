@@ -321,6 +321,13 @@ class BrowserEnv(Env[BrowserState]):
         failed = any(not o.ok and o.error_kind == "tool" for o in outcomes)
         return {"valid_action": -self.tool_error_penalty if failed else 0.0, "progress": self.subgoal_reward * progress}
 
+    def closing_rewards(self, task_rewards: dict[str, float]) -> dict[str, float]:
+        # Sub-goals hold on the way to a solve, and on the way to overdoing it: a task of
+        # "exactly these and nothing else" done with one too many kept them all.
+        if task_rewards["task"] >= self.success_threshold or not self.state.reached:
+            return {}
+        return {"progress": -self.subgoal_reward * len(self.state.reached)}
+
     def verify(self, task: Task) -> float:
         payload: BrowserPayload = self.payload
         site = self.sites[payload.site]

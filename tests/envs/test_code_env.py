@@ -134,6 +134,38 @@ def test_progress_the_hidden_tests_do_not_confirm_is_taken_back_on_the_last_step
     assert info["task_reward"] == float(kept == 1.0)
 
 
+def test_hard_coded_progress_is_worth_nothing_to_the_trainer_however_long_the_policy_stalls(env):
+    """Discounted, a take-back on the last turn weighs less than the payment it cancels;
+    the trainer moves it to the turn that was paid, so stalling to the turn limit after
+    hard-coding the visible tests returns what submitting at once does."""
+    from agentenv.trainers.advantages import discounted_returns
+    from agentenv.trainers.batch import step_rewards
+
+    write = tool_call_text("write_file", path="solution.py", content=LOOKUP_TABLE)
+    plans = {
+        "submit": [write, tool_call_text("run_tests"), tool_call_text("submit")],
+        "stall": [write, tool_call_text("run_tests")] + [tool_call_text("read_file", path="solution.py")] * 30,
+    }
+    returns = {}
+    for name, plan in plans.items():
+        env.reset(options={"task": ADD_TASK})
+        for action in plan:
+            *_, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                break
+        assert env.transitions[-1].closing == {"progress": pytest.approx(-1.0)}
+        paid = step_rewards(_trajectory(env), env.reward_weights)
+        returns[name] = discounted_returns(paid, 0.95)[0]
+    assert len(env.transitions) == env.max_turns  # the stalled one ran to the limit
+    # what is left is the one-time rewards: parses (0.02, the write) and runs (0.03, the tests)
+    assert returns["stall"] == pytest.approx(returns["submit"]) == pytest.approx(0.02 + 0.95 * 0.03)
+
+
+def _trajectory(env: CodeEnv) -> agentenv.Trajectory:
+    transitions = list(env.transitions)
+    return agentenv.Trajectory(task=env.task, messages=[], transitions=transitions, failure=agentenv.Failure.POLICY)
+
+
 def test_progress_is_taken_back_whole_when_the_episode_ends_without_a_submission(env):
     env.reset(options={"task": ADD_TASK})
     env.step(tool_call_text("write_file", path="solution.py", content=ADD_TASK.payload["solution"]))

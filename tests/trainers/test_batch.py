@@ -14,7 +14,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 import agentenv
 from agentenv import Failure, Generation, Task, Trajectory, Transition
-from agentenv.trainers.batch import anchor_keys, build_examples, collate, turn_advantages
+from agentenv.trainers.batch import anchor_keys, build_examples, collate, step_rewards, turn_advantages
 from agentenv.trainers.sft import sft, trajectory_example
 from agentenv.trainers.tokens import ChatDelta, build_tiny_tokenizer
 from tests.trainers.toy import tiny_model
@@ -378,3 +378,37 @@ def test_an_episode_that_failed_before_its_first_step_does_not_break_the_step_te
     )
     assert per_turn[2] == []
     assert per_turn[0][0] > 0 > per_turn[1][0]
+
+
+def _closing(traj: Trajectory, closing: dict[str, float]) -> Trajectory:
+    last = traj.transitions[-1]
+    last.rewards = {k: last.rewards.get(k, 0.0) + v for k, v in {**last.rewards, **closing}.items()}
+    last.closing = closing
+    return traj
+
+
+@pytest.mark.parametrize("step_mode", ["gigpo", "per_turn"])
+def test_a_take_back_cancels_the_payments_it_undoes_however_late_the_episode_ends(step_mode) -> None:
+    """Shaping paid on turn 1 and taken back when the episode ends (closing rewards): a
+    policy that stalls to the turn limit before the take-back would, discounted, keep
+    the difference; moved to the turn that was paid, it cancels from every turn."""
+
+    def failing(turns: int) -> Trajectory:
+        progress = [0.0, 0.5] + [0.0] * (turns - 2)
+        return _closing(_traj([None] * turns, progress=progress), {"progress": -0.5})
+
+    short, stalled = failing(3), failing(16)
+    other = _traj([None] * 3, steps=[("x", "y")] * 3)  # fails without shaping
+    trajs = [short, stalled, other]
+    per_turn, _ = turn_advantages(
+        trajs, [0, 0, 0], [{}] * 3, task_mode="std", step_mode=step_mode, step_weight=1.0, gamma=0.95
+    )
+    assert per_turn[0][0] == pytest.approx(per_turn[1][0]) == pytest.approx(per_turn[2][0])
+    assert step_rewards(stalled, {}) == pytest.approx([0.0] * 16)
+    assert sum(step_rewards(stalled, {})) == pytest.approx(sum(t.rewards["progress"] for t in stalled.transitions))
+
+
+def test_a_take_back_beyond_what_was_paid_stays_on_the_last_turn_and_only_its_own_component_moves() -> None:
+    traj = _closing(_traj([None] * 3, progress=[0.25, 0.0, 0.0]), {"progress": -0.75})
+    traj.transitions[1].rewards["format"] = -0.1
+    assert step_rewards(traj, {"format": 2.0}) == pytest.approx([0.0, -0.2, -0.5])

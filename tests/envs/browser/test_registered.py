@@ -108,3 +108,26 @@ def test_background_tabs_a_key_opens_are_closed():
         assert env._driver.call(pages_left, 10, "counting the pages") == 1
     finally:
         env.close()
+
+
+def test_a_failed_episode_gives_back_the_sub_goals_it_reached():
+    """Archiving Tomas's four messages and one more: "exactly these" fails, and the four
+    sub-goals it reached on the way are taken back; the honest run keeps them."""
+    from agentenv.envs.browser.apps._golden import click, fill, press
+    from agentenv.envs.browser.oracle import oracle
+
+    probe = agentenv.make("browser-mail-v0")
+    task = probe.tasks.get("mail/archive-tomas")
+    probe.close()
+    extra = [fill("searchbox", "Search mail", "Priya"), press("Enter")]
+    extra += [click("checkbox", "Select Lunch on Friday?"), click("button", "Archive selected")]
+    golden = [*task.payload["golden"], *(a.as_json() for a in extra)]
+    over = task.model_copy(
+        update={"id": "mail/archive-tomas-and-one-more", "payload": {**task.payload, "golden": golden}}
+    )
+    honest, overdone = agentenv.rollout("browser-mail-v0", oracle(), tasks=[task, over], concurrency=1)
+    progress = lambda traj: [t.rewards.get("progress", 0.0) for t in traj.transitions]  # noqa: E731
+    assert honest.success and sum(progress(honest)) == pytest.approx(0.4)
+    assert not overdone.success and overdone.task_reward == 0.0
+    assert max(progress(overdone)) > 0 and sum(progress(overdone)) == pytest.approx(0.0)
+    assert overdone.transitions[-1].closing == {"progress": pytest.approx(-0.4)}
