@@ -54,6 +54,9 @@ class ToolsState(State):
     """The answer fields ``respond`` filled in (the empty ones left out): what ``outputs`` checks."""
     seen: list[str] = []
     """Every value (as JSON) that a tool result of the episode held: the facts the agent was shown."""
+    answer_seen: list[str] = []
+    """The values of ``seen`` the agent had been shown when it answered: those of earlier
+    steps only, as a result of the answering action itself reaches the agent after it."""
     calls: int = 0
     writes: list[str] = []
     violations: list[str] = []
@@ -98,6 +101,7 @@ class ToolsEnv(Env[ToolsState]):
         self._service: services.Service | None = None
         self._episode: str | None = None
         self._step_faults: list[str] = []
+        self._fresh: set[str] = set()  # values first seen in this step's results: not yet shown
         super().__init__(tasks, **kwargs)
         for task in self.tasks:  # a task from a file or a caller: a bad golden action fails here, not at verify
             self.domain.check_task(task)
@@ -114,7 +118,7 @@ class ToolsEnv(Env[ToolsState]):
             self._episode = service.new_episode()
         else:
             service.reset_episode(self._episode)
-        self._step_faults = []
+        self._step_faults, self._fresh = [], set()
         return ToolsState()
 
     def respond(self, message: str, **fields: Any) -> str:
@@ -122,10 +126,14 @@ class ToolsEnv(Env[ToolsState]):
         self._live()  # an answer that cannot be verified ends as infra here, with its error shown
         self.state.answer = message
         self.state.answer_fields = {k: v for k, v in fields.items() if v is not None}
+        # A read in the same action as the answer backs nothing: its result reaches the
+        # agent after the answer was written (a guess beside the read that shows it).
+        self.state.answer_seen = sorted(set(self.state.seen) - self._fresh)
         return "sent"
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         faults, self._step_faults = self._step_faults, []
+        self._fresh = set()  # the step's results are shown now
         return {
             "rule_violation": -self.rule_penalty * faults.count("rule"),
             "server_error": -self.server_error_penalty * faults.count("server"),
@@ -145,7 +153,8 @@ class ToolsEnv(Env[ToolsState]):
         return {"domain": self.domain.name, "db": db}
 
     def restore_external(self, data: Any) -> None:
-        self._step_faults = []  # initial_state does not run on a resume: drop what an infra step left
+        # initial_state does not run on a resume: drop what an infra step left
+        self._step_faults, self._fresh = [], set()
         # Every domain's env is a ToolsEnv: the class cannot tell, the domain name can.
         domain = self.domain.name if data is None else data.get("domain", self.domain.name)
         if domain != self.domain.name:
@@ -224,13 +233,15 @@ class ToolsEnv(Env[ToolsState]):
         about) is the agent's guess, not a fact it was shown."""
         given = {json.dumps(v) for v in _scalars(dict(arguments))}
         seen = set(self.state.seen)
-        seen.update(text for text in map(json.dumps, _scalars(result)) if text not in given)
-        if len(seen) != len(self.state.seen):
-            self.state.seen = sorted(seen)
+        new = {text for text in map(json.dumps, _scalars(result)) if text not in given and text not in seen}
+        if new:
+            self._fresh |= new
+            self.state.seen = sorted(seen | new)
 
     def _seen_all(self, expect: Mapping[str, Any], task_inferred: Sequence[str]) -> bool:
-        """Whether every expected fact the agent must read (not infer) came back in a tool result."""
-        seen = set(self.state.seen)
+        """Whether every expected fact the agent must read (not infer) came back in a tool
+        result it was shown before it answered."""
+        seen = set(self.state.answer_seen)
         inferred = self.domain.answer.inferred | set(task_inferred)
         return all(json.dumps(v) in seen for k, v in expect.items() if k not in inferred)
 

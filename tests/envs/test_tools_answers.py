@@ -6,6 +6,7 @@ is left empty. These tests attack every task of both built-in domains the way an
 RL-trained policy would, and check that only the real answer scores.
 """
 
+import json
 import typing
 from typing import Any, Literal
 
@@ -142,3 +143,33 @@ def test_the_schema_of_respond_shows_the_answer_fields():
         assert "not checked" in params["properties"]["message"]["description"]
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("env_id, domain", DOMAINS, ids=[d for d, _ in DOMAINS])
+def test_a_read_in_the_same_action_as_the_answer_backs_nothing(env_id, domain):
+    """The golden reads and the exact answer in one action: the reads' results reach the
+    agent after the answer was written, so the answer is a guess however right, and the
+    reads after the answer are not run at all."""
+    env = agentenv.make(env_id)
+    checked = 0
+    try:
+        for task in domain.tasks:
+            expect, inferred = task.payload["expect"], domain.answer.inferred | set(task.payload.get("inferred", ()))
+            if not any(k not in inferred for k in expect):
+                continue  # nothing the agent must read
+            checked += 1
+            calls = [
+                {
+                    "id": f"c{i}",
+                    "type": "function",
+                    "function": {"name": a["name"], "arguments": json.dumps(a["arguments"])},
+                }
+                for i, a in enumerate(task.payload["actions"])
+            ]
+            for action in ([*calls[:-1], calls[-1]], [calls[-1], *calls[:-1]]):  # reads before, then after
+                env.reset(options={"task": task.id})
+                *_, info = env.step({"role": "assistant", "content": "", "tool_calls": action})
+                assert info["rewards"]["outputs"] == 0.0 and info["task_reward"] == 0.0, (task.id, info)
+    finally:
+        env.close()
+    assert checked >= 5
