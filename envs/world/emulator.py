@@ -18,9 +18,11 @@ For an emulated tool `Emulator.call`:
    as infra, such an action would end any episode unscored. A model that gives no
    reply at all (its transport gave up after its own retries, it raised, it hung)
    is an infra failure at once;
-   but a scripted table's miss (``no_entry``) is the agent's tool error, and so is
-   a request or reply too long for the model (``too_long``) when the agent's part of
-   the request is at least the model's ``reply_tokens`` characters: the actions set it.
+   but a scripted table's miss (``no_entry``) is the agent's tool error, and so are
+   a request the model's provider refuses for its content (``content_policy``: a
+   content filter flagged what the agent wrote) and a request or reply too long for
+   the model (``too_long``) when the agent's part of the request is at least the
+   model's ``reply_tokens`` characters: the actions set it.
 
 The canonical state is never touched here: the caller swaps it for
 ``Accepted.state``. Code tools go through `run_code`: the function gets a copy of
@@ -218,6 +220,15 @@ class Emulator:
                 # leave any episode unscored.
                 self.metrics.model_error(error.kind)
                 raise ToolError(f"{request.tool} cannot be carried out here: this world has no outcome for it")
+            if error.kind == "content_policy":
+                # The provider's content filter refused the request: what the agent wrote (its
+                # arguments, the state and history its calls built) set it off. As infra, one
+                # flagged argument would leave any episode unscored; asking again gets the same.
+                self.metrics.model_error(error.kind)
+                raise ToolError(
+                    f"{request.tool} cannot be carried out here: the world model's provider refused the call's "
+                    "content (a content filter)"
+                )
             if error.kind in ("too_long", "cut") and _agent_chars(request) >= getattr(self.model, "reply_tokens", 0):
                 # The prompt past the model's context, or its reply past its token limit, on a
                 # request the agent made large (its arguments, the state its calls built, their

@@ -11,8 +11,11 @@ Rewards. Task: the goal (JSON Logic) on the final canonical state, 1 or 0. Step:
 ``subgoal_weight * (share of sub-goals that hold after it - share before)``, so an
 episode earns in all the share at its end minus the share at its start, and
 undoing and redoing a sub-goal earns nothing. Only validated state counts, so a
-rejected proposal earns nothing. ``emulator_rejections`` (weight 0) counts the
-replies rejected in the step: a diagnostic the trainer's metrics show.
+rejected proposal earns nothing. An episode that fails its goal gives back what its
+sub-goals earned (`closing_rewards`): a sub-goal that reads one field holds after a
+wrong action too (a withdrawal meets a balance meant to come from a transfer).
+``emulator_rejections`` (weight 0) counts the replies rejected in the step: a
+diagnostic the trainer's metrics show.
 
 Faults. A world model that raises, hangs or cannot be reached ends the episode as
 ``infra``, with the reason, and is counted in `WorldMetrics` for the task and the
@@ -28,6 +31,7 @@ from __future__ import annotations
 import functools
 import importlib
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,6 +39,7 @@ from typing import Any, ClassVar
 from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, tool_call_text
 from agentenv.envs.world.cache import WorldCache, open_cache
 from agentenv.envs.world.emulator import CallRefused, Emulator, run_code
+from agentenv.envs.world.keys import canonical_json
 from agentenv.envs.world.metrics import WorldMetrics, world_metrics
 from agentenv.envs.world.models import ScriptedWorldModel, WorldModel
 from agentenv.envs.world.predicates import Predicate, rule_predicate
@@ -45,6 +50,8 @@ from agentenv.tools import ToolSpec, spec_from_model
 __all__ = ["WorldEnv", "WorldEnvState", "load_world", "oracle"]
 
 _TOOL_ATTR = "world:"  # prefix of the per-instance callers the core dispatches to
+_GOALS_KEPT = 4096
+"""Compiled goals an env keeps, the least recently used dropped first (a long run meets many tasks)."""
 
 
 class WorldEnvState(State):
@@ -56,6 +63,8 @@ class WorldEnvState(State):
     """Every successful tool call of the episode (the world model is shown the last few)."""
     potential: float = 0.0
     """The share of the task's sub-goals that hold now (the step reward's potential)."""
+    start_potential: float = 0.0
+    """The share at the episode's start: a failed episode gives back what it earned beyond it."""
 
 
 class Finish(Args):
@@ -123,7 +132,7 @@ class WorldEnv(Env[WorldEnvState]):
         for tool in self.world.tools.values():
             setattr(self, _TOOL_ATTR + tool.name, functools.partial(self._world_call, tool))
         self._rejections = 0
-        self._goals: dict[str, tuple[Predicate, list[Predicate]]] = {}
+        self._goals: OrderedDict[tuple[str, str], tuple[Predicate, list[Predicate]]] = OrderedDict()
         super().__init__(tasks, **kwargs)
 
     @property
@@ -139,13 +148,20 @@ class WorldEnv(Env[WorldEnvState]):
     def initial_state(self, task: Task) -> WorldEnvState:
         start = self.world.task_start(task)
         self._rejections = 0
-        return WorldEnvState(world=start, potential=self._potential(task, start))
+        potential = self._potential(task, start)
+        return WorldEnvState(world=start, potential=potential, start_potential=potential)
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         rejections, self._rejections = self._rejections, 0
         before = self.state.potential
         self.state.potential = after = self._potential(self.task, self.state.world)
         return {"subgoals": self.subgoal_weight * (after - before), "emulator_rejections": float(rejections)}
+
+    def closing_rewards(self, task_rewards: dict[str, float]) -> dict[str, float]:
+        earned = self.state.potential - self.state.start_potential
+        if task_rewards["task"] >= self.success_threshold or earned <= 0:
+            return {}
+        return {"subgoals": -self.subgoal_weight * earned}
 
     def verify(self, task: Task) -> float:
         goal, _ = self._predicates(task)
@@ -181,14 +197,21 @@ class WorldEnv(Env[WorldEnvState]):
     # -- internals ---------------------------------------------------------------------
 
     def _predicates(self, task: Task) -> tuple[Predicate, list[Predicate]]:
-        found = self._goals.get(task.id)
-        if found is None or len(self._goals) > 4096:
-            payload = task_payload(task)
-            found = (
-                rule_predicate(f"{task.id}:goal", payload.goal),
-                [rule_predicate(f"{task.id}:{s.name}", s.rule) for s in payload.subgoals],
-            )
-            self._goals[task.id] = found
+        """The task's compiled goal and sub-goals, kept by id *and* rules: tasks may share an
+        id and differ in goal (mined variants, task files reusing ids, a task passed to reset)."""
+        key = _goal_key(task)
+        if key is not None and key in self._goals:
+            self._goals.move_to_end(key)
+            return self._goals[key]
+        payload = task_payload(task)
+        found = (
+            rule_predicate(f"{task.id}:goal", payload.goal),
+            [rule_predicate(f"{task.id}:{s.name}", s.rule) for s in payload.subgoals],
+        )
+        if key is not None:
+            self._goals[key] = found
+            if len(self._goals) > _GOALS_KEPT:
+                self._goals.popitem(last=False)
         return found
 
     def _potential(self, task: Task, state: dict[str, Any]) -> float:
@@ -196,6 +219,16 @@ class WorldEnv(Env[WorldEnvState]):
         if not subgoals:
             return 0.0
         return sum(s.test(state) for s in subgoals) / len(subgoals)
+
+
+def _goal_key(task: Task) -> tuple[str, str] | None:
+    """What a task's compiled rules depend on: its id (their names) and its rules as
+    canonical JSON; None for rules that are not JSON (compiling them says why)."""
+    rules = [task.payload.get("goal"), task.payload.get("subgoals", [])]
+    try:
+        return task.id, canonical_json(rules)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _spec(tool: WorldTool) -> ToolSpec:

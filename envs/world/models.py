@@ -35,10 +35,12 @@ __all__ = ["ScriptedWorldModel", "WorldModel", "WorldModelError"]
 class WorldModelError(Exception):
     """The world model gave no reply (not a wrong one: those are validation failures).
     ``kind`` names the cause for the metrics: timeout, connection, rate_limited,
-    server_error, refused, bad_response, no_entry, too_long, cut, error. Each ends the
-    episode as ``infra`` but ``no_entry`` (a scripted table's miss), which the agent
-    sees as a tool error; ``too_long`` (a prompt past the model's context), a tool
-    error too where the agent made the request large; and ``cut`` (a reply cut at the
+    server_error, refused, bad_response, no_entry, too_long, content_policy, cut, error.
+    Each ends the episode as ``infra`` but ``no_entry`` (a scripted table's miss), which
+    the agent sees as a tool error; ``content_policy`` (the server refused what the
+    request says: what the agent wrote, as one flagged argument could end any episode
+    unscored as infra), a tool error too; ``too_long`` (a prompt past the model's
+    context), a tool error where the agent made the request large; and ``cut`` (a reply cut at the
     token limit), a rejected attempt, asked again, or that tool error on a large
     request (see `agentenv.envs.world.emulator`)."""
 

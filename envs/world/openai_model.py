@@ -18,7 +18,11 @@ kind: timeout, connection, rate_limited, server_error, refused, bad_response; an
 too_long for a prompt past the server's context (its HTTP 400, 413 or 422 says so)
 or a reply cut at ``max_tokens``: when the agent's call and the state its calls
 built are what made the request large, the emulator shows it to the agent as a tool
-error (see `agentenv.envs.world.emulator`).
+error (see `agentenv.envs.world.emulator`); and content_policy for an HTTP 400 that
+says the provider's content filter refused what the request holds (Azure OpenAI's
+``content_filter``, OpenAI's ``invalid_prompt``): the text the agent wrote did that,
+so it is the agent's tool error too, asked in no other mode. Other 4xx (401, 403,
+404, a bad request) are ``refused``: infra.
 """
 
 from __future__ import annotations
@@ -48,6 +52,12 @@ _FORMATS: dict[str, dict[str, Any] | None] = {
     "none": None,
 }
 _HTTP = re.compile(r"HTTP (\d{3}) from")
+_CONTENT_POLICY = re.compile(
+    r"content[_ ]filter|content[_ ]policy|content management policy|invalid_prompt|flagged|usage polic"
+    r"|ResponsibleAIPolicyViolation",
+    re.IGNORECASE,
+)
+"""What a provider's refusal of the request's content says (Azure OpenAI, OpenAI, vLLM guards)."""
 
 
 class OpenAIWorldModel:
@@ -133,10 +143,11 @@ class OpenAIWorldModel:
                 return content if isinstance(content, str) else ""
             error = output.error if isinstance(output, PolicyFailure) else f"unexpected output {output!r:.100}"
             status = _status(error)
-            if self.structured == "auto" and status in (400, 422) and mode != "none":
+            kind = _kind(error, status)
+            if self.structured == "auto" and status in (400, 422) and mode != "none" and kind != "content_policy":
                 mode = _MODES[_MODES.index(mode) + 1]  # perhaps the server refuses this response_format
                 continue
-            raise WorldModelError(f"{self.model}: {error}", kind=_kind(error, status))
+            raise WorldModelError(f"{self.model}: {error}", kind=kind)
 
     @property
     def reply_tokens(self) -> int:
@@ -176,6 +187,8 @@ def _kind(error: str, status: int | None) -> str:
         return "rate_limited"
     if status is not None and context_overflow(status, error):
         return "too_long"
+    if status == 400 and _CONTENT_POLICY.search(error):
+        return "content_policy"
     if status is not None:
         return "server_error" if status >= 500 else "refused"
     if "timed out" in error:

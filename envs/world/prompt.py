@@ -4,6 +4,10 @@ Everything that varies (the tool's arguments, the state, the history, the errors
 rejected attempts) goes into the user message as one JSON document, so text an
 agent wrote reaches the model only as quoted JSON strings, never as instructions;
 the system message says so and says what to do with instructions found in the data.
+A "<" in that document is written ``\\u003c``, so no text of the agent's spells a chat
+template's control token (``<|im_end|>``); `TransformersWorldModel` also tokenizes with
+special tokens split. Left out: control tokens spelled without "<" (``[INST]``) on a
+server that parses special tokens in the prompt.
 Every world model (OpenAI endpoint, transformers, anything else) gets the same
 messages from `messages`, and a reply is read by `agentenv.envs.world.validate`.
 """
@@ -17,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = ["PROMPT_VERSION", "REPLY_SCHEMA", "HistoryItem", "WorldRequest", "messages"]
 
-PROMPT_VERSION = "1"
+PROMPT_VERSION = "2"
 """Part of every cache key: a change to the prompt's wording never reuses old answers."""
 
 REPLY_SCHEMA: dict[str, Any] = {
@@ -122,5 +126,13 @@ def messages(request: WorldRequest) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": SYSTEM},
         # Compact: json's C encoder (an indent would take the pure-Python one, 10x slower on big states).
-        {"role": "user", "content": json.dumps(document, ensure_ascii=False)},
+        {"role": "user", "content": _quoted(json.dumps(document, ensure_ascii=False))},
     ]
+
+
+def _quoted(text: str) -> str:
+    """JSON text with every "<" spelled ``\\u003c``: the same JSON value, but agent text
+    holding a chat template's control tokens (``<|im_end|>``, ``<|start_header_id|>``, ``</s>``)
+    can no longer close the user turn and open a forged system turn where a server or
+    tokenizer parses special tokens in the rendered prompt. Outside strings, JSON has no "<"."""
+    return text.replace("<", "\\u003c")

@@ -5,15 +5,30 @@ what is its canonical form. A pydantic model validates the JSON strictly, as JSO
 (``"5"`` is not an int), with unknown fields refused when the model forbids extras
 (`agentenv.State` does); the canonical form is its JSON dump. A JSON Schema is
 checked with the ``jsonschema`` library (draft 2020-12); the canonical form is the
-JSON itself. Left out: JSON Schema ``$ref`` to anything outside the schema.
+JSON itself.
+
+A JSON Schema runs inside `env.step` on text the policy chose, so two of its features
+are held back. ``$ref`` and ``$dynamicRef`` must be local (``#...``): a remote one would
+be fetched mid-step (a request to any host, with no timeout), and the validator gets an
+empty registry, so nothing is ever retrieved. Patterns (``pattern``, ``patternProperties``,
+and so ``propertyNames``' patterns) run on a linear-time engine, the Rust regex of
+pydantic-core, never Python's backtracking ``re``, where ``^(a|aa)+$`` takes 7 times longer
+for each 4 more characters of the text. A schema with a pattern that engine cannot run (a lookaround, a
+backreference) is refused when loaded, as is ``unevaluatedProperties`` beside
+``patternProperties`` (jsonschema matches those with ``re`` itself). The pattern
+keywords follow `agentenv.envs.mcp_env.schema`, which is not imported: it needs the
+``mcp`` extra.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import SchemaValidator, core_schema
 
 from agentenv.envs.world._extra import need
 
@@ -72,8 +87,10 @@ class JSONSchemaState:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as e:
             raise SchemaError(f"the state schema is not a valid JSON Schema: {e.message}") from None
+        _check_safe(schema)
         self.json_schema = schema
-        self._validator = jsonschema.Draft202012Validator(schema)
+        referencing = need("referencing")
+        self._validator = _linear_patterns()(schema, registry=referencing.Registry())
 
     def validate(self, data: Any) -> dict[str, Any]:
         error = next(iter(sorted(self._validator.iter_errors(data), key=lambda e: list(e.absolute_path))), None)
@@ -94,3 +111,131 @@ def _pydantic_message(error: ValidationError) -> str:
         where = "/" + "/".join(str(p) for p in err["loc"])
         parts.append(f"{where}: {err['msg']}")
     return "; ".join(parts)
+
+
+# -- what a schema may hold, and patterns on a linear-time engine ------------------------------
+
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+"""Keywords whose values are data, not schemas."""
+_NAMED_SUBSCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+"""Keywords whose values map names (or patterns) to schemas."""
+
+
+def _check_safe(schema: dict[str, Any]) -> None:
+    """`SchemaError`, naming where, for a reference that is not local, a pattern the linear
+    engine cannot run, or ``unevaluatedProperties`` beside ``patternProperties``."""
+    keywords: set[str] = set()
+    for where, node in _subschemas(schema):
+        keywords.update(node)
+        for key in ("$ref", "$dynamicRef"):
+            ref = node.get(key)
+            if isinstance(ref, str) and not ref.startswith("#"):
+                raise SchemaError(
+                    f"{where}/{key}: {ref[:200]!r} is not a local reference; only '#...' ones are "
+                    "allowed (nothing outside the schema is fetched)"
+                )
+        patterns = [(f"{where}/pattern", node["pattern"])] if isinstance(node.get("pattern"), str) else []
+        named = node.get("patternProperties")
+        patterns += [(f"{where}/patternProperties", p) for p in named] if isinstance(named, dict) else []
+        for at, pattern in patterns:
+            if _matcher(pattern) is None:
+                raise SchemaError(
+                    f"{at}: the pattern {pattern[:200]!r} is not supported (patterns run on a linear-time "
+                    "engine, which has no lookarounds or backreferences)"
+                )
+    if {"unevaluatedProperties", "patternProperties"} <= keywords:
+        raise SchemaError(
+            "'unevaluatedProperties' beside 'patternProperties' is not supported "
+            "(jsonschema would match those patterns on Python's backtracking re)"
+        )
+
+
+def _subschemas(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every object in ``schema`` that may be a schema, with its JSON Pointer. An object
+    under an unknown keyword counts (a local ``$ref`` may point there); data keywords'
+    values do not."""
+    stack: list[tuple[str, Any]] = [("", schema)]
+    while stack:
+        where, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield where, node
+        for key, value in node.items():
+            here = f"{where}/{_escape(key)}"
+            if key in _DATA_KEYWORDS:
+                continue
+            if key in _NAMED_SUBSCHEMAS and isinstance(value, dict):
+                stack.extend((f"{here}/{_escape(name)}", sub) for name, sub in value.items())
+            elif isinstance(value, list):
+                stack.extend((f"{here}/{i}", sub) for i, sub in enumerate(value))
+            else:
+                stack.append((here, value))
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+@functools.lru_cache(maxsize=512)
+def _matcher(pattern: str) -> Callable[[str], bool] | None:
+    """``re.search(pattern, text) is not None`` in linear time, or None for a pattern the
+    engine cannot run."""
+    try:
+        engine = SchemaValidator(
+            core_schema.str_schema(pattern=pattern), config=core_schema.CoreConfig(regex_engine="rust-regex")
+        )
+    except Exception:  # noqa: BLE001 - pydantic-core's SchemaError: lookarounds, backreferences
+        return None
+
+    def search(text: str) -> bool:
+        try:
+            engine.validate_python(text)
+        except ValidationError:
+            return False
+        return True
+
+    return search
+
+
+def _matches(pattern: str, text: str) -> bool:
+    search = _matcher(pattern)
+    if search is None:  # `_check_safe` refused the schema; a validator built around it is a bug
+        raise SchemaError(f"pattern {pattern[:200]!r} is not supported")
+    return search(text)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    if validator.is_type(instance, "string") and not _matches(pattern, instance):
+        yield need("jsonschema").ValidationError(f"{instance[:100]!r} does not match {pattern[:200]!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _matches(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    named, patterns = schema.get("properties", {}), list(schema.get("patternProperties", {}))
+    extras = [k for k in instance if k not in named and not any(_matches(p, k) for p in patterns)]
+    if validator.is_type(extra, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], extra, path=key)
+    elif not extra and extras:
+        listed = ", ".join(repr(k[:100]) for k in sorted(extras)[:10])
+        yield need("jsonschema").ValidationError(f"Additional properties are not allowed ({listed} unexpected)")
+
+
+@functools.cache
+def _linear_patterns() -> Any:
+    """Draft 2020-12's validator with its pattern keywords on `_matcher`."""
+    jsonschema = need("jsonschema")
+    return jsonschema.validators.extend(
+        jsonschema.Draft202012Validator,
+        {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
+    )

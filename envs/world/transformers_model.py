@@ -2,10 +2,12 @@
 
 The same prompt as every world model (`agentenv.envs.world.prompt`), rendered with
 the tokenizer's chat template (plain "role: content" lines for a tokenizer without
-one), generated with ``model.generate`` (greedy by default; with a temperature,
-sampled under a seed drawn from the call's cache key, so a call's answer does not
-depend on what ran before it), decoded, and read by the same JSON extraction and
-validation as an endpoint's reply. One generation at a time per model (a lock):
+one) and tokenized with special tokens split inside each message's content (the
+template's turn markers stay control tokens; an agent's ``[INST]`` is text),
+generated with ``model.generate`` (greedy by default; with a temperature, sampled
+under a seed drawn from the call's cache key, so a call's answer does not depend on
+what ran before it), decoded, and read by the same JSON extraction and validation
+as an endpoint's reply. One generation at a time per model (a lock):
 a transformers model is not made to be called from several threads at once.
 
 torch and transformers are imported when the model is built, never at import.
@@ -70,10 +72,39 @@ class TransformersWorldModel:
 
     def prompt_text(self, request: WorldRequest) -> str:
         """The prompt as the model reads it."""
+        return self._render(messages(request))
+
+    def prompt_ids(self, request: WorldRequest) -> list[int]:
+        """The prompt's token ids: the template's own text with its control tokens, each
+        message's content with special tokens split (``split_special_tokens``), so text an
+        agent wrote is never a turn marker, however it spells one."""
         chat = messages(request)
+        text = self._render(chat)
+        pieces: list[tuple[str, bool]] = []
+        at = 0
+        for message in chat:
+            content = message["content"].strip()  # templates may trim a message's content
+            start = text.find(content, at)
+            if start < 0:
+                raise WorldModelError(
+                    f"the chat template rewrites a {message['role']} message's content: the prompt cannot be "
+                    "tokenized with the agent's text kept apart from the template's control tokens"
+                )
+            pieces += [(text[at:start], False), (content, True)]
+            at = start + len(content)
+        pieces.append((text[at:], False))
+        # A fast tokenizer keeps split_special_tokens as state between the setting and the
+        # encoding: two calls at once could encode an agent's text with special tokens parsed.
+        with self._lock:
+            return [i for piece, split in pieces if piece for i in self._encode(piece, split=split)]
+
+    def _render(self, chat: list[dict[str, str]]) -> str:
         if getattr(self.tokenizer, "chat_template", None):
             return str(self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True))
         return "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant: "
+
+    def _encode(self, text: str, *, split: bool) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=split)["input_ids"])
 
     @property
     def reply_tokens(self) -> int:
@@ -92,8 +123,7 @@ class TransformersWorldModel:
     def propose(self, request: WorldRequest) -> str:
         import torch
 
-        text = self.prompt_text(request)
-        ids = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([self.prompt_ids(request)], dtype=torch.long)
         room = getattr(self.hf_model.config, "max_position_embeddings", None)
         if isinstance(room, int) and ids.shape[1] + self.max_new_tokens > room:
             raise WorldModelError(

@@ -4,7 +4,8 @@
 asked about, and returns the `Accepted` change or raises `Rejected` with one of
 `REJECTION_KINDS` and a message fit to feed back to the model:
 
-    too_large       the reply is longer than `MAX_REPLY_CHARS`
+    too_large       the reply is longer than `MAX_REPLY_CHARS`, or its copies and moves
+                    carry more than `MAX_COPIED_CHARS` of the state
     not_json        no JSON object in it (or JSON no reader should take: lone
                     surrogates, nesting past 64, integers past 4096 bits)
     shape           not exactly {"observation": str, "state_patch": [op, ...]}, an
@@ -43,6 +44,11 @@ MAX_REPLY_CHARS = 200_000
 MAX_REPLY_DEPTH = 64
 MAX_STATE_DEPTH = 64
 """A state may nest at most this deep (rules and schema checks recurse over it)."""
+MAX_COPIED_CHARS = MAX_REPLY_CHARS
+"""The most JSON (about, in characters) a patch's copy and move operations may carry, all
+together. A reply spells out its values, so they are bounded by its length; a copy is a few
+characters whatever it copies, and each copy of the whole state doubles it (18 of them, a
+1 KB reply, built 5 GB)."""
 REJECTION_KINDS = (
     "too_large",
     "not_json",
@@ -209,8 +215,11 @@ def _apply(patch: list[dict[str, Any]], before: dict[str, Any]) -> Any:
     jsonpatch, jsonpointer = need("jsonpatch"), need("jsonpointer")
     doc: Any = copy.copy(before)
     made = [doc]  # the containers this call copied (held, so their ids stay theirs)
+    left = MAX_COPIED_CHARS
     try:
-        for op in patch:
+        for i, op in enumerate(patch):
+            if op["op"] in ("copy", "move"):
+                left = _charge(i, op, doc, left)
             for key in ("from", "path") if op["op"] == "move" else ("path",):
                 doc = _copy_along(doc, op[key], made)
             doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
@@ -219,6 +228,70 @@ def _apply(patch: list[dict[str, Any]], before: dict[str, Any]) -> Any:
         raise Rejected("patch", f"the patch does not apply: {str(e)[:300]}") from None
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as e:
         raise Rejected("patch", f"the patch does not apply: {type(e).__name__}: {str(e)[:300]}") from None
+
+
+def _charge(i: int, op: dict[str, Any], doc: Any, left: int) -> int:
+    """``left`` less what copy or move ``op`` carries; `Rejected` when that is more than is
+    left, would nest the state too deep, or is put inside itself. Checked before the
+    operation runs, on the document as the earlier operations left it."""
+    source, target = split_pointer(op["from"]), split_pointer(op["path"])
+    if len(source) < len(target) and target[: len(source)] == source:
+        raise Rejected("patch", f"state_patch/{i} puts {op['from'][:200]!r} inside itself, at {op['path'][:200]!r}")
+    found = _resolve(doc, source)
+    if found is _MISSING:
+        return left  # jsonpatch says why it does not apply
+    size, depth = _extent(found, left)
+    if size > left:
+        raise Rejected(
+            "too_large", f"state_patch/{i}: the patch's copies and moves carry over {MAX_COPIED_CHARS} characters"
+        )
+    if len(target) + depth > MAX_STATE_DEPTH:
+        raise Rejected("schema", f"state_patch/{i} would nest the state more than {MAX_STATE_DEPTH} deep")
+    return left - size
+
+
+_MISSING = object()
+
+
+def _resolve(doc: Any, tokens: list[str]) -> Any:
+    """The value at ``tokens`` in ``doc``, or `_MISSING`."""
+    node = doc
+    for token in tokens:
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return _MISSING
+    return node
+
+
+def _extent(value: Any, limit: int) -> tuple[int, int]:
+    """About how many characters ``value`` takes as JSON, and how deep it nests (a scalar: 0).
+    The walk stops once the size passes ``limit``: a huge subtree costs no more than that."""
+    size, deepest, stack = 0, 0, [(value, 0)]
+    while stack and size <= limit:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            size += 2
+            for key, child in item.items():
+                size += len(key) + 4
+                stack.append((child, depth + 1))
+                if size > limit:
+                    break
+        elif isinstance(item, list):
+            size += 2
+            for child in item:
+                size += 1
+                stack.append((child, depth + 1))
+                if size > limit:
+                    break
+        elif isinstance(item, str):
+            size += len(item) + 2
+        else:  # a number, true, false or null (an integer's digits counted without writing them)
+            size += item.bit_length() // 3 + 2 if isinstance(item, int) else 8
+    return size, deepest
 
 
 def _nesting(value: Any) -> int:

@@ -6,8 +6,10 @@ state needs no model, and a model could only get them wrong. ``mkdir``, ``touch`
 ``write_file``, ``append_file``, ``rm``, ``mv``, ``cp``, ``grep``, ``wc``, ``find`` and
 ``head`` are emulated, each allowed to write only the paths its arguments name
 (``rm(path)``: the entry ``path`` and the entries under ``path/``), with
-postconditions that pin what a change must be when there is one (``write_file``
-writes exactly the given text, ``cp`` copies exactly, ...). Invariants: every entry's
+postconditions that pin what a change must be when there is one (``mkdir`` and
+``touch`` only create an empty entry where none was, ``write_file`` writes exactly
+the given text, ``cp`` copies exactly a file that exists, ...): every tool that
+changes files has one, or an obedient model could write any text through it. Invariants: every entry's
 parent is a directory, keys are normalised absolute paths, directories hold no
 text, at most 500 entries and 64,000 characters of text in all (the commands that
 change files are shown the whole state: it must fit a prompt).
@@ -186,8 +188,10 @@ def _under(data: dict[str, Any], side: str, path: str) -> dict[str, Any]:
 def _moved_exactly(data: dict[str, Any], src: str, dst: str) -> bool:
     # The whole subtree, not the dst node alone: every directory node equals every other,
     # so a model could add, drop or rewrite entries under dst and still pass.
+    # src must have existed: "moving" nothing would otherwise delete dst and its subtree.
     return (
-        _node(data, "after", src) is None
+        _node(data, "before", src) is not None
+        and _node(data, "after", src) is None
         and not _under(data, "after", src)
         and _node(data, "after", dst) == _node(data, "before", src)
         and _under(data, "after", dst) == _under(data, "before", src)
@@ -203,9 +207,39 @@ def _post(name: str, description: str, check: Any) -> Predicate:
     return Predicate(name, fn=_unchanged_or(check), description=description)
 
 
+def _kind(data: dict[str, Any], side: str, path: str) -> str | None:
+    node = _node(data, side, path)
+    return node["kind"] if isinstance(node, dict) else None
+
+
+def _creates(data: dict[str, Any], kind: str) -> bool:
+    """Nothing was at the path, and now an empty ``kind`` is: with no content to check, a
+    model could otherwise write any text (the answer a task asks for) through mkdir or touch."""
+    path = data["args"]["path"]
+    return _node(data, "before", path) is None and _node(data, "after", path) == {"kind": kind, "content": ""}
+
+
+# Every tool that changes files is pinned by a postcondition: a world model talked round by
+# text in the agent's arguments may only make the change the call names, or none.
 _SUBTREE = ["/files/{path}", "/files/{path}~1*"]  # the entry, and the entries under "path/"
-WORLD.emulated("mkdir", PathArg, "Create one directory; its parent must exist.", writes=["/files/{path}"])
-WORLD.emulated("touch", PathArg, "Create an empty file if the path does not exist.", writes=["/files/{path}"])
+WORLD.emulated(
+    "mkdir",
+    PathArg,
+    "Create one directory; its parent must exist and the path must not.",
+    writes=["/files/{path}"],
+    postconditions=[
+        _post("creates_empty_dir", "nothing was at the path; now an empty directory is", lambda d: _creates(d, "dir"))
+    ],
+)
+WORLD.emulated(
+    "touch",
+    PathArg,
+    "Create an empty file if the path does not exist; an existing entry is left as it is.",
+    writes=["/files/{path}"],
+    postconditions=[
+        _post("creates_empty_file", "nothing was at the path; now an empty file is", lambda d: _creates(d, "file"))
+    ],
+)
 WORLD.emulated(
     "write_file",
     WriteArgs,
@@ -214,8 +248,11 @@ WORLD.emulated(
     postconditions=[
         _post(
             "writes_exactly",
-            "the file holds exactly the given text",
-            lambda d: _node(d, "after", d["args"]["path"]) == {"kind": "file", "content": d["args"]["content"]},
+            "the path was no directory, and the file holds exactly the given text",
+            lambda d: (
+                _kind(d, "before", d["args"]["path"]) != "dir"
+                and _node(d, "after", d["args"]["path"]) == {"kind": "file", "content": d["args"]["content"]}
+            ),
         )
     ],
 )
@@ -227,9 +264,10 @@ WORLD.emulated(
     postconditions=[
         _post(
             "appends_exactly",
-            "the file holds its old text followed by the given text",
+            "the path was no directory, and the file holds its old text followed by the given text",
             lambda d: (
-                _node(d, "after", d["args"]["path"])
+                _kind(d, "before", d["args"]["path"]) != "dir"
+                and _node(d, "after", d["args"]["path"])
                 == {
                     "kind": "file",
                     "content": ((_node(d, "before", d["args"]["path"]) or {}).get("content", ""))
@@ -244,7 +282,16 @@ WORLD.emulated(
     RmArgs,
     "Remove a file, or with recursive=true a directory and everything under it.",
     writes=_SUBTREE,
-    postconditions=[_post("removes_path", "the path is gone", lambda d: _node(d, "after", d["args"]["path"]) is None)],
+    postconditions=[
+        _post(
+            "removes_path",
+            "the path is gone, and it was a file unless recursive=true",
+            lambda d: (
+                _node(d, "after", d["args"]["path"]) is None
+                and (_kind(d, "before", d["args"]["path"]) == "file" or d["args"]["recursive"])
+            ),
+        )
+    ],
 )
 WORLD.emulated(
     "mv",
@@ -254,7 +301,8 @@ WORLD.emulated(
     postconditions=[
         _post(
             "moves_exactly",
-            "src and everything under it are gone, and dst holds what src held, with exactly src's entries under it",
+            "src existed; it and everything under it are gone, and dst holds what src held, with exactly src's "
+            "entries under it",
             lambda d: _moved_exactly(d, d["args"]["src"], d["args"]["dst"]),
         )
     ],
@@ -267,8 +315,12 @@ WORLD.emulated(
     postconditions=[
         _post(
             "copies_exactly",
-            "dst holds what src holds",
-            lambda d: _node(d, "after", d["args"]["dst"]) == _node(d, "before", d["args"]["src"]),
+            "src is a file, dst was no directory, and dst holds what src holds",
+            lambda d: (
+                _kind(d, "before", d["args"]["src"]) == "file"
+                and _kind(d, "before", d["args"]["dst"]) != "dir"
+                and _node(d, "after", d["args"]["dst"]) == _node(d, "before", d["args"]["src"])
+            ),
         )
     ],
 )

@@ -185,3 +185,25 @@ def test_the_fs_state_cannot_be_bloated_past_what_a_prompt_holds() -> None:
     assert [i["error"] for i in infos[:4]] == [None] * 4
     assert infos[4]["error_kind"] == "tool" and infos[4]["failure"] is None and "bounded" in infos[4]["error"]
     assert sum(len(n["content"]) for n in env.state.world["files"].values()) <= 64_000
+
+
+def test_a_reply_that_copies_the_state_into_itself_is_a_rejected_attempt() -> None:
+    """A few copy operations of 100 bytes each can double the state each (18 of them built
+    5 GB in one step): counted against the reply limit, such a reply is the model's rejected
+    attempt, ``too_large``, never a crash or infra, and the state stays as it was."""
+    root = "/files/~1tmp~1b"
+    patch: list[dict] = [{"op": "add", "path": root, "value": {"c0": "a" * 1000}}]
+    for j in range(1, 13):
+        patch.append({"op": "add", "path": f"{root}/c{j}", "value": {}})
+        patch += [{"op": "copy", "from": f"{root}/c{j - 1}", "path": f"{root}/c{j}/{side}"} for side in "xy"]
+    answer = json.dumps({"observation": "", "state_patch": patch})
+    metrics = WorldMetrics()
+    env = agentenv.make(
+        "world-fs-v0", model=FakeModel(lambda r: answer, "copier"), cache=WorldCache(), metrics=metrics, max_attempts=1
+    )
+    env.reset(options={"task": "fs-write-hello"})
+    before = env.state.world
+    _, reward, terminated, truncated, info = env.step(tool_call_text("touch", path="/tmp/b"))
+    assert info["error_kind"] == "tool" and info["failure"] is None and not (terminated or truncated)
+    assert dict(metrics.rejected) == {"too_large": 1} and env.state.world == before and reward <= 0
+    env.close()

@@ -241,3 +241,35 @@ def test_envs_naming_one_cache_file_share_one_cache(make_env, tmp_path: Path) ->
     b = make_env(model=FakeModel([GOOD]), cache=str(tmp_path / "x" / ".." / "c.sqlite"))
     assert a.emulator.cache is b.emulator.cache
     assert make_env(model=FakeModel([GOOD]), cache=None).emulator.cache is not a.emulator.cache
+
+
+def test_a_task_sharing_an_id_with_another_is_scored_by_its_own_goal(make_env) -> None:
+    """Mined variants, task files reusing ids, a task passed to reset: same id, other goal."""
+    env = make_env(model=FakeModel([GOOD]))
+    original = env.tasks.get("todo")
+    env.reset(options={"task": original})
+    variant = original.model_copy(update={"payload": dict(original.payload, goal={"==": [{"val": ["count"]}, 9]})})
+    env.reset(options={"task": variant})
+    _, _, terminated, _, _ = env.step(ADD)  # the original's goal now holds, the variant's does not
+    assert not terminated and env.verify(variant) == 0.0 and env.verify(original) == 1.0
+
+
+def test_compiled_goals_are_kept_for_a_bounded_number_of_tasks(make_env, monkeypatch) -> None:
+    """Past the bound the least recently used goal is dropped; a kept one is never recompiled."""
+    import agentenv.envs.world.env as world_env
+
+    compiled: list[str] = []
+    real = world_env.rule_predicate
+    monkeypatch.setattr(world_env, "rule_predicate", lambda name, rule: compiled.append(name) or real(name, rule))
+    env = make_env()
+    env.reset(options={"task": "todo"})
+    task = env.tasks.get("todo")
+    variants = [task.model_copy(update={"id": f"todo-{i}"}) for i in range(4096 + 100)]
+    for variant in variants:
+        env.verify(variant)
+    assert len(env._goals) == 4096
+    compiled.clear()
+    for _ in range(3):
+        env.verify(variants[-1])
+    env.verify(variants[0])  # dropped long ago: compiled again
+    assert compiled == ["todo-0:goal"]

@@ -13,7 +13,7 @@ import pytest
 
 import agentenv
 from agentenv import check_env, tool_call_text
-from agentenv.envs.world import ScriptedWorldModel, WorldCache, WorldEnv, WorldMetrics, load_spec
+from agentenv.envs.world import Response, ScriptedWorldModel, WorldCache, WorldEnv, WorldMetrics, load_spec
 from agentenv.envs.world.worlds import bank, fs
 
 IDS = ["world-fs-v0", "world-bank-v0"]
@@ -113,6 +113,34 @@ def test_step_rewards_come_from_validated_progress_on_subgoals() -> None:
         rewards.append(info["rewards"])
     assert [r["subgoals"] for r in rewards] == pytest.approx([0.5 / 3, 0.5 / 3, 0.5 / 3, 0.0])
     assert terminated and rewards[-1]["task"] == 1.0
+    env.close()
+
+
+def test_a_failed_episode_gives_back_what_its_sub_goals_earned() -> None:
+    """A sub-goal that reads one field holds after a look-alike action: a withdrawal of 25
+    EUR meets "A1 holds 2475 EUR", meant to come from the first of two transfers. The
+    episode fails its goal and keeps nothing; a solve keeps its shaping."""
+    world = load_spec(bank.SPEC)
+    model = ScriptedWorldModel.from_world(world)
+    withdrawn = {"kind": "withdrawal", "account": "A1", "amount_cents": 2500}
+    patch = [
+        {"op": "replace", "path": "/accounts/A1/balance_cents", "value": 247500},
+        {"op": "add", "path": "/ledger/-", "value": withdrawn},
+    ]
+    model.add(
+        "withdraw", {"account_id": "A1", "amount_cents": 2500}, Response(observation="Withdrew.", state_patch=patch)
+    )
+    env = WorldEnv(world, model=model, cache=WorldCache(), metrics=WorldMetrics())
+    env.reset(options={"task": "bank-two-transfers"})
+    *_, info = env.step(tool_call_text("withdraw", account_id="A1", amount_cents=2500))
+    assert info["rewards"]["subgoals"] == 0.5  # the look-alike reached the sub-goal
+    *_, info = env.step(tool_call_text("finish"))
+    assert info["task_reward"] == 0.0 and info["rewards"]["subgoals"] == -0.5
+    assert sum(t.rewards["subgoals"] for t in env.transitions) == 0.0
+    env.reset(options={"task": "bank-two-transfers"})
+    for step in env.task.payload["golden"]:
+        *_, info = env.step(tool_call_text(step["tool"], **step["arguments"]))
+    assert info["task_reward"] == 1.0 and sum(t.rewards["subgoals"] for t in env.transitions) == 0.5
     env.close()
 
 

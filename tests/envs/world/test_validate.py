@@ -163,3 +163,44 @@ def test_applying_a_patch_shares_untouched_parts_and_never_mutates_the_original(
     assert before == frozen
     assert after == {"a": {"w": {"y": [1, 2, 9], "z": 3}}, "b": {"x": {"y": [2, 9], "z": 3}}, "c": frozen["c"]}
     assert after["c"] is before["c"]  # untouched parts are shared, not copied
+
+
+def doubling(levels: int, root: str = "/notes/todo") -> list[dict]:
+    """A patch whose every two copies double what it holds (``c{j}`` holds two ``c{j-1}``),
+    never copying a place into itself: a few hundred bytes of reply, 2^levels KB of state."""
+    ops = [{"op": "add", "path": root, "value": {"c0": "a" * 1000}}]
+    for j in range(1, levels + 1):
+        ops.append({"op": "add", "path": f"{root}/c{j}", "value": {}})
+        ops += [{"op": "copy", "from": f"{root}/c{j - 1}", "path": f"{root}/c{j}/{side}"} for side in "xy"]
+    return ops
+
+
+def test_copies_carrying_more_than_a_reply_may_hold_are_too_large(world: World) -> None:
+    """12 levels would build 4 MB from a 2 KB reply (and 40 levels a terabyte): the copies are
+    counted against the reply limit as they apply, so it stops at the first past it."""
+    with pytest.raises(Rejected) as err:
+        check(world, {"observation": "s", "state_patch": doubling(12)})
+    assert err.value.kind == "too_large" and "copies" in err.value.message
+    assert kind_of(world, {"observation": "s", "state_patch": doubling(3)}) == "schema"  # small: checked as usual
+
+
+@pytest.mark.parametrize("source", ["", "/notes"])
+def test_a_copy_into_its_own_subtree_is_patch(world: World, source: str) -> None:
+    """Copying the whole state (or a parent) under itself doubles it per operation."""
+    reply = {"observation": "s", "state_patch": [{"op": "copy", "from": source, "path": "/notes/todo"}]}
+    assert kind_of(world, reply) == "patch"
+
+
+def test_a_copy_that_would_nest_the_state_too_deep_is_schema(world: World) -> None:
+    deep: object = "x"
+    for _ in range(40):
+        deep = {"d": deep}
+    state = {"notes": {"x": deep}, "count": 1}
+    landing = "/notes/todo" + "/d" * 30
+    patch = [
+        {"op": "add", "path": "/notes/todo", "value": json.loads(json.dumps(deep).replace('"x"', "{}", 1))},
+        {"op": "copy", "from": "/notes/x", "path": landing},
+    ]
+    with pytest.raises(Rejected) as err:
+        check(world, {"observation": "s", "state_patch": patch}, state=state)
+    assert err.value.kind == "schema" and "more than 64 deep" in err.value.message
