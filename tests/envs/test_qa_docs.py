@@ -29,7 +29,11 @@ def test_the_section_has_runnable_examples_and_the_hub_lines_users_write():
 @pytest.mark.parametrize(
     "code",
     [
-        pytest.param(c, marks=[pytest.mark.slow] if "code-v0" in c or "import datasets" in c else [], id=f"example-{i}")
+        pytest.param(
+            c,
+            marks=[pytest.mark.slow] if any(w in c for w in ("code-v0", "import datasets", "audit_tasks")) else [],
+            id=f"example-{i}",
+        )
         for i, c in enumerate(OFFLINE)
     ],
 )
