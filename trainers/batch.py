@@ -62,8 +62,9 @@ class TrainBatch:
 def step_rewards(traj: Trajectory, weights: Mapping[str, float]) -> list[float]:
     """The step channel of each turn: the weighted sum of its step components, with what
     the env's closing rewards took back (`Transition.closing`) moved from the last turn
-    to the turns that were paid it, latest first (a take-back beyond what was paid stays
-    on the last turn). Discounted, a take-back on the last turn alone weighs less than
+    to the turns that were paid it, latest first; what it takes back beyond the payments
+    of these turns was paid before the first (an episode resumed from a snapshot) and
+    goes on the first. Discounted, a take-back on the last turn alone weighs less than
     the payments it cancels, the more so the later the episode ends: a policy that earns
     shaping it cannot confirm (hard-coded visible tests) and then stalls to the turn
     limit would keep the difference."""
@@ -78,7 +79,7 @@ def step_rewards(traj: Trajectory, weights: Mapping[str, float]) -> list[float]:
             if owed > 0 and paid > 0:
                 taken = min(paid, owed)
                 turn[k], owed = paid - taken, owed - taken
-        turns[-1][k] -= owed
+        turns[0][k] = turns[0].get(k, 0.0) - owed
     return [sum(weights.get(k, 1.0) * v for k, v in turn.items()) for turn in turns]
 
 

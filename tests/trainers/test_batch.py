@@ -408,7 +408,11 @@ def test_a_take_back_cancels_the_payments_it_undoes_however_late_the_episode_end
     assert sum(step_rewards(stalled, {})) == pytest.approx(sum(t.rewards["progress"] for t in stalled.transitions))
 
 
-def test_a_take_back_beyond_what_was_paid_stays_on_the_last_turn_and_only_its_own_component_moves() -> None:
-    traj = _closing(_traj([None] * 3, progress=[0.25, 0.0, 0.0]), {"progress": -0.75})
+def test_a_take_back_beyond_what_the_turns_were_paid_goes_on_the_first_and_only_its_own_component_moves() -> None:
+    """An episode resumed from a snapshot: what the take-back cancels beyond its own
+    turns' payments was paid before its first turn, and stalling must not discount it."""
+    traj = _closing(_traj([None] * 3, progress=[0.0, 0.25, 0.0]), {"progress": -0.75})
     traj.transitions[1].rewards["format"] = -0.1
-    assert step_rewards(traj, {"format": 2.0}) == pytest.approx([0.0, -0.2, -0.5])
+    assert step_rewards(traj, {"format": 2.0}) == pytest.approx([-0.5, -0.2, 0.0])
+    stalled = _closing(_traj([None] * 12, progress=[0.0] * 12), {"progress": -0.5})
+    assert step_rewards(stalled, {}) == pytest.approx([-0.5] + [0.0] * 11)
