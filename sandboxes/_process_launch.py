@@ -25,7 +25,9 @@ by empty read-only tmpfs mounts, and /dev made read-only. Last, just before
 exec, with ``deny_userns``, a seccomp filter makes ``unshare``/``clone`` with
 CLONE_NEWUSER fail with EPERM and ``clone3`` with ENOSYS (libc then falls back to
 ``clone``, whose flags a classic BPF filter can read; ``clone3`` passes them in
-memory it cannot).
+memory it cannot). The same filter makes the kernel keyring calls (``add_key``,
+``request_key``, ``keyctl``) fail with EPERM, as Docker's default profile does: a
+uid's keyrings belong to the kernel, not to a run, and would carry data past `reset`.
 
 Binding the workspace back under the private /tmp (where a sandbox made by
 `tempfile` lives) needs its mount point made there, in a directory runs write to.
@@ -97,10 +99,11 @@ SECCOMP_RET_ERRNO = 0x00050000
 AUDIT_ARCH_X86_64 = 0xC000003E
 X32_SYSCALL_BIT = 0x40000000
 # Per machine, every ABI its processes can enter the kernel with (the 64-bit one and
-# the 32-bit compat one): (audit arch, clone, unshare, clone3) syscall numbers.
+# the 32-bit compat one): (audit arch, clone, unshare, clone3, (add_key, request_key,
+# keyctl)) syscall numbers.
 SYSCALL_ABIS = {
-    "x86_64": ((AUDIT_ARCH_X86_64, 56, 272, 435), (0x40000003, 120, 310, 435)),  # + i386
-    "aarch64": ((0xC00000B7, 220, 97, 435), (0x40000028, 120, 337, 435)),  # + arm EABI
+    "x86_64": ((AUDIT_ARCH_X86_64, 56, 272, 435, (248, 249, 250)), (0x40000003, 120, 310, 435, (286, 287, 288))),
+    "aarch64": ((0xC00000B7, 220, 97, 435, (217, 218, 219)), (0x40000028, 120, 337, 435, (309, 310, 311))),
 }
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -326,7 +329,9 @@ def _deny_user_namespaces() -> None:
 
 def _userns_filter(machine: str) -> bytes:
     """A seccomp program: EPERM for unshare/clone with CLONE_NEWUSER, ENOSYS for clone3,
-    EPERM for any ABI it does not know (and x32); everything else allowed."""
+    EPERM for the kernel keyring calls (add_key, request_key, keyctl: as Docker's default
+    profile; the uid's keyrings outlive every run and `reset`), EPERM for any ABI it does
+    not know (and x32); everything else allowed."""
     abis = SYSCALL_ABIS.get(machine)
     if abis is None:
         raise OSError(errno.ENOSYS, f"no seccomp filter for the {machine} architecture")
@@ -336,11 +341,12 @@ def _userns_filter(machine: str) -> bytes:
     code.append((BPF_LD_W_ABS, 0, 0, 4))  # the ABI
     code += [(BPF_JEQ_K, f"abi{i}", 0, abi[0]) for i, abi in enumerate(abis)]
     code.append((BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM))
-    for i, (arch, clone, unshare, clone3) in enumerate(abis):
+    for i, (arch, clone, unshare, clone3, keyring) in enumerate(abis):
         labels[f"abi{i}"] = len(code)
         code.append((BPF_LD_W_ABS, 0, 0, 0))  # the syscall number
         if arch == AUDIT_ARCH_X86_64:
             code.append((BPF_JGE_K, "deny", 0, X32_SYSCALL_BIT))  # x32 numbers: their own table
+        code += [(BPF_JEQ_K, "deny", 0, nr) for nr in keyring]
         code += [
             (BPF_JEQ_K, "nosys", 0, clone3),
             (BPF_JEQ_K, "flags", 0, unshare),

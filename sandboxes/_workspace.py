@@ -33,6 +33,7 @@ import tarfile
 from collections.abc import Generator, Iterator
 
 from agentenv.sandboxes.base import Limits, SandboxError, workspace_path
+from agentenv.sandboxes.runner import ROOT_TIME_NS, run_xattrs
 
 __all__ = ["max_archive_bytes", "read_file", "restore_tar", "snapshot_tar", "wipe", "write_file"]
 
@@ -152,13 +153,19 @@ def _is_symlink(parent: int, name: str) -> bool:
 
 
 def wipe(root: str) -> None:
-    """Remove everything inside ``root``, keeping ``root`` itself (it may be a mount point)."""
+    """Remove everything inside ``root``, keeping ``root`` itself (it may be a mount point),
+    and what a run can leave on ``root`` itself: the extended attributes it can set
+    (``user.*``, POSIX ACLs) go and its atime and mtime become the epoch, as in the
+    Docker runner's `settle`. The entries go whole, so only the root needs this."""
     with os.scandir(root) as entries:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path)  # fd-based on Linux: does not follow planted symlinks
             else:
                 os.unlink(entry.path)
+    for name in run_xattrs(root):
+        os.removexattr(root, name, follow_symlinks=False)
+    os.utime(root, ns=(ROOT_TIME_NS, ROOT_TIME_NS), follow_symlinks=False)
 
 
 def max_archive_bytes(limits: Limits) -> int:

@@ -29,7 +29,10 @@ What it protects against, by default:
     snapshot is refused (`SandboxError`) past twice the workspace size, checked
     before each file is read, so sparse files cannot fill the runner's memory;
   - leftovers: ``reset`` kills every process but init and the runner and wipes
-    /workspace, /tmp, /dev/shm and /dev/mqueue; init (``--init``) reaps orphans.
+    /workspace, /tmp, /dev/shm and /dev/mqueue, with the extended attributes and
+    times a run can set on those directories themselves; init (``--init``) reaps
+    orphans. /tmp, /dev/shm and /dev/mqueue last one run (emptied after each), as
+    a `snapshot` keeps /workspace only: a resume finds what the original found.
     SysV IPC objects (shared memory segments, message queues, semaphore sets)
     last one run: the runner removes them after every run and in ``reset``, so
     they carry no data to the next run and pin no memory past it (a segment still
@@ -548,7 +551,7 @@ class DockerSandbox:
         return blob
 
     def snapshot(self) -> bytes:
-        """/workspace as a tar archive."""
+        """/workspace as a tar archive (not /tmp: it lasts one run)."""
         answer, blob = self._call(
             {"op": "snapshot", "max_bytes": max_blob_bytes(self.limits)}, wait_s=FILE_OP_TIMEOUT_S
         )

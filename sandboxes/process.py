@@ -15,7 +15,7 @@ unprivileged user namespace; `Isolation.namespaces`):
   downed loopback: no egress, no DNS, no reaching servers on the host's 127.0.0.1.
   Raw sockets also need CAP_NET_RAW, which the command never holds.
 - **Host files**: a private ``/tmp`` (also at ``/var/tmp``, ``/dev/shm``,
-  ``/run/lock``) that `reset` wipes; ``/root``, ``/home`` and the caller's home are
+  ``/run/lock``) emptied after every run; ``/root``, ``/home`` and the caller's home are
   covered by empty tmpfs mounts, with the workspace and the base Python
   installation bound back in read-only (workspace: read-write) where they live under them.
   Where that needs a mount point inside the private /tmp (a sandbox made under the
@@ -51,9 +51,14 @@ unprivileged user namespace; `Isolation.namespaces`):
   An unnamed uid per sandbox, not ``nobody``: sandboxes sharing ``nobody`` could
   read each other's workspaces and would share one RLIMIT_NPROC count.
 
-Always, namespaces or not: `reset` gives the workspace and /tmp back their owners
-and modes before emptying them (a run's ``chmod('.', 0)`` does not reach the next
-episode); `snapshot` archives only what `restore` takes back (regular files,
+Always, namespaces or not: the private /tmp is scratch that lasts one run, emptied
+after each (a snapshot keeps the workspace only, so a resumed episode finds what
+the original found at that turn; as in the Docker backend); `reset` gives the
+workspace and /tmp back their owners and modes before emptying them (a run's
+``chmod('.', 0)`` does not reach the next episode), and takes off those two
+directories themselves what a run can leave there: their extended attributes
+(``user.*``, POSIX ACLs) and their times (set to the epoch), channels to the next
+episode otherwise; `snapshot` archives only what `restore` takes back (regular files,
 directories, symlinks that stay inside), walking by directory descriptor, and is
 refused with `SandboxError` past twice the workspace size (sparse files) or for a
 path too long to extract; a scrubbed environment (PATH, HOME=workspace, LANG,
@@ -82,8 +87,10 @@ that it does refuse; x86_64 and aarch64 are covered, with their 32-bit ABIs.
 Does NOT protect against:
 
 - **The shared kernel.** A kernel exploit escapes: the seccomp filter only takes
-  user namespaces away; every other system call (io_uring, bpf, userfaultfd,
-  keyctl, perf_event_open...) is the host's to allow, and there is no separate
+  user namespaces and the kernel keyrings away (``add_key``, ``request_key`` and
+  ``keyctl`` fail with EPERM, as under Docker's default profile: a uid's keyrings
+  would outlive `reset`); every other system call (io_uring, bpf, userfaultfd,
+  perf_event_open...) is the host's to allow, and there is no separate
   kernel (gVisor, a VM). Use the Docker backend, or better, for code that is
   actively hostile rather than merely buggy.
 - **Reading world-readable host files** outside what is covered: the filesystem
@@ -173,7 +180,8 @@ class Isolation:
     minimal_dev: bool = False
     """/dev is a fresh tmpfs with null, zero, full, random, urandom, tty only (needs namespaces)."""
     userns_denied: bool = False
-    """A seccomp filter refuses new user namespaces (``unshare -U``, ``clone(CLONE_NEWUSER)``)."""
+    """A seccomp filter refuses new user namespaces (``unshare -U``, ``clone(CLONE_NEWUSER)``)
+    and the kernel keyrings (``add_key``, ``request_key``, ``keyctl``)."""
     why_not: str = ""
     """Why one of the properties above is missing, when one is."""
 
@@ -309,6 +317,7 @@ class ProcessSandbox:
         timed_out = got.timed_out or killed_late
         if not self.isolation.namespaces:
             self._kill_strays()
+        self._clear_tmp()
         return _result(proc.returncode, got, timed_out, time.monotonic() - started)
 
     def _spawn(self, argv: list[str], timeout_s: float, with_stdin: bool, report_fd: int) -> subprocess.Popen[bytes]:
@@ -365,6 +374,15 @@ class ProcessSandbox:
             "RLIMIT_CORE": 0,
         }
 
+    def _clear_tmp(self) -> None:
+        """Empty /tmp after a run: it lasts one run (see the module docstring)."""
+        tmp = self._dirs[1]
+        try:
+            tmp.set_owner_and_mode()
+            _workspace.wipe(tmp.path)
+        except OSError as exc:  # only a stray without a PID namespace races this; reset retries
+            logger.warning("process sandbox: cannot empty /tmp after a run: %s", exc)
+
     def _kill_run(self, proc: subprocess.Popen[bytes]) -> None:
         """SIGKILL the run's process group; with namespaces that takes the whole PID namespace."""
         try:
@@ -403,7 +421,8 @@ class ProcessSandbox:
 
     def snapshot(self) -> bytes:
         """The workspace as an uncompressed tar archive; `SandboxError` when what a run left
-        cannot be archived (past the size cap, a path too long to extract)."""
+        cannot be archived (past the size cap, a path too long to extract). Not /tmp,
+        which lasts one run, so a resume finds what the original found."""
         self._check_open()
         return _workspace.snapshot_tar(self.workspace, _workspace.max_archive_bytes(self.limits))
 

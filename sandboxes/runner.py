@@ -32,6 +32,15 @@ run itself could go. A wall-clock timeout kills the run's process group; output
 is read through pipes up to a byte cap and the rest is discarded as it arrives.
 ``reset`` kills every process of the run uid and wipes the workspace and /tmp.
 
+/tmp, /dev/shm and /dev/mqueue are scratch that lasts one run: emptied after every
+run (and in ``reset``), as a snapshot keeps only the workspace, so a resumed episode
+finds what the original found at that turn. A process that left the run's group can
+still write there until ``reset`` kills it. Emptying a directory leaves the directory
+itself, so each of these roots is also *settled*: the extended attributes a run can
+set on it (``user.*``, POSIX ACLs) removed and its atime and mtime set to the epoch,
+or a run's ``setxattr``/``utime`` on /workspace would reach the next episode. A root
+is clean only while its ctime is the one settling left (nothing touched it since).
+
 SysV IPC objects (shared memory segments, message queues, semaphore sets) last one
 run: they belong to the container's IPC namespace, not to a process, so an
 unattached segment would outlive every run, keep its memory charged to the
@@ -81,7 +90,7 @@ if TYPE_CHECKING or __package__:  # imported as agentenv.sandboxes.runner (the h
 else:  # run as a script: in the image, /opt/agentenv/_pipes.py sits beside this file
     from _pipes import Capture, feed, read_exact
 
-PROTOCOL = 3  # bump on any change to the frames, ops or process model; the host refuses a mismatch
+PROTOCOL = 4  # bump on any change to the frames, ops or process model; the host refuses a mismatch
 FRAME = struct.Struct(">II")
 DRAIN_GRACE_S = 0.05  # how long to wait for output held open by a process that escaped the group
 CHILD_ENV = {
@@ -108,6 +117,9 @@ class Config:
         self.kill_all = False
         self.run_uid: int | None = None
         self.zygote_fd: int | None = None
+        # The ctime of each root as `settle` left it: any later change to its entries,
+        # mode, owner, extended attributes or times moves it (see `is_clean`).
+        self.settled_ctime_ns: dict[str, int] = {}
         args = iter(argv)
         for arg in args:
             if arg == "--workspace":
@@ -518,6 +530,16 @@ def _program(req: dict[str, Any], cache: CodeCache) -> bytes:
     return b"j" + json.dumps(fields).encode("utf-8", "surrogatepass")
 
 
+def _clear_scratch_after_run(cfg: Config) -> None:
+    """`clear_scratch`, whose failure is no failure of the run: a process that left the
+    run's group may still be writing there. What it leaves makes the sandbox unclean,
+    and the host's reset (which kills that process first) clears it."""
+    try:
+        clear_scratch(cfg)
+    except OSError:
+        cfg.settled_ctime_ns.clear()  # not clean until a reset settles every root again
+
+
 def run(req: dict[str, Any], cfg: Config, zygote: Zygote) -> dict[str, Any]:
     """Run one request's code or command; the result fields of `ExecResult`."""
     cap = int(req["output_bytes"])
@@ -548,6 +570,7 @@ def run(req: dict[str, Any], cfg: Config, zygote: Zygote) -> dict[str, Any]:
     finally:
         _kill_group(pid, cfg)
         remove_sysv_ipc(cfg)  # they last one run: see the module docstring
+        _clear_scratch_after_run(cfg)
     duration_s = time.monotonic() - start
     ooms_after = oom_kills()
     killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
@@ -755,7 +778,7 @@ def restore(blob: bytes, cfg: Config) -> dict[str, Any]:
         members = tar.getmembers()
         for member in members:
             _check_member(member)
-        wipe(cfg.workspace)
+        wipe(cfg.workspace, cfg)
         for member in members:
             _inside(cfg, os.path.dirname(member.name) or ".")
             member.uid, member.gid = os.geteuid(), os.getegid()
@@ -765,10 +788,10 @@ def restore(blob: bytes, cfg: Config) -> dict[str, Any]:
     return {"ok": True}
 
 
-def wipe(root: str, *, own_root: bool = True) -> None:
+def wipe(root: str, cfg: Config, *, own_root: bool = True) -> None:
     """Remove everything under ``root`` (not root itself), even unwritable directories.
-    ``own_root``: the root is the run uid's (its mode is set back); else it is the
-    system's (/dev/shm), and only what the runs made in it goes."""
+    ``own_root``: the root is the run uid's (its mode is set back and it is `settle`d);
+    else it is the system's (/dev/shm), and only what the runs made in it goes."""
 
     def retry(func: Any, path: str, _exc: Any) -> None:
         os.chmod(os.path.dirname(path), 0o700)
@@ -788,6 +811,69 @@ def wipe(root: str, *, own_root: bool = True) -> None:
                 os.unlink(entry.path)
         except FileNotFoundError:
             pass
+    if own_root:
+        settle(root, cfg)
+
+
+# The atime and mtime `settle` gives every root (the epoch): a run may utime() a
+# directory it owns, and a time is as good a channel to the next episode as a file.
+ROOT_TIME_NS = 0
+# The extended attributes a run can set on a directory it owns: user.* and its POSIX
+# ACLs (system.posix_acl_*). trusted.* and security.* need capabilities no run holds.
+RUN_XATTRS = ("user.", "system.posix_acl_")
+
+
+def run_xattrs(root: str) -> list[str]:
+    """The names of the extended attributes on ``root`` that a run could have set."""
+    try:
+        names = os.listxattr(root, follow_symlinks=False)
+    except OSError as e:
+        if e.errno == errno.ENOTSUP:  # a filesystem without them holds none
+            return []
+        raise
+    return [name for name in names if name.startswith(RUN_XATTRS)]
+
+
+def settle(root: str, cfg: Config) -> None:
+    """Take off ``root`` what emptying it leaves: the extended attributes a run can set
+    and the times it can choose (the entries go whole, so only the roots need this).
+    Needs the root's owner as effective uid; records the ctime this leaves."""
+    for name in run_xattrs(root):
+        os.removexattr(root, name, follow_symlinks=False)
+    os.utime(root, ns=(ROOT_TIME_NS, ROOT_TIME_NS), follow_symlinks=False)
+    cfg.settled_ctime_ns[root] = os.stat(root, follow_symlinks=False).st_ctime_ns
+
+
+def is_settled(root: str, cfg: Config, mode: int | None) -> bool:
+    """Whether ``root`` is as `settle` left it, empty, and with ``mode`` (unless None).
+    Its ctime unchanged says nothing touched it since (not even a utime() back); it is
+    read with O_NOATIME (as its owner), or reading it would move the atime checked here."""
+    st = os.stat(root, follow_symlinks=False)
+    if st.st_ctime_ns != cfg.settled_ctime_ns.get(root) or not st.st_atime_ns == st.st_mtime_ns == ROOT_TIME_NS:
+        return False
+    if (mode is not None and stat.S_IMODE(st.st_mode) != mode) or run_xattrs(root):
+        return False
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NOATIME | os.O_CLOEXEC)
+    try:
+        return not os.listdir(fd)
+    finally:
+        os.close(fd)
+
+
+def clear_scratch(cfg: Config) -> None:
+    """Empty and settle /tmp and, in a container, the shared directories: they last one
+    run (see the module docstring). The shared ones are root's: only the runner's own
+    uid may set their times."""
+    with acting_as_run(cfg):
+        wipe(cfg.tmp, cfg)
+        if cfg.kill_all:
+            for root in SHARED_DIRS:
+                if os.path.isdir(root):
+                    wipe(root, cfg, own_root=False)
+    if cfg.kill_all:
+        for root in SHARED_DIRS:
+            if os.path.isdir(root):
+                settle(root, cfg)
 
 
 def _run_processes(cfg: Config) -> list[int]:
@@ -829,18 +915,19 @@ def kill_others(cfg: Config, deadline_s: float = 2.0) -> None:
 
 def is_clean(cfg: Config) -> bool:
     """Whether the sandbox is as a reset leaves it: no process of the run uid, no SysV
-    IPC object, and the workspace, /tmp and the shared directories empty with their
-    modes as set. Then the host may skip the reset before the next episode (a
-    verification run leaves nothing)."""
+    IPC object, and the workspace, /tmp and the shared directories empty and `settle`d
+    (no extended attribute a run can set, the fixed times, nothing changed since),
+    with their modes as set. Then the host may skip the reset before the next episode
+    (a verification run leaves nothing)."""
     if not cfg.kill_all:
         return False
     try:
         if _run_processes(cfg) or sysv_ipc_objects():
             return False
-        for root, mode in ((cfg.workspace, 0o755), (cfg.tmp, 0o1777)):
-            if stat.S_IMODE(os.stat(root).st_mode) != mode or any(os.scandir(root)):
+        with acting_as_run(cfg):  # their owner: O_NOATIME is the owner's
+            if not all(is_settled(root, cfg, mode) for root, mode in ((cfg.workspace, 0o755), (cfg.tmp, 0o1777))):
                 return False
-        return not any(os.path.isdir(root) and any(os.scandir(root)) for root in SHARED_DIRS)
+        return all(is_settled(root, cfg, None) for root in SHARED_DIRS if os.path.isdir(root))
     except OSError:  # a run made a directory unreadable: only a reset knows what to do
         return False
 
@@ -898,12 +985,9 @@ def reset(cfg: Config) -> dict[str, Any]:
     if cfg.kill_all:
         kill_others(cfg)
         remove_sysv_ipc(cfg)  # after the kill: a segment is freed when its last holder is gone
-    for root in (cfg.workspace, cfg.tmp):
-        wipe(root)
-    if cfg.kill_all:  # in a container: the shared directories are this sandbox's alone
-        for root in SHARED_DIRS:
-            if os.path.isdir(root):
-                wipe(root, own_root=False)
+    with acting_as_run(cfg):
+        wipe(cfg.workspace, cfg)
+    clear_scratch(cfg)  # in a container the shared directories too: they are this sandbox's alone
     return {"ok": True}
 
 
@@ -922,6 +1006,8 @@ def handle(req: dict[str, Any], blob: bytes, cfg: Config, zygote: Zygote) -> tup
             "zygote": zygote.pid,
             "python": sys.version.split()[0],
         }, b""
+    if op == "reset":
+        return reset(cfg), b""  # it acts as the run uid where it must, and as root on root's directories
     with acting_as_run(cfg):
         if op == "write_files":
             return write_files(req, blob, cfg), b""
@@ -931,8 +1017,6 @@ def handle(req: dict[str, Any], blob: bytes, cfg: Config, zygote: Zygote) -> tup
             return snapshot(req, cfg)
         if op == "restore":
             return restore(blob, cfg), b""
-        if op == "reset":
-            return reset(cfg), b""
     raise ValueError(f"unknown op {op!r}")
 
 
@@ -962,6 +1046,10 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     zygote = Zygote(cfg)
     zygote.ensure()  # before the first request: its memory must never hold one
+    if cfg.kill_all:  # in a fresh container, where nothing ran yet: the roots as a reset leaves them
+        with acting_as_run(cfg):
+            settle(cfg.workspace, cfg)
+        clear_scratch(cfg)
     while True:
         frame = read_frame(0)
         if frame is None:  # the host went away

@@ -11,7 +11,10 @@ batches only inside a container, where the run uid belongs to the sandbox alone
   single worker of a one-task run);
 - before every task: no process of the run uid is alive but the harness and the
   forker (the others are killed until /proc shows none), the scratch directories
-  are empty with the modes they started with, no SysV IPC object is left (a
+  are empty with the modes they started with, without the extended attributes a
+  task can set on them (``user.*``, POSIX ACLs) and with their times set back
+  (the epoch where the run uid owns the directory, else now: a task's ``utime``
+  or its chosen moment of reading them would otherwise reach the next task), no SysV IPC object is left (a
   segment, queue or semaphore set outlives its maker: a channel to later tasks,
   and memory they would lack; the runner clears them the same way after a run),
   and the harness and the forker
@@ -136,13 +139,14 @@ def scratch_modes(paths):
 
 
 def clear_scratch(scratch):
-    """Empty each scratch directory and give it back its mode, and remove every SysV IPC
-    object; `BatchAborted` when one resists."""
+    """Empty each scratch directory, give it back its mode, take off its extended
+    attributes and times, and remove every SysV IPC object; `BatchAborted` when one resists."""
     for path, mode in scratch:
         try:
             if os.stat(path).st_mode & 0o7777 != mode:
                 os.chmod(path, mode)
             _empty(path)
+            _settle(path)
         except (OSError, RecursionError) as e:
             raise BatchAborted(f"cannot empty {path} after an earlier task: {e}") from None
     _clear_sysv_ipc()
@@ -183,6 +187,19 @@ def _clear_sysv_ipc():
     left = _sysv_ipc_objects()
     if left:
         raise BatchAborted(f"{len(left)} SysV IPC objects left by an earlier task cannot be removed")
+
+
+RUN_XATTRS = ("user.", "system.posix_acl_")  # as the runner's: what a run can set on a directory it owns
+
+
+def _settle(path):
+    for name in os.listxattr(path):
+        if name.startswith(RUN_XATTRS):
+            os.removexattr(path, name)
+    try:
+        os.utime(path, ns=(0, 0))
+    except PermissionError:  # root's (/dev/shm): its owner alone may choose the times, anyone may set now
+        os.utime(path)
 
 
 def _empty(path):

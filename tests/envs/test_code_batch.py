@@ -139,6 +139,36 @@ def test_what_a_job_leaves_behind_is_cleared_before_the_next_job(pools, attack):
         assert report.all_passed, report.outcomes
 
 
+# Marks the scratch directories themselves, which emptying them leaves: a channel to later jobs.
+MARK_SCRATCH = """
+import os
+for d in ("/workspace", "/tmp"):
+    os.setxattr(d, "user.mark", b"secret")
+    os.utime(d, (123456789, 987654321))
+def mark():
+    return [[n for n in os.listxattr(d) if n.startswith("user.")] for d in ("/workspace", "/tmp")]
+"""
+UNMARKED = Job(
+    """
+import os
+def unmarked():
+    return [
+        [[n for n in os.listxattr(d) if n.startswith("user.")], int(os.stat(d).st_atime), int(os.stat(d).st_mtime)]
+        for d in ("/workspace", "/tmp")
+    ]
+""",
+    "unmarked",
+    (CallTest(args=[], expected=[[[], 0, 0], [[], 0, 0]]),),
+)
+
+
+def test_extended_attributes_and_times_of_the_scratch_directories_do_not_reach_the_next_job(pools):
+    marker = Job(MARK_SCRATCH, "mark", (CallTest(args=[], expected=[["user.mark"], ["user.mark"]]),))
+    reports = batch(pools, [marker, UNMARKED])
+    assert reports[0] is not None and reports[0].all_passed, reports[0]  # the marks were made
+    assert reports[1] is not None and reports[1].all_passed, reports[1].outcomes
+
+
 UNRESTORABLE = {
     # a later job would run out of memory or time: the batch must stop, not judge it so
     "hard limits lowered": """

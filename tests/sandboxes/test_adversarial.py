@@ -8,6 +8,7 @@ and the skip says which (see `ProcessSandbox.isolation`).
 
 from __future__ import annotations
 
+import errno
 import http.server
 import json
 import os
@@ -580,6 +581,86 @@ def test_a_run_cannot_lock_the_next_episode_out_of_its_workspace(sandbox: Sandbo
     assert after.ok and after.stdout == "['mine.txt']\n", after
     sandbox.write_files({"given.txt": "from the host"})
     assert sandbox.run("cat given.txt").stdout == "from the host"
+
+
+# Marks the workspace and /tmp themselves (not what they hold): an extended attribute or
+# chosen times, whichever the run may set there; prints, as JSON, the ones it set.
+MARK_ROOTS = r"""
+import json, os
+done = []
+for where in (".", "/tmp"):
+    try:
+        MARK
+        done.append(where)
+    except OSError:
+        pass
+print(json.dumps(done))
+"""
+# What of those marks each of the two directories shows now.
+READ_ROOT_MARKS = r"""
+import json, os
+seen = {}
+for where in (".", "/tmp"):
+    st = os.stat(where)
+    seen[where] = {
+        "xattrs": [name for name in os.listxattr(where) if name.startswith("user.")],
+        "times": [st.st_atime_ns // 10**9, st.st_mtime_ns // 10**9],
+    }
+print(json.dumps(seen))
+"""
+
+
+def test_extended_attributes_on_the_workspace_and_tmp_do_not_survive_reset(sandbox: Sandbox) -> None:
+    # Emptying a directory leaves the directory: an attribute set on /workspace itself
+    # would carry data to the next episode (a guesser learning hidden answers across verifications).
+    made = sandbox.run_python(MARK_ROOTS.replace("MARK", 'os.setxattr(where, "user.mark", b"secret")'))
+    assert "." in last_json(made), made.stderr
+    sandbox.reset()
+    seen = last_json(sandbox.run_python(READ_ROOT_MARKS))
+    assert [seen[where]["xattrs"] for where in (".", "/tmp")] == [[], []]
+
+
+def test_times_of_the_workspace_and_tmp_do_not_survive_reset(sandbox: Sandbox) -> None:
+    made = sandbox.run_python(MARK_ROOTS.replace("MARK", "os.utime(where, (123456789, 987654321))"))
+    assert "." in last_json(made), made.stderr
+    sandbox.reset()
+    seen = last_json(sandbox.run_python(READ_ROOT_MARKS))
+    for where in (".", "/tmp"):
+        atime, mtime = seen[where]["times"]
+        assert atime != 123456789 and mtime != 987654321, (where, seen)
+
+
+# add_key(2) on the uid's user keyring (@u): as the repro of a keyring that outlived reset.
+ADD_KEY = r"""
+import ctypes, os
+ADD_KEY = {"x86_64": 248, "aarch64": 217}[os.uname().machine]
+libc = ctypes.CDLL(None, use_errno=True)
+made = libc.syscall(ADD_KEY, b"user", b"agentenv-key", b"secret", 6, ctypes.c_int(-4))
+print(made, ctypes.get_errno())
+"""
+
+
+def test_kernel_keyrings_are_refused(sandbox: Sandbox) -> None:
+    # A uid's keyrings belong to the kernel, not to a run: a key added by one episode
+    # would be there for the next, after any reset. Docker's default seccomp profile refuses them.
+    needs(sandbox, "userns_denied")  # the process backend's seccomp filter
+    result = sandbox.run_python(ADD_KEY)
+    assert result.ok and result.stdout.split() == ["-1", str(errno.EPERM)], result
+
+
+def test_tmp_lasts_one_run_as_a_snapshot_keeps_only_the_workspace(new_sandbox: NewSandbox) -> None:
+    # A resume from a snapshot must find what the original episode found at that turn:
+    # /tmp, which no snapshot keeps, holds nothing from an earlier run either.
+    write = (
+        "import os, tempfile\nfor d in ('.', tempfile.gettempdir()):\n    open(os.path.join(d, 'k'), 'w').write('k')"
+    )
+    read = "import os, tempfile\nprint([os.path.exists(os.path.join(d, 'k')) for d in ('.', tempfile.gettempdir())])"
+    original = new_sandbox()
+    assert original.run_python(write).ok
+    archive = original.snapshot()
+    resumed = new_sandbox()
+    resumed.restore(archive)
+    assert original.run_python(read).stdout == resumed.run_python(read).stdout == "[True, False]\n"
 
 
 # --- snapshots of what a run made ------------------------------------------------------
