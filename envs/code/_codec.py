@@ -65,7 +65,11 @@ def decode(data):
 
 
 def same(expected, got, rel_tol=1e-6):
-    """Equality with exact types (True is not 1) and a tolerance for floats."""
+    """Equality with exact types (True is not 1) and a tolerance for floats, at every depth.
+
+    Set members and dict keys too: Python's ``==`` and hashing would let ``{True}`` pass
+    for ``{1}`` and fail ``{0.1 + 0.2}`` against ``{0.3}``, so they are matched one to one
+    with `same` instead (see `_same_members`)."""
     if type(expected) is not type(got):
         return False
     if type(expected) is float:
@@ -75,5 +79,91 @@ def same(expected, got, rel_tol=1e-6):
     if type(expected) in (list, tuple):
         return len(expected) == len(got) and all(same(e, g, rel_tol) for e, g in zip(expected, got, strict=False))
     if type(expected) is dict:
-        return expected.keys() == got.keys() and all(same(expected[k], got[k], rel_tol) for k in expected)
+        return _same_members(list(expected.items()), list(got.items()), rel_tol, items=True)
+    if type(expected) in (set, frozenset):
+        return _same_members(list(expected), list(got), rel_tol, items=False)
     return expected == got
+
+
+MATCHED_MEMBERS_MAX = 64
+"""Float-bearing members up to this many are matched by a full search for a one-to-one pairing
+(quadratic); more are paired in sorted order, linear after the sort (a rare near-tie may then
+be rejected, never a wrong value accepted). The count is bounded by the expected value, never
+by what a solution returns: sizes must agree first."""
+
+
+def _same_members(expected, got, rel_tol, items):
+    """Whether set members (or dict ``items``, as (key, value) pairs) match one to one under `same`.
+
+    Members without floats are looked up by `_exact_key` (linear); only float-bearing ones,
+    which no hash can match within a tolerance, go to `_pair_loose`."""
+    if len(expected) != len(got):
+        return False
+    exact, loose_got = {}, []
+    for member in got:
+        key = _exact_key(member[0] if items else member)
+        if key is None:
+            loose_got.append(member)
+        else:
+            exact[key] = member
+    loose_expected = []
+    for member in expected:
+        key = _exact_key(member[0] if items else member)
+        if key is None:
+            loose_expected.append(member)
+            continue
+        if key not in exact:
+            return False
+        match = exact.pop(key)
+        if items and not same(member[1], match[1], rel_tol):
+            return False
+    return not exact and _pair_loose(loose_expected, loose_got, rel_tol, items)
+
+
+def _exact_key(value):
+    """A hashable key, equal for two values exactly when they are equal with the same types at
+    every depth; None when ``value`` holds a float (compared with a tolerance instead)."""
+    kind = type(value)
+    if kind is float:
+        return None
+    if kind is tuple or kind is frozenset:
+        keys = [_exact_key(v) for v in value]
+        if any(k is None for k in keys):
+            return None
+        return (kind.__name__, tuple(keys) if kind is tuple else frozenset(keys))
+    return (kind.__name__, value)
+
+
+def _pair_loose(expected, got, rel_tol, items):
+    """Whether the float-bearing members (or dict items, by key) pair up one to one under `same`."""
+    if len(expected) != len(got):
+        return False
+    if len(expected) > MATCHED_MEMBERS_MAX:
+        order = (lambda item: _order(item[0])) if items else _order  # a dict value may not be orderable
+        pairs = zip(sorted(expected, key=order), sorted(got, key=order), strict=True)
+        return all(same(e, g, rel_tol) for e, g in pairs)
+    fits = [[j for j, g in enumerate(got) if same(e, g, rel_tol)] for e in expected]
+    owner = [-1] * len(got)  # owner[j]: the expected member paired with got[j] so far
+
+    def place(i, tried):  # an augmenting path (Kuhn's algorithm): a near-tie may need a re-pairing
+        for j in fits[i]:
+            if j not in tried:
+                tried.add(j)
+                if owner[j] < 0 or place(owner[j], tried):
+                    owner[j] = i
+                    return True
+        return False
+
+    return all(place(i, set()) for i in range(len(expected)))
+
+
+def _order(value):
+    """A total order on hashable plain values (types apart, NaN last among floats), to pair by."""
+    kind = type(value)
+    if kind is float:
+        return ("float", (1, 0.0) if math.isnan(value) else (0, value))
+    if kind is tuple:
+        return ("tuple", tuple(_order(v) for v in value))
+    if kind is frozenset:
+        return ("frozenset", tuple(sorted(_order(v) for v in value)))
+    return (kind.__name__, value)

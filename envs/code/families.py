@@ -138,17 +138,38 @@ def palindrome(rng: np.random.Generator, d: int) -> Variant:
         return True
     return {d >= 3} and (pal(lo + 1, hi) or pal(lo, hi - 1))
 """
-    alphabet = "ab" if d == 0 else ("abAB" if d == 1 else "abAB ,!")
+    letters = "ab" if d == 0 else "abc"
 
-    def sample() -> str:
-        half = _word(rng, int(rng.integers(0, 6)), alphabet)
-        s = half + _word(rng, int(rng.integers(0, 2)), alphabet) + half[::-1]
-        if rng.random() < 0.5 and s:
-            i = int(rng.integers(len(s)))
-            s = s[:i] + _pick(rng, list(alphabet)) + s[i:]
+    def pal() -> str:
+        half = _word(rng, int(rng.integers(0, 6)), letters)
+        return half + _word(rng, int(rng.integers(0, 2)), letters) + half[::-1]
+
+    def one_insertion() -> str:  # a palindrome at d3; below, usually not one
+        s = pal()
+        i = int(rng.integers(len(s) + 1))
+        return s[:i] + _pick(rng, list(letters)) + s[i:]
+
+    def far() -> str:
+        # Starts with xx, ends with yy (x != y) inside a palindromic frame: no single
+        # removal can make it a palindrome, so it is False at every difficulty.
+        x = _pick(rng, list(letters))
+        y = _pick(rng, [c for c in letters if c != x])
+        half, middle = _word(rng, int(rng.integers(0, 4)), letters), _word(rng, int(rng.integers(0, 3)), letters)
+        return half + x * int(rng.integers(2, 4)) + middle + y * int(rng.integers(2, 4)) + half[::-1]
+
+    def dressed(s: str) -> str:
+        """The rules this difficulty adds to ignore: letter case, then punctuation and spaces."""
+        if d >= 1:
+            s = "".join(c.upper() if rng.random() < 0.4 else c for c in s)
+        for _ in range(int(rng.integers(0, 4)) if d >= 2 else 0):
+            i = int(rng.integers(len(s) + 1))
+            s = s[:i] + _pick(rng, list(" ,!")) + s[i:]
         return s
 
-    inputs = [["aba"], ["ab"], [""], *[[sample()] for _ in range(7 + 2 * d)]]
+    # One of each kind for sure (the hidden tests must hold both answers), the rest drawn.
+    makers = [pal, one_insertion, far]
+    samples = [*makers, *(_pick(rng, makers) for _ in range(4 + 2 * d))]
+    inputs = [["aba"], ["ab"], [""], *[[dressed(make())] for make in samples]]
     return Variant("is_pal", "def is_pal(s: str) -> bool", " ".join(rules), solution, inputs)
 
 

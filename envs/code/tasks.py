@@ -6,7 +6,8 @@ point, visible tests (shown in the prompt, runnable by the agent), hidden tests
 
 - `make_tasks` builds the shipped set deterministically from the families in
   `agentenv.envs.code.families`; `make_task(family, rng, difficulty)` is one
-  variant (what a task mutator calls with a new ``rng``).
+  variant (what a task mutator calls with a new ``rng``), never one whose hidden tests
+  ``return True`` or ``return xs`` passes (`trivial_solution`).
 - `load_benchmark_jsonl` reads the common public layout
   ``{task_id, prompt, entry_point, test, canonical_solution}`` (HumanEval-style,
   plain or gzipped JSONL: ``HumanEval.jsonl.gz`` loads as shipped). ``test``
@@ -28,7 +29,7 @@ import functools
 import json
 import keyword
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,7 +38,7 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from agentenv import Task, TaskSet
-from agentenv.envs.code._codec import encode
+from agentenv.envs.code._codec import decode, encode, same
 from agentenv.envs.code.families import FAMILIES, Family, Variant
 from agentenv.envs.code.verify import CallTest, CodeTest, TestCase
 
@@ -53,10 +54,17 @@ __all__ = [
     "make_task",
     "make_tasks",
     "stub_prompt",
+    "trivial_solution",
 ]
 
 VISIBLE_TESTS = 2
 DIFFICULTIES = (0, 1, 2, 3)
+TRIVIAL_RETURNS: tuple[Any, ...] = (None, 0, 1, -1, True, False, "", [], {}, ())
+"""What a do-nothing solution returns: no generated task's hidden tests all expect one of these
+(nor all expect the first argument back), see `trivial_solution`."""
+GENERATION_ATTEMPTS = 20
+"""Variants `make_task` draws, each with the next numbers of its ``rng``, before it gives up on
+one whose hidden tests a do-nothing solution cannot pass."""
 MAX_PARSED_CHARS = 100_000
 """Longer source is never given to `ast.parse` (a docstring example is skipped; a dataset's
 tests or solution are not searched for an entry point): the parser takes ~100x the text in
@@ -256,13 +264,25 @@ def _skipped(source: str) -> bool:
 
 
 def make_task(family: Family | str, rng: np.random.Generator, difficulty: int, *, task_id: str | None = None) -> Task:
-    """One task of ``family`` at ``difficulty`` (0-3), parameters and inputs drawn from ``rng``."""
+    """One task of ``family`` at ``difficulty`` (0-3), parameters and inputs drawn from ``rng``.
+
+    A variant whose hidden tests a do-nothing solution passes (`trivial_solution`) is
+    dropped and the next one drawn from ``rng``; ValueError after `GENERATION_ATTEMPTS`."""
     fam = FAMILIES[family] if isinstance(family, str) else family
     if difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty}")
-    variant = fam.make(rng, difficulty)
-    tests = _call_tests(variant)
-    visible, hidden = tests[:VISIBLE_TESTS], tests[VISIBLE_TESTS:]
+    for _ in range(GENERATION_ATTEMPTS):
+        variant = fam.make(rng, difficulty)
+        tests = _call_tests(variant)
+        visible, hidden = tests[:VISIBLE_TESTS], tests[VISIBLE_TESTS:]
+        if (decoy := trivial_solution(hidden)) is None:
+            break
+    else:
+        raise ValueError(
+            f"family {fam.name!r} at difficulty {difficulty} made {GENERATION_ATTEMPTS} variants in a row whose "
+            f"hidden tests all pass for a solution that does nothing ({decoy}): its inputs must draw "
+            "cases with different answers"
+        )
     payload = CodeTask(
         entry_point=variant.entry_point, visible_tests=visible, hidden_tests=hidden, solution=variant.solution
     )
@@ -272,6 +292,21 @@ def make_task(family: Family | str, rng: np.random.Generator, difficulty: int, *
         payload=payload.model_dump(mode="json"),
         metadata={"family": fam.name, "difficulty": difficulty, "tags": (fam.category,)},
     )
+
+
+def trivial_solution(tests: Sequence[CallTest]) -> str | None:
+    """A do-nothing solution that passes every one of ``tests`` (``"return True"``, ``"return
+    the first argument"``), compared as the verifier does (`same`); None when there is none.
+
+    A family's inputs are random, so a draw may hold only one answer (every string a
+    palindrome, every list already merged): `make_task` then draws again."""
+    expected = [decode(t.expected) for t in tests]
+    for constant in TRIVIAL_RETURNS:
+        if all(same(e, constant) for e in expected):
+            return f"return {constant!r}"
+    if all(t.args and same(e, decode(t.args[0])) for e, t in zip(expected, tests, strict=True)):
+        return "return the first argument"
+    return None
 
 
 def _call_tests(variant: Variant) -> list[CallTest]:
@@ -298,8 +333,6 @@ def _call_tests(variant: Variant) -> list[CallTest]:
 
 
 def _prompt(variant: Variant, visible: list[CallTest]) -> str:
-    from agentenv.envs.code._codec import decode
-
     examples = "\n".join(
         f"    {variant.entry_point}({', '.join(repr(decode(a)) for a in t.args)}) == {decode(t.expected)!r}"
         for t in visible

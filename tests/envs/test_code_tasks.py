@@ -29,8 +29,10 @@ from agentenv.envs.code import (
     run_tests,
     verify_solution,
 )
-from agentenv.envs.code.families import FAMILIES
+from agentenv.envs.code._codec import decode, same
+from agentenv.envs.code.families import FAMILIES, Family, Variant
 from agentenv.envs.code.tasks import MAX_PARSED_CHARS, DocstringExample, docstring_examples
+from agentenv.envs.code.verify import CallTest
 from agentenv.sandboxes import make_sandbox
 from tests.envs._code import require
 
@@ -155,6 +157,76 @@ def test_mutate_makes_a_solvable_task_of_the_same_family_and_difficulty(pools):
         assert verify_solution(pools, variant, code_task(variant).solution).all_passed
     assert env.mutate(benchmark_task(HUMANEVAL_STYLE), rng) is None  # no generator behind a benchmark task
     env.close()
+
+
+# -- no task a do-nothing solution passes --------------------------------------------------
+
+DECOYS = {
+    **{f"return {c!r}": (lambda *args, c=c: c) for c in (None, 0, 1, -1, True, False, "", [], {}, ())},
+    "return the first argument": lambda *args: args[0],
+}
+
+
+def _hidden(task: Task) -> list[CallTest]:
+    hidden = code_task(task).hidden_tests
+    assert all(isinstance(t, CallTest) and t.args for t in hidden)
+    return hidden  # every test of a procedural task is a call test
+
+
+def _passing_decoys(task: Task) -> list[str]:
+    """The decoys that pass every hidden test of ``task``, judged as the verifier does (`same`)."""
+    return [
+        name
+        for name, decoy in DECOYS.items()
+        if all(same(decode(t.expected), decoy(*[decode(a) for a in t.args])) for t in _hidden(task))
+    ]
+
+
+def test_no_shipped_task_is_passed_by_a_solution_that_does_nothing():
+    assert not {t.id: d for t in default_tasks() if (d := _passing_decoys(t))}
+
+
+@pytest.mark.slow
+def test_no_generated_task_of_any_family_or_difficulty_is_passed_by_a_solution_that_does_nothing():
+    trivial = {}
+    for name in FAMILIES:
+        for d in range(4):
+            for seed in range(25):
+                task = make_task(name, np.random.default_rng([seed, d, 7]), d)
+                if decoys := _passing_decoys(task):
+                    trivial[task.id] = decoys
+    assert not trivial
+
+
+def test_every_palindrome_task_expects_both_true_and_false_in_its_hidden_tests():
+    for d in range(4):
+        for seed in range(50):
+            hidden = _hidden(make_task("palindrome", np.random.default_rng([seed, d]), d))
+            assert {decode(t.expected) for t in hidden} == {True, False}, (d, seed)
+
+
+def _family(*answers: list) -> tuple[Family, list[int]]:
+    """A family whose n-th variant's reference returns ``answers[n]`` (the last one from then on)."""
+    drawn: list[int] = []
+
+    def make(rng: np.random.Generator, d: int) -> Variant:
+        values = answers[min(len(drawn), len(answers) - 1)]
+        drawn.append(int(rng.integers(1 << 30)))
+        solution = f"def f(i):\n    return {values!r}[i]\n"
+        return Variant("f", "def f(i: int) -> bool", "test", solution, [[i] for i in range(len(values))])
+
+    return Family("fake", "lists", make), drawn
+
+
+def test_a_variant_a_do_nothing_solution_passes_is_drawn_again_from_the_next_numbers():
+    family, drawn = _family([True, False] + [True] * 4, [True, False, True, False, True, True])
+    task = make_task(family, np.random.default_rng(0), 1)
+    assert len(drawn) == 2 and drawn[0] != drawn[1]  # the second variant, from the rng's next numbers
+    assert [decode(t.expected) for t in _hidden(task)] == [True, False, True, True]
+
+    family, drawn = _family([True, False, 0, 0, 0, 0])
+    with pytest.raises(ValueError, match=r"fake.*20 variants.*return 0"):
+        make_task(family, np.random.default_rng(0), 1)
 
 
 # -- benchmark files and their docstring examples -------------------------------------------
