@@ -13,6 +13,11 @@ Data a rule reads: the world state for goals, sub-goals and invariants; for a
 tool's postconditions ``{"args", "before", "after", "observation"}``. Keys with dots
 or slashes (file paths) are read with ``{"val": ["files", "/home/u/a.txt"]}``.
 
+``==`` and ``!=`` compare strictly, as ``===`` and ``!==`` (numbers by value: 0 is
+0.0): the engine's loose equality holds ``null == 0``, so a goal such as "A9 holds 0"
+would hold where A9 does not exist, and an "unchanged" check (``after.x == before.x``)
+would pass where a field worth 0 was deleted.
+
 Left out: custom operators, dates and times.
 """
 
@@ -108,7 +113,7 @@ def _compiled(rule: Any, name: str) -> Any:
     datalogic_py = need("datalogic_py")
     engine = _get_engine()
     try:
-        compiled = engine.compile_checked(rule)
+        compiled = engine.compile_checked(_strict_equality(rule))
     except datalogic_py.CompileError as e:
         details = "; ".join(f"{d['message']} at {d['pointer'] or '/'}" for d in e.diagnostics[:3])
         raise PredicateError(f"predicate {name!r}: {details or e}") from None
@@ -117,6 +122,19 @@ def _compiled(rule: Any, name: str) -> Any:
     if len(_compiled_rules) < 10_000:  # bounded: a proposer may draft many rules
         _compiled_rules[key] = compiled
     return compiled
+
+
+_STRICT = {"==": "===", "!=": "!=="}
+
+
+def _strict_equality(rule: Any) -> Any:
+    """``rule`` with each ``==``/``!=`` made strict (see the module docstring); a rule is a
+    bounded tree (checked before this runs)."""
+    if isinstance(rule, list):
+        return [_strict_equality(r) for r in rule]
+    if not isinstance(rule, dict):
+        return rule
+    return {_STRICT.get(op, op): _strict_equality(args) for op, args in rule.items()}
 
 
 def _evaluate(compiled: Any, data: Any, name: str) -> bool:

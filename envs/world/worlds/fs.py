@@ -189,13 +189,28 @@ def _moved_exactly(data: dict[str, Any], src: str, dst: str) -> bool:
     # The whole subtree, not the dst node alone: every directory node equals every other,
     # so a model could add, drop or rewrite entries under dst and still pass.
     # src must have existed: "moving" nothing would otherwise delete dst and its subtree.
+    # What was at dst may be replaced only as `mv -T` replaces it: a file by a file, an
+    # empty directory by a directory; never a directory with entries (onto src's own
+    # ancestor too), which a move would delete whole.
     return (
         _node(data, "before", src) is not None
+        and _replaceable(data, src, dst)
         and _node(data, "after", src) is None
         and not _under(data, "after", src)
         and _node(data, "after", dst) == _node(data, "before", src)
         and _under(data, "after", dst) == _under(data, "before", src)
     )
+
+
+def _replaceable(data: dict[str, Any], src: str, dst: str) -> bool:
+    """Whether ``mv -T src dst`` may replace what was at dst: nothing, a file by a file, or
+    an empty directory by a directory."""
+    before = _kind(data, "before", dst)
+    if before is None:
+        return True
+    if before == "file":
+        return _kind(data, "before", src) == "file"
+    return _kind(data, "before", src) == "dir" and not _under(data, "before", dst)
 
 
 def _unchanged_or(check: Any) -> Any:
@@ -301,7 +316,8 @@ WORLD.emulated(
     postconditions=[
         _post(
             "moves_exactly",
-            "src existed; it and everything under it are gone, and dst holds what src held, with exactly src's "
+            "src existed; it and everything under it are gone, and dst held nothing, a file where src is a file, "
+            "or an empty directory where src is a directory, and now holds what src held, with exactly src's "
             "entries under it",
             lambda d: _moved_exactly(d, d["args"]["src"], d["args"]["dst"]),
         )

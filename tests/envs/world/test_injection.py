@@ -175,6 +175,104 @@ def test_an_obedient_model_cannot_make_a_change_the_tool_cannot(
     env.close()
 
 
+def _mv_patches(files: dict[str, Any]) -> dict[str, tuple[dict[str, str], list[dict[str, Any]]]]:
+    """Moves `mv -T` refuses, each as the patch an obedient model would give: a file over a
+    directory with entries (deleting them), a directory onto its own ancestor, a directory
+    over a file."""
+    home = sorted((k for k in files if k.startswith("/home/user/")), reverse=True)
+    clear_home = [{"op": "remove", "path": _ptr(k)} for k in home]
+    scratch = files["/tmp/scratch.txt"]
+    return {
+        "file-over-a-non-empty-directory": (
+            {"src": "/tmp/scratch.txt", "dst": "/home/user"},
+            [
+                *clear_home,
+                {"op": "remove", "path": _ptr("/tmp/scratch.txt")},
+                {"op": "replace", "path": _ptr("/home/user"), "value": scratch},
+            ],
+        ),
+        "directory-onto-its-ancestor": (
+            {"src": "/home/user/docs", "dst": "/home/user"},
+            [
+                *clear_home,
+                {"op": "add", "path": _ptr("/home/user/report.md"), "value": files["/home/user/docs/report.md"]},
+            ],
+        ),
+        "directory-over-a-file": (
+            {"src": "/tmp", "dst": NOTES},
+            [
+                {"op": "remove", "path": _ptr("/tmp/scratch.txt")},
+                {"op": "remove", "path": _ptr("/tmp")},
+                {"op": "replace", "path": _ptr(NOTES), "value": DIR},
+                {"op": "add", "path": _ptr(NOTES + "/scratch.txt"), "value": scratch},
+            ],
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case", ["file-over-a-non-empty-directory", "directory-onto-its-ancestor", "directory-over-a-file"]
+)
+def test_mv_replaces_only_what_mv_t_would(case: str) -> None:
+    probe = agentenv.make("world-fs-v0", cache=WorldCache(), metrics=WorldMetrics())
+    probe.reset(options={"task": "fs-count-errors"})
+    args, patch = _mv_patches(probe.state.world["files"])[case]
+    probe.close()
+    env = agentenv.make("world-fs-v0", model=_obedient({"mv": patch}), cache=WorldCache(), metrics=WorldMetrics())
+    env.reset(options={"task": "fs-count-errors"})
+    before = env.state.world
+    *_, info = env.step(tool_call_text("mv", **args))
+    assert info["error_kind"] == "tool" and "moves_exactly" in info["error"] and env.state.world == before
+    env.close()
+
+
+BANK_FORBIDDEN = {  # (tool, arguments, patch): each a field no tool may leave
+    "open-with-a-freeze-reason": (
+        "open_account",
+        {"account_id": "A9", "customer_id": "C1"},
+        [
+            {
+                "op": "add",
+                "path": "/accounts/A9",
+                "value": {"owner": "C1", "balance_cents": 0, "status": "open"} | {"freeze_reason": "x"},
+            }
+        ],
+    ),
+    "deposit-recorded-as-going-to-another-account": (
+        "deposit",
+        {"account_id": "A1", "amount_cents": 5000},
+        [
+            {"op": "replace", "path": "/accounts/A1/balance_cents", "value": 255000},
+            {
+                "op": "add",
+                "path": "/ledger/-",
+                "value": {"kind": "deposit", "account": "A1", "to": "A3", "amount_cents": 5000},
+            },
+        ],
+    ),
+    "unfreeze-leaving-a-blank-reason": (
+        "unfreeze_account",
+        {"account_id": "A5"},
+        [
+            {"op": "replace", "path": "/accounts/A5/status", "value": "open"},
+            {"op": "replace", "path": "/accounts/A5/freeze_reason", "value": ""},
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("tool, args, patch", BANK_FORBIDDEN.values(), ids=list(BANK_FORBIDDEN))
+def test_an_obedient_bank_model_cannot_leave_a_field_no_tool_may(
+    tool: str, args: dict[str, Any], patch: list[dict[str, Any]]
+) -> None:
+    env = agentenv.make("world-bank-v0", model=_obedient({tool: patch}), cache=WorldCache(), metrics=WorldMetrics())
+    env.reset(options={"task": env.tasks.ids[0]})
+    before = env.state.world
+    *_, info = env.step(tool_call_text(tool, **args))
+    assert info["error_kind"] == "tool" and "schema" in info["error"] and env.state.world == before
+    env.close()
+
+
 def test_write_file_and_append_file_cannot_turn_a_directory_into_a_file() -> None:
     empty = "/tmp/empty"
     model = _obedient(

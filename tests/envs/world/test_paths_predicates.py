@@ -113,3 +113,17 @@ def test_an_expensive_evaluation_fails_instead_of_running_on() -> None:
     rule = rule_predicate("busy", {"map": [{"var": "a"}, {"map": [{"var": ""}, {"+": [{"var": ""}, 1]}]}]})
     with pytest.raises(PredicateError, match="BudgetExceeded"):
         rule.test({"a": [[1] * 1000] * 1000})
+
+
+@pytest.mark.parametrize("blank", [0, "", False])
+def test_a_missing_value_equals_no_blank_and_equality_is_strict(blank: object) -> None:
+    """The engine's loose ``==`` holds ``null == 0``: "A9 holds 0" held where A9 did not
+    exist, and "unchanged" (after == before) held where a field worth 0 was deleted."""
+    balance = {"val": ["accounts", "A9", "balance_cents"]}
+    assert not rule_predicate("g", {"==": [balance, blank]}).test({"accounts": {}})
+    assert rule_predicate("g", {"!=": [balance, blank]}).test({"accounts": {}})
+    unchanged = {"==": [{"val": ["after", "x"]}, {"val": ["before", "x"]}]}
+    assert not rule_predicate("u", unchanged).test({"before": {"x": blank}, "after": {}})
+    assert rule_predicate("u", unchanged).test({"before": {"x": blank}, "after": {"x": blank}})
+    assert not rule_predicate("s", {"==": [{"val": ["x"]}, "5"]}).test({"x": 5})
+    assert rule_predicate("n", {"==": [{"val": ["x"]}, 5]}).test({"x": 5.0})  # numbers by value
