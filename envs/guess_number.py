@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Sequence
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentenv import (
     CallOutcome,
@@ -28,6 +29,21 @@ from agentenv import (
 from agentenv.task import curriculum_slice
 
 
+class GuessPayload(BaseModel):
+    """The ``payload`` of a guessing task: the secret is in 1..high."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    high: int = Field(ge=2, description="the top of the range; below 2 the first guess is the answer")
+    secret: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _in_range(self) -> GuessPayload:
+        if self.secret > self.high:
+            raise ValueError(f"expected a secret in 1..{self.high}, got {self.secret}")
+        return self
+
+
 class GuessState(State):
     low: int
     high: int
@@ -39,6 +55,7 @@ class GuessNumberEnv(Env[GuessState]):
     max_turns = 12
     max_calls_per_action = 1  # the budget is guesses: sixteen in one turn would sweep 1..16
     instructions = "Find the secret integer. After each guess you are told if the secret is higher or lower."
+    payload_type = GuessPayload
 
     def __init__(
         self,
@@ -59,7 +76,8 @@ class GuessNumberEnv(Env[GuessState]):
         return _default_tasks()
 
     def initial_state(self, task: Task) -> GuessState:
-        return GuessState(low=1, high=task.payload["high"], widths=[task.payload["high"]])
+        high = self.payload.high  # validated here: a task given to reset is not in the task set
+        return GuessState(low=1, high=high, widths=[high])
 
     @tool
     def guess(self, number: int) -> str:
@@ -94,12 +112,14 @@ class GuessNumberEnv(Env[GuessState]):
         return float(self.state.solved)
 
     def mutate(self, task: Task, rng: np.random.Generator) -> Task | None:
-        """The same range with a new secret."""
-        high = task.payload["high"]
+        """The same range with a new secret, under the prompt `make_tasks` writes: a
+        proposal's prompt may have named its secret, which the new one is not."""
+        high = GuessPayload.model_validate(task.payload).high
         return task.model_copy(
             update={
                 "id": f"{task.id}~v{int(rng.integers(1 << 30)):08x}",
-                "payload": {**task.payload, "secret": int(rng.integers(1, high + 1))},
+                "prompt": _prompt(high),
+                "payload": {"high": high, "secret": int(rng.integers(1, high + 1))},
             }
         )
 
@@ -119,12 +139,16 @@ def make_tasks(n: int, *, seed: int = 0, difficulties: tuple[int, ...] = (0, 1, 
         tasks.append(
             Task(
                 id=f"guess-{seed}-{i}",
-                prompt=f"I am thinking of an integer between 1 and {high}. Find it.",
+                prompt=_prompt(high),
                 payload={"high": high, "secret": int(rng.integers(1, high + 1))},
                 metadata={"family": "guess-number", "difficulty": d},
             )
         )
     return TaskSet(tasks)
+
+
+def _prompt(high: int) -> str:
+    return f"I am thinking of an integer between 1 and {high}. Find it."
 
 
 def oracle() -> ScriptedPolicy:

@@ -45,6 +45,8 @@ SHOWN_ANSWER_CHARS = 1000
 """The answer kept in the state (for trajectories and the report) is cut at this length."""
 FAMILIES = ("arithmetic", "count", "reverse")
 DIFFICULTIES = (0, 1, 2, 3)
+MUTATE_DRAWS = 8
+"""Draws `QAEnv.mutate` makes for a question other than the one it was given."""
 
 
 class QAPayload(BaseModel):
@@ -119,11 +121,19 @@ class QAEnv(Env[QAState]):
         return float(state.correct)
 
     def mutate(self, task: Task, rng: np.random.Generator) -> Task | None:
-        """A new question of the same generated family and difficulty; None for tasks from a dataset."""
+        """A new question of the same generated family and difficulty, other than ``task``'s;
+        None for tasks from a dataset, and when `MUTATE_DRAWS` draws all came out as
+        ``task`` again (a family with few questions at that difficulty)."""
         family = task.metadata.family
         if family not in FAMILIES or "generated" not in task.metadata.tags:
             return None
-        return make_task(family, rng, task.metadata.difficulty, task_id=f"{task.id}~v{int(rng.integers(1 << 30)):08x}")
+        for _ in range(MUTATE_DRAWS):
+            variant = make_task(
+                family, rng, task.metadata.difficulty, task_id=f"{task.id}~v{int(rng.integers(1 << 30)):08x}"
+            )
+            if (variant.prompt, variant.payload) != (task.prompt, task.payload):
+                return variant
+        return None
 
 
 def oracle() -> ScriptedPolicy:

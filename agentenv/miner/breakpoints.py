@@ -8,12 +8,22 @@ restarts from the snapshot the rollout kept just before that turn
 (``rollout(..., keep_snapshots=True)``), so the agent practises from the point
 where it broke with the same conversation so far.
 
+A resume task is its state: its id ``ID@tK.HASH`` names the root task, the turn and
+a short hash of the snapshot's state and conversation, so another failure that
+reaches a different state at the same turn is another task with its own ledger
+record (one keyed by turn alone would inherit the record of whatever state held
+the id before: solved, or quarantined). The same state reached again keeps its id.
+
 Left out: a turn 0 break point makes no resume task (it is the task itself), and
-infra failures have no break point (they were never the policy's).
+infra failures have no break point (they were never the policy's). Whether the
+agent can still finish from there is the sampler's check (`turns_left`, and the
+env's oracle replayed from the snapshot), not this module's.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 from agentenv.env import Snapshot
@@ -21,7 +31,7 @@ from agentenv.task import Task, TaskMeta
 from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
 
-__all__ = ["BreakPoint", "break_point", "resume_task", "root_id"]
+__all__ = ["BreakPoint", "break_point", "resume_task", "root_id", "state_digest", "turns_left"]
 
 RESUME_MARK = "@t"
 
@@ -48,8 +58,25 @@ def break_point(traj: Trajectory) -> BreakPoint | None:
 
 
 def root_id(task_id: str) -> str:
-    """The task a resume task (``ID@tK``) restarts."""
+    """The task a resume task (``ID@tK.HASH``) restarts."""
     return task_id.split(RESUME_MARK, 1)[0]
+
+
+def turns_left(traj: Trajectory, point: BreakPoint) -> int | None:
+    """Turns the episode ran from ``point`` on, for a truncated one: out of turns, what a
+    resume task from there has left (out of tokens or time, about what it can use).
+    None for an episode that ended otherwise: it was not the budget that stopped it."""
+    if traj.failure is not Failure.TRUNCATED or not traj.transitions:
+        return None
+    return traj.transitions[-1].turn + 1 - point.turn
+
+
+def state_digest(snap: Snapshot) -> str:
+    """Eight hex digits of the snapshot's state and conversation, the same in every
+    process. The RNG is left out: the same position reached under another seed is
+    the same task."""
+    text = json.dumps([snap.state, snap.messages], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
 
 
 def resume_task(traj: Trajectory, point: BreakPoint) -> tuple[Task, Snapshot] | None:
@@ -64,7 +91,7 @@ def resume_task(traj: Trajectory, point: BreakPoint) -> tuple[Task, Snapshot] | 
     meta = original.metadata
     task = original.model_copy(
         update={
-            "id": f"{root_id(traj.task.id)}{RESUME_MARK}{point.turn}",
+            "id": f"{root_id(traj.task.id)}{RESUME_MARK}{point.turn}.{state_digest(snap)}",
             "metadata": TaskMeta(
                 family=meta.family,
                 difficulty=meta.difficulty,

@@ -49,6 +49,9 @@ class MinerConfig(BaseModel):
     )
     # -- mined tasks
     resume: bool = Field(True, description="restart failed episodes from the turn where they broke")
+    resume_min_turns_left: int = Field(
+        2, ge=1, description="fewest turns a resume task from a truncated episode must have left (else none is made)"
+    )
     variants: bool = Field(True, description="make validated variants of failed tasks with Env.mutate")
     variants_per_failure: int = Field(1, ge=0, le=8, description="variants tried per failed task and step")
     max_resume_tasks: int = Field(64, ge=0, description="resume tasks (and their snapshots) kept; oldest dropped")

@@ -12,6 +12,14 @@ every rollout failed K visits in a row are quarantined and retested every
 ``retest_every`` steps. If an env's pool is empty, its whole train split is
 drawn uniformly, so training never stalls.
 
+A mined task enters the pool only once validated (`agentenv.miner.variants`): a
+resume task only if its truncated episode left it ``resume_min_turns_left`` turns
+and the env's oracle, restarted from its snapshot, finishes it (envs without an
+oracle: the turns only); a variant or proposal only if its id and its content
+(prompt and payload) are new to the train split and the mined tasks, and the
+oracle solves it. Refused ones count under ``miner/new/rejected``. An env factory
+or validator that fails refuses the task; it never fails the step.
+
 Each draw carries an importance weight, (1/|pool|) / P(task | env, pool): the
 uniform probability over the pool it was drawn from divided by the probability
 the miner drew it with. Re-queued and retest draws have weight 1. The split
@@ -33,12 +41,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from agentenv.env import Env, Snapshot
-from agentenv.miner.breakpoints import break_point, resume_task
+from agentenv.miner.breakpoints import break_point, resume_task, turns_left
 from agentenv.miner.config import MinerConfig
 from agentenv.miner.ledger import Ledger, Origin, Visit
 from agentenv.miner.priority import replay_distribution
 from agentenv.miner.proposer import OpenAIProposer, cluster_failures
-from agentenv.miner.variants import OracleValidator, Validator, make_variant, stable_hash
+from agentenv.miner.variants import OracleValidator, Validator, check, content_key, make_variant, stable_hash
 from agentenv.sampling import Draw, Source, TaskSampler
 from agentenv.task import Task
 from agentenv.trajectory import Trajectory
@@ -87,6 +95,10 @@ class MinerSampler(TaskSampler):
         for i, source in enumerate(self.sources):
             for task in source.train:
                 self.train_tasks[task.id] = (i, task)
+        self.contents: dict[tuple[int, str], str] = {}
+        """(source, `content_key`) -> the id of the train or mined task with that content
+        (resume tasks are left out: they share their root's content by design)."""
+        self._index_contents()
         total = sum(s.weight for s in self.sources)
         self.p_source = np.array([s.weight / total for s in self.sources])
         self.last_metrics: dict[str, Any] = {}
@@ -213,22 +225,55 @@ class MinerSampler(TaskSampler):
         counts: Counter[str] = Counter()
         cfg = self.config
         if cfg.resume and cfg.max_resume_tasks > 0:
-            for source, traj in failures:
-                point = break_point(traj)
-                made = resume_task(traj, point) if point is not None else None
-                if made is not None:
-                    self._add(MinedTask(task=made[0], source=source, origin="resume", snapshot=made[1]))
-                    counts["resume"] += 1
+            counts.update(self._resumes(failures))
         if cfg.variants and cfg.variants_per_failure > 0 and cfg.max_variants > 0:
             counts.update(self._variants(step, failures))
         if self.proposer is not None and cfg.proposer is not None and (step + 1) % cfg.proposer.every_steps == 0:
             counts.update(self._propose(failures))
         return counts
 
+    def _resumes(self, failures: list[tuple[int, Trajectory]]) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        refused: set[str] = set()  # a group's G failures often reach one state: validate it once
+        for source, traj in failures:
+            point = break_point(traj)
+            if point is None:
+                continue
+            left = turns_left(traj, point)
+            if left is not None and left < self.config.resume_min_turns_left:
+                counts["rejected"] += 1  # e.g. a last-turn break point: one turn left, nothing to learn
+                continue
+            made = resume_task(traj, point)
+            if made is None:
+                continue
+            task, snapshot = made
+            validate = self.validators[source]
+            if task.id in refused:
+                counts["rejected"] += 1
+                continue
+            # An id already mined is this very state, validated when it came in.
+            if task.id not in self.mined and validate is not None and check(validate, task, snapshot) is not None:
+                refused.add(task.id)
+                counts["rejected"] += 1
+                continue
+            self._add(MinedTask(task=task, source=source, origin="resume", snapshot=snapshot))
+            counts["resume"] += 1
+        return counts
+
+    def _refusal(self, source: int, task: Task) -> str | None:
+        """Why a new task (a variant or proposal) cannot enter the pool before validation:
+        its id is taken (evicting it later would forget that task's record) or its
+        content is a train or mined task's (a second record and weight for one task, and
+        a copy of a retired task back in the pool as unseen)."""
+        if task.id in self.train_tasks or task.id in self.mined:
+            return f"the id {task.id!r} is taken"
+        holder = self.contents.get((source, content_key(task)))
+        return None if holder is None else f"a copy of {holder!r}"
+
     def _variants(self, step: int, failures: list[tuple[int, Trajectory]]) -> Counter[str]:
         counts: Counter[str] = Counter()
         seen: set[str] = set()
-        envs: dict[int, Env] = {}
+        envs: dict[int, Env | None] = {}  # None: the factory failed this step
         try:
             for source, traj in failures:
                 task = traj.task
@@ -237,19 +282,31 @@ class MinerSampler(TaskSampler):
                 if task.id in seen or origin not in ("train", "proposed") or validate is None:
                     continue
                 seen.add(task.id)
-                env = envs.get(source) or envs.setdefault(source, self.sources[source].factory())
+                if source not in envs:
+                    envs[source] = self._make_env(source)
+                env = envs[source]
+                if env is None:  # like a mutate that raised: no variants, not a failed step
+                    counts["rejected"] += self.config.variants_per_failure
+                    continue
                 for j in range(self.config.variants_per_failure):
                     rng = np.random.default_rng([self.seed, step, stable_hash(task.id), j])
-                    variant, _why = make_variant(env, task, rng, validate)
+                    variant, _why = make_variant(env, task, rng, _Admission(self, source, validate))
                     if variant is None:
                         counts["rejected"] += 1
-                    elif variant.id not in self.mined and variant.id not in self.train_tasks:
+                    else:
                         self._add(MinedTask(task=variant, source=source, origin="variant"))
                         counts["variant"] += 1
         finally:
-            for env in envs.values():
-                env.close()
+            for made in envs.values():
+                if made is not None:
+                    made.close()
         return counts
+
+    def _make_env(self, source: int) -> Env | None:
+        try:
+            return self.sources[source].factory()
+        except Exception:  # noqa: BLE001 - a sandbox that will not start costs the variants, not the step
+            return None
 
     def _propose(self, failures: list[tuple[int, Trajectory]]) -> Counter[str]:
         if self.proposer is None or self.config.proposer is None:
@@ -267,10 +324,7 @@ class MinerSampler(TaskSampler):
             task = proposed.task
             source = where.get(proposed.like.id)
             validate = self.validators[source] if source is not None else None
-            # An id already taken is refused: evicting the proposal later would forget
-            # that task's ledger record (a train task's history, or a mined task's).
-            taken = task.id in self.train_tasks or task.id in self.mined
-            if taken or source is None or validate is None or validate(task) is not None:
+            if source is None or validate is None or _Admission(self, source, validate)(task) is not None:
                 counts["rejected"] += 1
             else:
                 self._add(MinedTask(task=task, source=source, origin="proposed"))
@@ -282,6 +336,8 @@ class MinerSampler(TaskSampler):
         self.mined.pop(item.task.id, None)
         self.mined[item.task.id] = item
         self.ledger.add(item.task, item.source, item.origin)
+        if item.origin != "resume":
+            self.contents.setdefault((item.source, content_key(item.task)), item.task.id)
         # Proposed tasks share the variants' bound: both are new tasks, not restarts.
         limit = self.config.max_resume_tasks if item.origin == "resume" else self.config.max_variants
         same = [tid for tid, m in self.mined.items() if (m.origin == "resume") == (item.origin == "resume")]
@@ -289,8 +345,11 @@ class MinerSampler(TaskSampler):
             # Its record and requeue entry go too: kept, they grew with every failure the
             # policy made (a record per variant ever mined, in every checkpoint and walked
             # every step).
-            del self.mined[tid]
+            evicted = self.mined.pop(tid)
             self.ledger.forget(tid)
+            key = (evicted.source, content_key(evicted.task))
+            if self.contents.get(key) == tid:
+                del self.contents[key]
             if tid in self.requeue:
                 self.requeue.remove(tid)
 
@@ -356,10 +415,29 @@ class MinerSampler(TaskSampler):
             mined = MinedTask.model_validate(item)
             self.mined[mined.task.id] = mined
         self.requeue = list(state["requeue"])
+        self._index_contents()
+
+    def _index_contents(self) -> None:
+        self.contents = {}
+        for tid, (source, task) in self.train_tasks.items():
+            self.contents.setdefault((source, content_key(task)), tid)
+        for tid, m in self.mined.items():
+            if m.origin != "resume":
+                self.contents.setdefault((m.source, content_key(m.task)), tid)
 
     def close(self) -> None:
         if self.proposer is not None:
             self.proposer.close()
+
+
+class _Admission:
+    """A new task's check: `MinerSampler._refusal` first (cheap), then the validator."""
+
+    def __init__(self, sampler: MinerSampler, source: int, validate: Validator) -> None:
+        self.sampler, self.source, self.validate = sampler, source, validate
+
+    def __call__(self, task: Task, snapshot: Snapshot | None = None, /) -> str | None:
+        return self.sampler._refusal(self.source, task) or check(self.validate, task, snapshot)
 
 
 def _oracle_validator(source: Source) -> Validator | None:

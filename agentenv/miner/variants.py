@@ -4,27 +4,54 @@ A variant comes from the env's own `Env.mutate(task, rng)` (same family and
 difficulty, new content). A task enters the pool only if it is solvable: the
 env's scripted oracle, replayed on it, reaches the success threshold. For envs
 whose oracle submits a reference solution (the code env) that is the verifier
-path: the reference passes the hidden tests. A task without a validator never
-enters the pool; a validator that raises rejects the task, it never crashes the run.
+path: the reference passes the hidden tests. A resume task is validated the same
+way from its snapshot: the oracle, restarted there, must still finish the task. A
+variant or proposal without a validator never enters the pool; a validator that
+raises rejects the task, it never crashes the run.
+
+`content_key` is what makes two tasks the same task: their prompt and payload. The
+sampler refuses a new task whose content a train or mined task already has.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from agentenv.env import Env
+from agentenv.env import Env, Snapshot
 from agentenv.policies import Policy
 from agentenv.rollout import rollout
 from agentenv.task import Task
 
-__all__ = ["OracleValidator", "Validator", "make_variant", "stable_hash"]
+__all__ = ["OracleValidator", "Validator", "check", "content_key", "make_variant", "stable_hash"]
 
-Validator = Callable[[Task], "str | None"]
-"""Returns None when the task is valid, otherwise why it is not."""
+
+class Validator(Protocol):
+    """Returns None when the task is valid, otherwise why it is not. A resume task comes
+    with the snapshot it restarts from; a new task (a variant, a proposal) without."""
+
+    def __call__(self, task: Task, snapshot: Snapshot | None = None, /) -> str | None: ...
+
+
+def check(validate: Validator, task: Task, snapshot: Snapshot | None = None) -> str | None:
+    """``validate``'s verdict on ``task``; a validator that raises rejects the task."""
+    try:
+        return validate(task) if snapshot is None else validate(task, snapshot)
+    except Exception as e:  # noqa: BLE001 - a broken validator rejects, it never crashes the run
+        return f"the validator raised {type(e).__name__}: {e}"
+
+
+def content_key(task: Task) -> str:
+    """A hash of what the agent is given and checked against (prompt and payload), not
+    of the id: two tasks with one key are one task under two ids."""
+    text = json.dumps([task.prompt, task.payload], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def stable_hash(text: str) -> int:
@@ -34,14 +61,16 @@ def stable_hash(text: str) -> int:
 
 @dataclass
 class OracleValidator:
-    """Valid = the oracle solves the task (task reward at or above the env's threshold)."""
+    """Valid = the oracle solves the task (task reward at or above the env's threshold),
+    from its start or, for a resume task, from its snapshot."""
 
     factory: Callable[[], Env]
     oracle: Callable[[], Policy]
 
-    def __call__(self, task: Task) -> str | None:
+    def __call__(self, task: Task, snapshot: Snapshot | None = None, /) -> str | None:
+        resume_from = None if snapshot is None else [snapshot]
         try:
-            [traj] = rollout(self.factory, self.oracle(), tasks=[task], seeds=[0])
+            [traj] = rollout(self.factory, self.oracle(), tasks=[task], seeds=[0], resume_from=resume_from)
         except Exception as e:  # noqa: BLE001 - a broken task is rejected, not a crash
             return f"{type(e).__name__}: {e}"
         if traj.error is not None:
@@ -63,5 +92,5 @@ def make_variant(env: Env, task: Task, rng: np.random.Generator, validate: Valid
         return None, f"the variant kept the id {task.id!r}"
     if (variant.prompt, variant.payload) == (task.prompt, task.payload):
         return None, f"the variant is {task.id!r} again under a new id"  # a second record and weight for one task
-    reason = validate(variant)
+    reason = check(validate, variant)
     return (None, reason) if reason is not None else (variant, None)

@@ -81,3 +81,26 @@ def test_a_bad_curriculum_slice_is_one_line_naming_difficulties(difficulties):
     with pytest.raises(agentenv.EnvArgumentError, match=r"^GuessNumberEnv: difficulties (must be a list|.* match no)"):
         agentenv.make("guess-number-v0", difficulties=difficulties)
     assert {t.metadata.difficulty for t in GuessNumberEnv(difficulties=(0, 1)).tasks} == {0, 1}
+
+
+def test_a_range_with_nothing_to_find_is_refused():
+    from agentenv import Task
+    from agentenv.miner import OracleValidator
+
+    trivial = Task(id="t", prompt="I am thinking of an integer between 1 and 1.", payload={"high": 1, "secret": 1})
+    with pytest.raises(ValueError, match="'high'"):
+        GuessNumberEnv(tasks=[trivial])
+    # A proposal is a task no env was made with: its first reset refuses it.
+    validate = OracleValidator(GuessNumberEnv, agentenv.spec("guess-number-v0").make_oracle)
+    assert "'high'" in validate(trivial)
+    assert validate(trivial.model_copy(update={"payload": {"high": 2, "secret": 2}})) is None
+
+
+def test_mutate_writes_the_prompt_of_its_new_payload():
+    import numpy as np
+
+    from agentenv import Task
+
+    told = Task(id="p", prompt="The secret is 7. Guess a number from 1 to 16.", payload={"high": 16, "secret": 7})
+    variant = GuessNumberEnv().mutate(told, np.random.default_rng(0))
+    assert variant.payload["high"] == 16 and variant.prompt == make_tasks(1)[0].prompt

@@ -320,3 +320,13 @@ def test_the_suites_hostile_actions_end_a_qa_episode_as_the_policys_failure_and_
 def play_raw(env: QAEnv, action) -> tuple:
     env.reset(seed=0, options={"task": "q"})
     return env.step(action)
+
+
+def test_mutate_draws_again_for_a_question_other_than_the_one_given(monkeypatch):
+    env = QAEnv()
+    task = next(t for t in env.tasks if t.metadata.family == "reverse" and t.metadata.difficulty == 0)  # 5 words
+    variants = [env.mutate(task, np.random.default_rng(seed)) for seed in range(40)]
+    assert all(v is not None and v.prompt != task.prompt for v in variants)
+    # A family with nothing else to ask at that difficulty makes no variant.
+    monkeypatch.setitem(qa._GENERATORS, "reverse", lambda rng, d: (task.prompt, task.payload["reference"]))
+    assert env.mutate(task, np.random.default_rng(0)) is None

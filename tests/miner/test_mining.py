@@ -8,6 +8,7 @@ from agentenv import ScriptedPolicy, Task, rollout, tool_call_text
 from agentenv.envs.arithmetic import ArithmeticEnv
 from agentenv.envs.guess_number import GuessNumberEnv
 from agentenv.miner import OracleValidator, break_point, make_variant, resume_task
+from agentenv.miner.breakpoints import state_digest
 from tests.miner.helpers import step, traj
 
 T = Task(id="t", prompt="p")
@@ -35,7 +36,11 @@ def test_a_resume_task_restores_the_snapshot_and_the_episode_continues():
     point = break_point(failed)
     assert point.turn == 1 and point.rule == "error"
     resume, snap = resume_task(failed, point)
-    assert resume.id == f"{task.id}@t1" and resume.payload == task.payload and "resume:1" in resume.metadata.tags
+    assert (
+        resume.id == f"{task.id}@t1.{state_digest(snap)}"
+        and resume.payload == task.payload
+        and "resume:1" in resume.metadata.tags
+    )
     env = GuessNumberEnv(max_turns=3)
     obs, info = env.reset(seed=5, options={"task": resume, "snapshot": snap})
     assert info == {"task_id": resume.id, "turn": 1, "resumed_from_turn": 1}
@@ -94,7 +99,7 @@ def test_validation_rejects_a_broken_variant():
 
     guess = OracleValidator(GuessNumberEnv, agentenv.spec("guess-number-v0").make_oracle)
     variant, why = make_variant(Broken(), GuessNumberEnv().tasks[0], np.random.default_rng(0), guess)
-    assert variant is None and "did not solve" in why
+    assert variant is None and "expected a secret in 1..16, got 99" in why  # its payload model refuses it
 
     class Same(GuessNumberEnv):  # a new id, the same task (a redrawn secret that came out the same)
         def mutate(self, task, rng):

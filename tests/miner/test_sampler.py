@@ -2,10 +2,12 @@
 
 import json
 
+import pytest
+
 import agentenv
 from agentenv import ScriptedPolicy, rollout, tool_call_text
 from agentenv.envs.guess_number import GuessNumberEnv, make_tasks
-from agentenv.miner import MinerConfig, MinerSampler
+from agentenv.miner import MinerConfig, MinerSampler, break_point
 from tests.miner.helpers import Src, traj
 
 TASKS = make_tasks(12, seed=3, difficulties=(0, 3))
@@ -61,9 +63,13 @@ def test_hard_tasks_are_quarantined_and_retested_and_easy_ones_retire():
 
 
 def test_failures_become_resume_tasks_and_variants_and_infra_is_requeued():
-    sampler = _sampler(mined_share=0.5, max_resume_tasks=3)
-    lowball = ScriptedPolicy.replay([tool_call_text("guess", number=k) for k in range(2, 7)])
-    _draws, trajs = _play(sampler, 0, policy=lowball)
+    # Two tries per variant: a new secret in 1..16 is often a train task's (a copy, refused).
+    sampler = _sampler(mined_share=0.5, max_resume_tasks=3, variants_per_failure=2)
+    # An out-of-range guess at turn 1 breaks there, with turns left to finish from.
+    guesses = [2, 10_000, 3, 4, 5]
+    _draws, trajs = _play(
+        sampler, 0, policy=ScriptedPolicy.replay([tool_call_text("guess", number=k) for k in guesses])
+    )
     kinds = {m.origin for m in sampler.mined.values()}
     assert kinds == {"resume", "variant"}
     assert sum(m.origin == "resume" for m in sampler.mined.values()) <= 3  # bounded
@@ -219,3 +225,107 @@ def test_a_proposal_runs_in_the_env_of_the_example_it_names():
     [mined] = sampler.mined.values()
     assert mined.source == 0 and mined.task.payload == sum_ and mined.task.metadata == arith.metadata
     assert sampler.metrics()["miner/new/rejected"] == 1  # a guessing task is no arithmetic task
+
+
+def _fail_from(task, first, max_turns=6):
+    """G=2 failed episodes of ``task``: a guess of ``first``, then an out-of-range one (the break point)."""
+    policy = ScriptedPolicy.replay([tool_call_text("guess", number=first), tool_call_text("guess", number=99999)])
+    factory = lambda: GuessNumberEnv(max_turns=max_turns)  # noqa: E731
+    return rollout(factory, policy, tasks=[task] * 2, seeds=[1] * 2, keep_snapshots=True)
+
+
+def test_a_different_state_at_the_same_turn_is_another_resume_task_with_its_own_record():
+    # Keyed by (task, turn) alone, state B took over state A's id and its record: B was
+    # "solved" because A was, and never served.
+    task = TASKS[0]
+    factory = lambda: GuessNumberEnv(max_turns=6)  # noqa: E731
+    sampler = MinerSampler(
+        [Src("guess", TASKS, factory, env_id="guess-number-v0")],
+        seed=0,
+        config=MinerConfig(variants=False, solved_window=2, mined_share=1.0),
+    )
+    secret = task.payload["secret"]
+    sampler.update(0, _fail_from(task, secret - 1 if secret > 1 else secret + 1))  # state A: one guess away
+    [a] = sampler.mined.values()
+    oracle = agentenv.spec("guess-number-v0").make_oracle()
+    for step in (1, 2):
+        solved = rollout(factory, oracle, tasks=[a.task] * 2, seeds=[2] * 2, resume_from=[a.snapshot] * 2)
+        sampler.update(step, solved)
+    assert sampler.ledger.records[a.task.id].status == "solved"
+    sampler.update(3, _fail_from(task, 16 if secret != 16 else 1))  # state B: the same turn, far away
+    [b] = [m for m in sampler.mined.values() if m.task.id != a.task.id]
+    assert b.snapshot.turn == a.snapshot.turn and b.snapshot.state != a.snapshot.state
+    assert sampler.mined[a.task.id].snapshot == a.snapshot  # A is still A
+    assert sampler.ledger.records[b.task.id].status == "active" and not sampler.ledger.records[b.task.id].seen
+    assert b.task.id in {d.task.id for d in sampler.sample(4, 0, 4)}
+    sampler.update(4, _fail_from(task, 16 if secret != 16 else 1))  # B again: the same task, not a third
+    assert len(sampler.mined) == 2
+
+
+def test_a_resume_point_the_agent_cannot_finish_from_never_enters_the_pool():
+    easy = next(t for t in TASKS if t.payload["high"] == 16)
+    hard = next(t for t in TASKS if t.payload["high"] == 1024)
+    sampler = _sampler(variants=False)
+    lowball = ScriptedPolicy.replay([tool_call_text("guess", number=k) for k in range(2, 7)])
+    truncated = rollout(lambda: GuessNumberEnv(max_turns=5), lowball, tasks=[easy], keep_snapshots=True)
+    assert break_point(truncated[0]).rule == "last_turn"  # one turn left from there: nothing to learn
+    sampler.update(0, truncated)
+    assert not sampler.mined and sampler.metrics()["miner/new/rejected"] == 1
+    # Four turns left, but 1..1024 takes the oracle ten: it cannot finish from the snapshot.
+    sampler.update(1, _fail_from(hard, 2, max_turns=5))
+    assert not sampler.mined and sampler.metrics()["miner/new/rejected"] == 2
+    sampler.update(2, _fail_from(easy, 2, max_turns=5))  # 1..16 in four: it can
+    assert [m.origin for m in sampler.mined.values()] == ["resume"]
+    assert sampler.metrics()["miner/new/resume"] == 2
+
+
+def test_copies_of_train_or_mined_tasks_are_refused_as_variants():
+    from agentenv import Task
+    from agentenv.envs.qa import QAEnv
+
+    train = QAEnv().tasks
+    first, copied, *rest = train
+
+    class Copying(QAEnv):
+        """Mutates the first task into a copy of the second, every other into one new question."""
+
+        def mutate(self, task, rng):
+            new_id = f"{task.id}~v{int(rng.integers(1 << 30)):08x}"
+            if task.id == first.id:
+                return copied.model_copy(update={"id": new_id})
+            return Task(id=new_id, prompt="What is 1 + 1?", payload={"reference": "2"}, metadata=task.metadata)
+
+    sampler = MinerSampler([Src("qa", train, Copying, env_id="qa-v0")], seed=0, config=MinerConfig(resume=False))
+    sampler.update(0, [traj(first), traj(copied, success=True), traj(rest[0]), traj(rest[1])])
+    [variant] = sampler.mined.values()
+    assert variant.task.prompt == "What is 1 + 1?"
+    assert sampler.metrics()["miner/new/variants"] == 1 and sampler.metrics()["miner/new/rejected"] == 2
+    # The index of contents is state: a reloaded sampler refuses the same copies.
+    fresh = MinerSampler([Src("qa", train, Copying, env_id="qa-v0")], seed=0, config=MinerConfig(resume=False))
+    fresh.load_state_dict(json.loads(json.dumps(sampler.state_dict())))
+    fresh.update(1, [traj(rest[2])])
+    assert fresh.metrics()["miner/new/rejected"] == 1 and len(fresh.mined) == 1
+
+
+def _no_sandbox():
+    raise RuntimeError("the sandbox will not start")
+
+
+def _validator_bug(task):
+    raise RuntimeError("validator bug")
+
+
+@pytest.mark.parametrize(
+    "factory, validate",
+    [(_no_sandbox, lambda task: None), (lambda: GuessNumberEnv(max_turns=5), _validator_bug)],
+    ids=["factory", "validator"],
+)
+def test_an_env_factory_or_validator_that_fails_rejects_variants_and_never_fails_the_step(factory, validate):
+    sampler = MinerSampler(
+        [Src("guess", TASKS, factory)],
+        seed=0,
+        config=MinerConfig(resume=False, variants_per_failure=2),
+        validators=[validate],
+    )
+    sampler.update(0, [traj(TASKS[0]), traj(TASKS[1])])
+    assert not sampler.mined and sampler.metrics()["miner/new/rejected"] == 4
