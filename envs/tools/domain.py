@@ -96,8 +96,9 @@ class Answer(BaseModel):
     when to fill it: the agent sees it in ``respond``'s schema.
 
     A fact must also have been *seen*: the value of each expected field, but those
-    named in ``inferred``, must have come back in a tool result of the episode, so
-    a guess that happens to be right (the likeliest status, say) scores nothing.
+    named in ``inferred``, must have come back in a tool result of the episode, in a
+    record of the task's subject (named by the golden read calls' arguments; env.py),
+    so a guess that happens to be right (the likeliest status, say) scores nothing.
     ``inferred`` names fields the agent concludes rather than reads (a rule name).
     """
 

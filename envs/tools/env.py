@@ -15,6 +15,20 @@ through the same service and hash the compared tables of both databases
 task's ``expect`` (each expected field equal, every other one empty), so stuffing
 the answer cannot help. Both are reported with weight 0; ``task`` is their product.
 
+Each expected value (but the inferred ones) must also have been *seen*: shown in a
+tool result before the answering action, and about the task's subject. The subject
+is named by the argument pairs of the task's golden read calls (``get_order(order_id=
+"O1013")`` names ``order_id = "O1013"``): a value counts when it came back in a result
+object that holds such a pair (a dict at any depth, and everything beneath it), in
+the result of a call whose arguments hold one, or in the result of a call the golden
+actions make themselves. So reading three other orders shows every status string
+but establishes none for O1013, while a listing that holds O1013's own object does.
+A task whose golden actions make no read call with arguments keeps the plain rule
+(any result). Never seen: a value the call sent itself (a route that echoes its
+argument) or that an earlier successful write of the agent sent (written, then read
+back). Golden reads that filter rather than name (``list_rooms(min_capacity=1)``)
+make the filter the subject: a read with another filter does not count.
+
 Faults: a killed, hung, unreachable or impersonated service, or a lost episode
 database, raises `InfraError` (the episode is truncated as ``infra``, never
 scored; `step` never raises for it); every call has ``timeout_s``. What an action
@@ -30,7 +44,8 @@ import base64
 import functools
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agentenv import CallOutcome, Env, InfraError, ScriptedPolicy, State, Task, TaskSet, ToolError
@@ -54,9 +69,15 @@ class ToolsState(State):
     """The answer fields ``respond`` filled in (the empty ones left out): what ``outputs`` checks."""
     seen: list[str] = []
     """Every value (as JSON) that a tool result of the episode held: the facts the agent was shown."""
+    seen_of_subject: list[str] = []
+    """The values of ``seen`` that came back about the task's subject (see the module docstring)."""
+    written: list[str] = []
+    """Every scalar argument (as JSON) of the agent's successful writes: a result that shows one
+    again after the write shows the agent's own words, not a fact."""
     answer_seen: list[str] = []
-    """The values of ``seen`` the agent had been shown when it answered: those of earlier
-    steps only, as a result of the answering action itself reaches the agent after it."""
+    """The values that back the answer: those of ``seen_of_subject`` (of ``seen`` when the task
+    names no subject) shown by earlier steps, as a result of the answering action itself
+    reaches the agent after it."""
     calls: int = 0
     writes: list[str] = []
     violations: list[str] = []
@@ -101,7 +122,9 @@ class ToolsEnv(Env[ToolsState]):
         self._service: services.Service | None = None
         self._episode: str | None = None
         self._step_faults: list[str] = []
-        self._fresh: set[str] = set()  # values first seen in this step's results: not yet shown
+        # (list of the state, value) first in that list by this step's results: not yet shown
+        self._fresh: set[tuple[str, str]] = set()
+        self._subject = _Subject()
         super().__init__(tasks, **kwargs)
         for task in self.tasks:  # a task from a file or a caller: a bad golden action fails here, not at verify
             self.domain.check_task(task)
@@ -119,6 +142,7 @@ class ToolsEnv(Env[ToolsState]):
         else:
             service.reset_episode(self._episode)
         self._step_faults, self._fresh = [], set()
+        self._subject = _Subject.of(self.domain, task)
         return ToolsState()
 
     def respond(self, message: str, **fields: Any) -> str:
@@ -128,7 +152,9 @@ class ToolsEnv(Env[ToolsState]):
         self.state.answer_fields = {k: v for k, v in fields.items() if v is not None}
         # A read in the same action as the answer backs nothing: its result reaches the
         # agent after the answer was written (a guess beside the read that shows it).
-        self.state.answer_seen = sorted(set(self.state.seen) - self._fresh)
+        backing = "seen_of_subject" if self._subject.pairs else "seen"
+        fresh = {text for name, text in self._fresh if name == backing}
+        self.state.answer_seen = sorted(set(getattr(self.state, backing)) - fresh)
         return "sent"
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
@@ -160,6 +186,7 @@ class ToolsEnv(Env[ToolsState]):
         if domain != self.domain.name:
             raise ValueError(f"a snapshot of a {domain} episode cannot be restored into a {self.domain.name} env")
         self.domain.check_task(self.task)  # a snapshot's task is as untrusted as one in reset options
+        self._subject = _Subject.of(self.domain, self.task)
         if data is None:
             return
         service = self._live_service()
@@ -213,9 +240,11 @@ class ToolsEnv(Env[ToolsState]):
         reply = service.call(episode, route.name, body, self.timeout_s)
         self.state.calls += 1
         if reply.status == 200:
-            self._observe(reply.result, fields)
+            arguments = json.loads(body)  # as sent: the defaults filled in, as the golden calls' are
+            self._observe(reply.result, route.name, arguments)
             if route.write:
                 self.state.writes.append(route.name)
+                self.state.written = sorted(set(self.state.written) | {json.dumps(v) for v in _scalars(arguments)})
             return reply.result
         if reply.kind == "rule_violation":
             self.state.violations.append(reply.rule or "?")
@@ -227,20 +256,26 @@ class ToolsEnv(Env[ToolsState]):
             raise ToolError(f"the service failed on {route.name!r}: {reply.message}")
         raise ToolError(f"{reply.kind}: {reply.message}")
 
-    def _observe(self, result: Any, arguments: Mapping[str, Any]) -> None:
+    def _observe(self, result: Any, route: str, arguments: Mapping[str, Any]) -> None:
         """Remember every scalar of a tool result (the service's answer: plain JSON, validated)
-        that the call did not bring itself: a value a route merely echoes (a room id asked
-        about) is the agent's guess, not a fact it was shown."""
-        given = {json.dumps(v) for v in _scalars(dict(arguments))}
-        seen = set(self.state.seen)
-        new = {text for text in map(json.dumps, _scalars(result)) if text not in given and text not in seen}
-        if new:
-            self._fresh |= new
-            self.state.seen = sorted(seen | new)
+        that the agent did not bring itself, and which of them came back about the task's
+        subject. A value a route merely echoes (a room id asked about) is the agent's guess,
+        and one an earlier write of the agent stored is its own words: neither is a fact."""
+        given = {json.dumps(v) for v in _scalars(dict(arguments))} | set(self.state.written)
+        shown = [(json.dumps(v), about) for v, about in self._subject.values(result, route, arguments)]
+        for name, values in (
+            ("seen", {text for text, _ in shown}),
+            ("seen_of_subject", {text for text, about in shown if about}),
+        ):
+            known: set[str] = set(getattr(self.state, name))
+            new = values - given - known
+            if new:
+                self._fresh |= {(name, text) for text in new}
+                setattr(self.state, name, sorted(known | new))
 
     def _seen_all(self, expect: Mapping[str, Any], task_inferred: Sequence[str]) -> bool:
         """Whether every expected fact the agent must read (not infer) came back in a tool
-        result it was shown before it answered."""
+        result it was shown before it answered, about the task's subject (``answer_seen``)."""
         seen = set(self.state.answer_seen)
         inferred = self.domain.answer.inferred | set(task_inferred)
         return all(json.dumps(v) in seen for k, v in expect.items() if k not in inferred)
@@ -263,6 +298,66 @@ class ToolsEnv(Env[ToolsState]):
             finally:
                 service.drop_episode(gold)
         return service.gold_hashes[key]
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """What a task's golden actions say its subject is, each as JSON: the argument pairs
+    ``[key, value]`` of its golden read calls, and its golden calls ``[route, arguments]``.
+    Derived from the task, so a resumed episode derives it again rather than carry it."""
+
+    pairs: frozenset[str] = frozenset()
+    calls: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, domain: Domain, task: Task) -> _Subject:
+        pairs: set[str] = set()
+        calls: set[str] = set()
+        for action in task.payload.get("actions", []):
+            route = domain.routes.get(action["name"])
+            if route is None:  # respond
+                continue
+            arguments = route.request.model_validate(action["arguments"]).model_dump(mode="json")
+            calls.add(json.dumps([route.name, arguments], sort_keys=True))
+            if not route.write:
+                pairs |= _pairs(arguments, nested=True)
+        return cls(frozenset(pairs), frozenset(calls))
+
+    def values(self, result: Any, route: str, arguments: Mapping[str, Any]) -> Iterator[tuple[Any, bool]]:
+        """Every scalar (not None) of ``result``, with whether it came back about the subject:
+        the call is a golden one or its arguments hold a subject pair, or a dict it lies in
+        (at any depth above it) holds one itself."""
+        about = json.dumps([route, arguments], sort_keys=True) in self.calls or bool(
+            _pairs(arguments, nested=True) & self.pairs
+        )
+        stack: list[tuple[Any, bool]] = [(result, about)]
+        while stack:
+            item, about = stack.pop()
+            if isinstance(item, dict):
+                about = about or bool(_pairs(item, nested=False) & self.pairs)
+                stack.extend((v, about) for v in item.values())
+            elif isinstance(item, list):
+                stack.extend((v, about) for v in item)
+            elif item is not None:
+                yield item, about
+
+
+def _pairs(value: Any, *, nested: bool) -> set[str]:
+    """The ``[key, scalar]`` pairs (as JSON) of a dict's entries, and with ``nested`` of every dict inside it."""
+    out: set[str] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, v in item.items():
+                if isinstance(v, (dict, list)):
+                    if nested:
+                        stack.append(v)
+                elif v is not None:
+                    out.add(json.dumps([key, v]))
+        elif isinstance(item, list) and nested:
+            stack.extend(item)
+    return out
 
 
 def _scalars(value: Any) -> list[Any]:

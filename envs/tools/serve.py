@@ -22,6 +22,11 @@ from agentenv.envs.tools import auth
 from agentenv.envs.tools.app import build_app
 from agentenv.envs.tools.domain import load_domain
 
+SERVER_KEEP_ALIVE_S = 30
+"""How long an idle connection stays open (uvicorn's default is 5 s). Well above the
+client's `service.KEEPALIVE_EXPIRY_S`, so the client always drops an idle connection
+first and never sends on one the server is closing."""
+
 
 def _exit_when_parent_dies() -> None:
     sys.stdin.read()  # returns at EOF: the parent closed the pipe or died
@@ -53,7 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no Nagle stalls
     sock.bind(("127.0.0.1", 0))  # the kernel picks a free port: no race with other processes
     threading.Thread(target=_exit_when_parent_dies, daemon=True).start()
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=SERVER_KEEP_ALIVE_S
+    )
     server = uvicorn.Server(config)
     print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
     server.run(sockets=[sock])

@@ -49,11 +49,17 @@ from agentenv.envs.tools import auth
 from agentenv.envs.tools.app import EPISODE_HEADER, MAX_BODY_BYTES
 from agentenv.envs.tools.domain import Domain, load_domain
 
-__all__ = ["MAX_REPLY_BYTES", "Reply", "Service", "acquire", "db_hash", "release", "shutdown_all"]
+__all__ = ["KEEPALIVE_EXPIRY_S", "MAX_REPLY_BYTES", "Reply", "Service", "acquire", "db_hash", "release", "shutdown_all"]
 
 START_TIMEOUT_S = 30.0
 LINGER_S = 5.0
 MAX_REPLY_BYTES = 8 * 1024 * 1024
+KEEPALIVE_EXPIRY_S = 2.0
+"""How long the client keeps an idle connection for reuse. It must be well below the
+server's keep-alive (`serve.SERVER_KEEP_ALIVE_S`): were they equal, a busy host could
+send a request on a connection the server is closing that instant, and the reset
+(RemoteProtocolError) would end an innocent episode as infra. A request is never
+retried instead: writes are not idempotent on this wire."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,7 +374,7 @@ def _start(path: str) -> Service:
         base_url = f"http://127.0.0.1:{port}"
         # TCP_NODELAY: httpx writes headers and body apart, and Nagle + delayed ACK would add 40 ms a call.
         transport = httpx.HTTPTransport(
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=KEEPALIVE_EXPIRY_S),
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
         )
         client = httpx.Client(base_url=base_url, transport=transport)

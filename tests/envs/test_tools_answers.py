@@ -16,7 +16,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 import agentenv
-from agentenv import ToolCall
+from agentenv import ToolCall, tool_call_text
 from agentenv.envs.tools import ToolsEnv
 from agentenv.envs.tools.domains import calendar, retail
 
@@ -173,3 +173,58 @@ def test_a_read_in_the_same_action_as_the_answer_backs_nothing(env_id, domain):
     finally:
         env.close()
     assert checked >= 5
+
+
+def _answer_after(env: ToolsEnv, task, calls: list[tuple[str, dict[str, Any]]]) -> float:
+    """The task reward of the exact answer given after ``calls`` (one action, then respond)."""
+    env.reset(options={"task": task.id})
+    *_, info = env.step("".join(tool_call_text(name, **arguments) for name, arguments in calls))
+    assert info["error"] is None, (task.id, info["error"])
+    return _respond(env, task.payload["expect"], "ok")["task_reward"]
+
+
+def test_a_retail_fact_counts_only_where_a_result_shows_it_of_the_order_asked_about():
+    """A seed order's status follows from its id, and three other orders show every status
+    string: the exact answer after reading only those is a guess. A listing that shows the
+    order's own record backs it as well as ``get_order`` does."""
+    orders = {o[0]: o for o in retail._orders()}
+    env = agentenv.make("retail-v0")
+    checked = 0
+    try:
+        for task in retail.DOMAIN.tasks:
+            if not (task.metadata.family.startswith("retail-refuse") and "order_status" in task.payload["expect"]):
+                continue
+            checked += 1
+            order_id = task.payload["actions"][-2]["arguments"]["order_id"]
+            others = [next(o for o in orders if o != order_id and orders[o][2] == s) for s in retail.STATUSES]
+            authenticate = task.payload["actions"][0]
+            auth = (authenticate["name"], authenticate["arguments"])
+            assert _answer_after(env, task, [auth, *(("get_order", {"order_id": o}) for o in others)]) == 0.0, task.id
+            listing = ("list_orders", {"customer_id": orders[order_id][1]})
+            assert _answer_after(env, task, [auth, listing]) == 1.0, task.id
+    finally:
+        env.close()
+    assert checked == 8
+
+
+def test_a_calendar_fact_counts_only_where_a_result_shows_it_of_the_booking_asked_about():
+    """A booking's organiser follows from its id: the exact answer after reading every other
+    booking is a guess. The organiser's own listing backs a booking's room and day."""
+    bookings = calendar._bookings()
+    env = agentenv.make("calendar-v0")
+    try:
+        refusals = [t for t in calendar.DOMAIN.tasks if t.metadata.family == "calendar-refuse-other"]
+        for task in refusals:
+            booking_id = task.payload["actions"][-2]["arguments"]["booking_id"]
+            others = [("get_booking", {"booking_id": b}) for b in range(1, 18) if b != booking_id][:15]
+            authenticate = task.payload["actions"][0]
+            auth = (authenticate["name"], authenticate["arguments"])
+            assert _answer_after(env, task, [auth, *others]) == 0.0, task.id
+        asks = [t for t in calendar.DOMAIN.tasks if t.metadata.family == "calendar-ask"]
+        for task in asks:
+            booking_id = task.payload["actions"][0]["arguments"]["booking_id"]
+            listing = ("list_bookings", {"employee_id": bookings[booking_id - 1][1]})
+            assert _answer_after(env, task, [listing]) == 1.0, task.id
+    finally:
+        env.close()
+    assert len(refusals) == 4 and len(asks) == 6

@@ -392,3 +392,40 @@ def test_a_resume_from_a_snapshot_carries_no_rule_penalty_from_a_step_that_ended
     env.reset(options={"snapshot": snap})  # a new service: the resumed episode starts clean
     _, _, _, _, info = env.step(tool_call_text("get_order", order_id="O1001"))
     assert info["error"] is None and info["rewards"]["rule_violation"] == 0.0
+
+
+def test_a_value_the_agent_wrote_itself_is_not_a_fact_it_was_shown(env):
+    # Written into the asked order's address, read back, then put back: the database ends
+    # as the golden one, yet "delivered" was only ever the agent's own words.
+    order_id, email, zip_code = "O1013", *_customer("O1013")
+    original = {o[0]: o for o in retail._orders()}[order_id][3]
+    task = agentenv.Task(
+        id="status-of-O1013",
+        prompt=f"I'm {email}, zip {zip_code}. Is order {order_id} delivered?",
+        payload={
+            "actions": [
+                {"name": "get_order", "arguments": {"order_id": order_id}},
+                {"name": "respond", "arguments": {"message": "It is.", "order_status": "delivered"}},
+            ],
+            "expect": {"order_status": "delivered"},
+        },
+    )
+    env.reset(options={"task": task})
+    env.step(tool_call_text("authenticate", email=email, zip=zip_code))
+    env.step(tool_call_text("update_address", order_id=order_id, address="delivered"))
+    env.step(tool_call_text("get_order", order_id=order_id))
+    assert '"delivered"' not in env.state.seen and '"delivered"' in env.state.written
+    env.step(tool_call_text("update_address", order_id=order_id, address=original))
+    *_, info = env.step(tool_call_text("respond", message="It is.", order_status="delivered"))
+    assert info["rewards"]["db_match"] == 1.0 and info["task_reward"] == 0.0
+
+
+def test_the_client_drops_an_idle_connection_before_the_server_does(env):
+    # Equal keep-alives race: a request sent on a connection the server is closing is reset,
+    # and an innocent episode would end as infra.
+    from agentenv.envs.tools import serve, service
+
+    env.reset(seed=0)
+    assert env.service.client._transport._pool._keepalive_expiry == service.KEEPALIVE_EXPIRY_S  # type: ignore[attr-defined]
+    assert 2 * service.KEEPALIVE_EXPIRY_S <= serve.SERVER_KEEP_ALIVE_S
+    assert "timeout_keep_alive=SERVER_KEEP_ALIVE_S" in Path(serve.__file__).read_text(encoding="utf-8")
