@@ -23,19 +23,18 @@ with a warning: no call to it could be checked.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
 import re
-from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import jsonschema
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError, SchemaValidator, core_schema
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from agentenv._patterns import linear_patterns
 from agentenv.tools import ToolSpec
 
 __all__ = ["MCPArguments", "agent_name", "tool_spec"]
@@ -149,7 +148,7 @@ def tool_spec(
     except SchemaError as e:
         logger.warning("MCP tool %r left out: its inputSchema is not a valid JSON schema: %s", name, e.message)
         return None
-    validator_class = _linear_patterns(validator_class)
+    validator_class = linear_patterns(validator_class, unsupported="match")  # the server checks those
     checked = dict(schema)
     if "additionalProperties" not in checked and "patternProperties" not in checked:
         checked["additionalProperties"] = False  # an argument the tool does not name is a mistake, as for @tool
@@ -183,69 +182,3 @@ def _strip_titles(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_strip_titles(v) for v in schema]
     return schema
-
-
-# -- patterns on a linear-time engine ------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=512)
-def _matcher(pattern: str) -> Callable[[str], bool] | None:
-    """``re.search(pattern, text) is not None`` in linear time, or None for a pattern the
-    engine cannot run."""
-    try:
-        engine = SchemaValidator(
-            core_schema.str_schema(pattern=pattern), config=core_schema.CoreConfig(regex_engine="rust-regex")
-        )
-    except Exception:  # noqa: BLE001 - pydantic-core's SchemaError: lookarounds, backreferences
-        return None
-
-    def search(text: str) -> bool:
-        try:
-            engine.validate_python(text)
-        except ValidationError:
-            return False
-        return True
-
-    return search
-
-
-def _matches(pattern: str, text: str) -> bool:
-    """Whether ``text`` matches; True where the engine cannot tell (the server checks)."""
-    search = _matcher(pattern)
-    return True if search is None else search(text)
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
-    if validator.is_type(instance, "string") and not _matches(pattern, instance):
-        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _matches(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    named, patterns = schema.get("properties", {}), list(schema.get("patternProperties", {}))
-    extras = [k for k in instance if k not in named and not any(_matches(p, k) for p in patterns)]
-    if validator.is_type(extra, "object"):
-        for key in extras:
-            yield from validator.descend(instance[key], extra, path=key)
-    elif not extra and extras:
-        listed = ", ".join(repr(k) for k in sorted(extras))
-        yield jsonschema.ValidationError(f"Additional properties are not allowed ({listed} unexpected)")
-
-
-@functools.cache
-def _linear_patterns(validator_class: Any) -> Any:
-    """``validator_class`` with its pattern keywords on `_matcher`."""
-    return jsonschema.validators.extend(
-        validator_class,
-        {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
-    )

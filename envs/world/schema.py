@@ -12,24 +12,22 @@ are held back. ``$ref`` and ``$dynamicRef`` must be local (``#...``): a remote o
 be fetched mid-step (a request to any host, with no timeout), and the validator gets an
 empty registry, so nothing is ever retrieved. Patterns (``pattern``, ``patternProperties``,
 and so ``propertyNames``' patterns) run on a linear-time engine, the Rust regex of
-pydantic-core, never Python's backtracking ``re``, where ``^(a|aa)+$`` takes 7 times longer
-for each 4 more characters of the text. A schema with a pattern that engine cannot run (a lookaround, a
-backreference) is refused when loaded, as is ``unevaluatedProperties`` beside
-``patternProperties`` (jsonschema matches those with ``re`` itself). The pattern
-keywords follow `agentenv.envs.mcp_env.schema`, which is not imported: it needs the
-``mcp`` extra.
+pydantic-core (`agentenv._patterns`), never Python's backtracking ``re``, where
+``^(a|aa)+$`` takes 7 times longer for each 4 more characters of the text. A schema with
+a pattern that engine cannot run (a lookaround, a backreference) is refused when loaded,
+as is ``unevaluatedProperties`` beside ``patternProperties`` (jsonschema matches those
+with ``re`` itself).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import SchemaValidator, core_schema
 
+from agentenv._patterns import linear_patterns, matcher
 from agentenv.envs.world._extra import need
 
 __all__ = ["JSONSchemaState", "ModelState", "SchemaError", "StateSchema"]
@@ -90,7 +88,8 @@ class JSONSchemaState:
         _check_safe(schema)
         self.json_schema = schema
         referencing = need("referencing")
-        self._validator = _linear_patterns()(schema, registry=referencing.Registry())
+        validator_class = linear_patterns(jsonschema.Draft202012Validator, unsupported="refuse")
+        self._validator = validator_class(schema, registry=referencing.Registry())
 
     def validate(self, data: Any) -> dict[str, Any]:
         error = next(iter(sorted(self._validator.iter_errors(data), key=lambda e: list(e.absolute_path))), None)
@@ -138,7 +137,7 @@ def _check_safe(schema: dict[str, Any]) -> None:
         named = node.get("patternProperties")
         patterns += [(f"{where}/patternProperties", p) for p in named] if isinstance(named, dict) else []
         for at, pattern in patterns:
-            if _matcher(pattern) is None:
+            if matcher(pattern) is None:
                 raise SchemaError(
                     f"{at}: the pattern {pattern[:200]!r} is not supported (patterns run on a linear-time "
                     "engine, which has no lookarounds or backreferences)"
@@ -174,68 +173,3 @@ def _subschemas(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def _escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
-
-
-@functools.lru_cache(maxsize=512)
-def _matcher(pattern: str) -> Callable[[str], bool] | None:
-    """``re.search(pattern, text) is not None`` in linear time, or None for a pattern the
-    engine cannot run."""
-    try:
-        engine = SchemaValidator(
-            core_schema.str_schema(pattern=pattern), config=core_schema.CoreConfig(regex_engine="rust-regex")
-        )
-    except Exception:  # noqa: BLE001 - pydantic-core's SchemaError: lookarounds, backreferences
-        return None
-
-    def search(text: str) -> bool:
-        try:
-            engine.validate_python(text)
-        except ValidationError:
-            return False
-        return True
-
-    return search
-
-
-def _matches(pattern: str, text: str) -> bool:
-    search = _matcher(pattern)
-    if search is None:  # `_check_safe` refused the schema; a validator built around it is a bug
-        raise SchemaError(f"pattern {pattern[:200]!r} is not supported")
-    return search(text)
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
-    if validator.is_type(instance, "string") and not _matches(pattern, instance):
-        yield need("jsonschema").ValidationError(f"{instance[:100]!r} does not match {pattern[:200]!r}")
-
-
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _matches(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    named, patterns = schema.get("properties", {}), list(schema.get("patternProperties", {}))
-    extras = [k for k in instance if k not in named and not any(_matches(p, k) for p in patterns)]
-    if validator.is_type(extra, "object"):
-        for key in extras:
-            yield from validator.descend(instance[key], extra, path=key)
-    elif not extra and extras:
-        listed = ", ".join(repr(k[:100]) for k in sorted(extras)[:10])
-        yield need("jsonschema").ValidationError(f"Additional properties are not allowed ({listed} unexpected)")
-
-
-@functools.cache
-def _linear_patterns() -> Any:
-    """Draft 2020-12's validator with its pattern keywords on `_matcher`."""
-    jsonschema = need("jsonschema")
-    return jsonschema.validators.extend(
-        jsonschema.Draft202012Validator,
-        {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
-    )
