@@ -281,14 +281,17 @@ def test_the_launcher_never_follows_what_is_in_the_runs_tmp(sb: ProcessSandbox, 
     # without root they share its uid and can. Played here from the host: the launcher
     # (root) must neither follow a symlink planted in place of the workspace's mount point
     # nor fail as infra: the next run fails as data, and a reset clears it.
+    # /tmp is emptied after every run, so what is planted here stands for what a run's stray
+    # (or a run without root) put there since.
     needs(sb, "namespaces")
-    assert sb.run("true").ok
-    entry = Path(sb._tmp) / Path(sb._root).name  # the mount point's directory, in the run's /tmp
-    if not entry.is_dir():
+    name = Path(sb._root).name
+    made = sb.run(f"test -d /tmp/{name}")  # the mount point's directory, seen from inside a run
+    if not made.ok:
         pytest.skip("this sandbox's workspace is not under a private /tmp: no mount point is made there")
+    entry = Path(sb._tmp) / name
+    assert not entry.exists()  # emptied after the run
     target = tmp_path / "host-dir"
     target.mkdir()
-    entry.rename(entry.with_name("moved"))
     if plant == "symlink":
         entry.symlink_to(f"/proc/{os.getpid()}/root{target}")
     else:
