@@ -27,6 +27,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from agentenv.trainers.decode import lean_decoder
+
 __all__ = ["KVPrefix", "Sampled", "reusable", "sample"]
 
 
@@ -82,6 +84,7 @@ def sample(
     prefix: KVPrefix | None = None,
     keep_cache: bool = False,
     share_prompts: bool = False,
+    lean: bool = True,
 ) -> Sampled:
     """Sample continuations of ``prompts`` (left-padded into one batch) until a stop
     token, a stop string (matched on the decoded text, so any split of it into tokens
@@ -91,7 +94,9 @@ def sample(
     ``temperature=0`` is greedy. With ``prefix`` (row i's ``prefix.ids[i]`` a proper
     prefix of ``prompts[i]``), only the rest of each prompt is fed; with ``keep_cache``
     the result carries the cache for the next call. ``share_prompts`` (without a
-    prefix): rows with the same prompt (a GRPO group) prefill it once."""
+    prefix): rows with the same prompt (a GRPO group) prefill it once. ``lean``: decode
+    with `decode.LeanDecoder` where the model qualifies (the same logits up to float
+    rounding, faster on the CPU)."""
     if stop_strings and decode is None:
         raise ValueError("stop_strings needs decode")
     limits = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
@@ -102,6 +107,7 @@ def sample(
     if prefix is None and share_prompts:
         prefix = _shared_prompts(model, prompts, pad_id, cache_arg)
     past, attention, count, logits = _extend(model, prefix, prompts, pad_id, cache_arg)
+    decoder = lean_decoder(model) if lean and hasattr(past, "update") else None
     stops = torch.tensor(list(stop_ids), device=device)
     fed = [list(p) for p in prompts]  # per row, what the cache holds
     done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
@@ -130,16 +136,20 @@ def sample(
             break
         feed = torch.tensor(live, dtype=torch.long, device=device)
         attention = torch.cat([attention, feed[:, None]], dim=1)  # a finished row's padding stays out
-        out = model(
-            input_ids=token[:, None],
-            attention_mask=attention,
-            # A finished row's padding (masked out) sits at its last position, not past it:
-            # a model with learned absolute positions has none beyond its limit.
-            position_ids=(count + feed - 1).clamp(min=0)[:, None],
-            use_cache=True,
-            **{cache_arg: past},
-        )
-        past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
+        # A finished row's padding (masked out) sits at its last position, not past it:
+        # a model with learned absolute positions has none beyond its limit.
+        positions = (count + feed - 1).clamp(min=0)
+        if decoder is not None:
+            logits = decoder(token, positions, attention, past)
+        else:
+            out = model(
+                input_ids=token[:, None],
+                attention_mask=attention,
+                position_ids=positions[:, None],
+                use_cache=True,
+                **{cache_arg: past},
+            )
+            past, logits = getattr(out, cache_arg), out.logits[:, -1, :]
         count = count + feed
         for row, alive in enumerate(live):
             if alive:

@@ -1,0 +1,207 @@
+"""`LeanDecoder`: a decoding step with the model's own logits, for the families it takes.
+
+Tiny random models of each family (Qwen2 with biases and grouped-query attention,
+Llama with one key/value head per query head and scaled rotary angles, Qwen3 with
+its query/key norms, Mistral without a sliding window) sample the same tokens with
+the same log-probs through the lean step as through their forward pass; any model
+it cannot run exactly falls back to the forward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
+
+from agentenv.trainers.decode import lean_decoder
+from agentenv.trainers.generation import sample
+
+VOCAB = 96
+COMMON = {
+    "vocab_size": VOCAB,
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "initializer_range": 0.3,
+    "max_position_embeddings": 256,
+}
+FAMILIES = {
+    "qwen2": lambda: Qwen2ForCausalLM(Qwen2Config(**COMMON, num_key_value_heads=2, tie_word_embeddings=True)),
+    "llama": lambda: LlamaForCausalLM(
+        LlamaConfig(
+            **COMMON,
+            num_key_value_heads=4,
+            rope_scaling={
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64,
+            },
+        )
+    ),
+    "qwen3": lambda: Qwen3ForCausalLM(Qwen3Config(**COMMON, num_key_value_heads=2, head_dim=16)),
+    "mistral": lambda: MistralForCausalLM(MistralConfig(**COMMON, num_key_value_heads=1, sliding_window=None)),
+}
+
+
+def _model(family: str) -> torch.nn.Module:
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = FAMILIES[family]().eval()
+        with torch.no_grad():
+            for module in model.modules():  # biases start at zero: make them count
+                if isinstance(module, torch.nn.Linear) and module.bias is not None:
+                    module.bias.normal_(0, 0.3)
+        return model
+
+
+PROMPTS = [[5, 17, 33, 2, 9, 41, 8], [12, 7, 7, 60], [3, 88, 21, 14, 5], [12, 7, 7, 60]]
+
+
+def _sample(model: torch.nn.Module, *, lean: bool, temperature: float = 1.0, **kw: Any) -> Any:
+    return sample(
+        model,
+        kw.pop("prompts", PROMPTS),
+        stop_ids=[],
+        pad_id=0,
+        max_new_tokens=kw.pop("max_new_tokens", 16),
+        temperature=temperature,
+        generator=torch.Generator().manual_seed(7),
+        lean=lean,
+        **kw,
+    )
+
+
+def _same(a: Any, b: Any) -> None:
+    assert a.token_ids == b.token_ids
+    for x, y in zip(a.logprobs, b.logprobs, strict=True):
+        assert x == pytest.approx(y, abs=1e-5)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_lean_step_samples_what_the_forward_samples(family: str, temperature: float) -> None:
+    model = _model(family)
+    assert lean_decoder(model) is not None, f"{family} should take the lean step"
+    lean, forward = (
+        _sample(model, lean=True, temperature=temperature),
+        _sample(model, lean=False, temperature=temperature),
+    )
+    _same(lean, forward)
+    assert len({t for row in lean.token_ids for t in row}) > 4, "a model that repeats one token makes this test weak"
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_lean_steps_logprobs_are_those_of_a_full_forward_pass(family: str) -> None:
+    model = _model(family)
+    out = _sample(model, lean=True)
+    for prompt, generated, logps in zip(PROMPTS, out.token_ids, out.logprobs, strict=True):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + generated])).logits[0].float()
+        full = torch.log_softmax(logits, -1)
+        expected = [full[len(prompt) - 1 + k, t].item() for k, t in enumerate(generated)]
+        assert logps == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3"])
+def test_a_kept_cache_goes_on_alike_through_either_step(family: str) -> None:
+    """Shared prompts, then a second call from the first's cache with an observation
+    appended to each row (the next turn): the same tokens either way."""
+    model = _model(family)
+    runs = []
+    for lean in (True, False):
+        first = _sample(model, lean=lean, keep_cache=True, share_prompts=True)
+        assert first.prefix is not None
+        nxt = [p + ids + [4, 19] for p, ids in zip(PROMPTS, first.token_ids, strict=True)]
+        runs.append((first, _sample(model, lean=lean, prompts=nxt, prefix=first.prefix, max_new_tokens=8)))
+    (lean_first, lean_next), (fwd_first, fwd_next) = runs
+    _same(lean_first, fwd_first)
+    _same(lean_next, fwd_next)
+
+
+def test_rows_that_stop_early_leave_the_others_unchanged() -> None:
+    model = _model("qwen2")
+    whole = _sample(model, lean=True, temperature=0.0)
+    stop = whole.token_ids[0][3]
+    stopped = sample(model, PROMPTS, stop_ids=[stop], pad_id=0, max_new_tokens=16, temperature=0.0, lean=True)
+    forward = sample(model, PROMPTS, stop_ids=[stop], pad_id=0, max_new_tokens=16, temperature=0.0, lean=False)
+    _same(stopped, forward)
+    assert stopped.stopped[0] and len(stopped.token_ids[0]) <= 4
+
+
+class _Lora(torch.nn.Linear):
+    """A linear layer whose forward is not F.linear of its weight (an adapter's, say)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) * 1.5
+
+
+def _with_lora(model: torch.nn.Module) -> torch.nn.Module:
+    attn = model.model.layers[0].self_attn  # type: ignore[union-attr]
+    lora = _Lora(attn.q_proj.in_features, attn.q_proj.out_features, bias=attn.q_proj.bias is not None)
+    lora.load_state_dict(attn.q_proj.state_dict())
+    attn.q_proj = lora
+    return model
+
+
+def _hooked(model: torch.nn.Module) -> torch.nn.Module:
+    model.model.layers[1].mlp.register_forward_hook(lambda _m, _a, out: out * 0.5)  # type: ignore[union-attr]
+    return model
+
+
+def _gpt2() -> torch.nn.Module:
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2, n_positions=64)).eval()
+
+
+def _sliding() -> torch.nn.Module:
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return MistralForCausalLM(MistralConfig(**COMMON, num_key_value_heads=2, sliding_window=8)).eval()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _with_lora(_model("qwen2")),
+        lambda: _hooked(_model("llama")),
+        _gpt2,
+        _sliding,
+        lambda: _model("qwen2").train(),
+    ],
+    ids=["adapter-layer", "forward-hook", "gpt2", "sliding-window", "training-with-attention-dropout"],
+)
+def test_models_the_lean_step_cannot_run_exactly_sample_through_their_forward(make: Any) -> None:
+    model = make()
+    if isinstance(model, Qwen2ForCausalLM) and model.training:
+        model.config.attention_dropout = 0.5
+    assert lean_decoder(model) is None
+    with torch.random.fork_rng():
+        torch.manual_seed(1)  # the dropout case draws from the global generator
+        lean = _sample(model, lean=True, max_new_tokens=6)
+    with torch.random.fork_rng():
+        torch.manual_seed(1)
+        forward = _sample(model, lean=False, max_new_tokens=6)
+    _same(lean, forward)
+
+
+def test_an_adapter_layer_changes_what_the_forward_samples() -> None:
+    """The fallback matters: a lean step over the plain weights would sample otherwise."""
+    plain, adapted = _sample(_model("qwen2"), lean=False), _sample(_with_lora(_model("qwen2")), lean=True)
+    assert plain.token_ids != adapted.token_ids

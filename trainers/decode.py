@@ -1,0 +1,157 @@
+"""One decoding step of a Llama-family model on the CPU, without the forward's overhead.
+
+`generation.sample` feeds one token per row per step. On the CPU, at the batch
+sizes RL samples, a transformers forward spends as long around its matrix products
+as in them: it builds a 4-D mask and the rotary angles per call, runs q, k and v,
+and gate and up, as separate products, and hands attention to sdpa, whose CPU
+kernel is slow for a single query position. `LeanDecoder` does the same arithmetic
+for that one position with less around it: q, k and v in one product, gate and up
+in one (from weights concatenated once per `sample` call), the padding mask made
+once per step for every layer, and attention as two batched products over the
+cache, each key/value head read once for its group of query heads. The norms, the
+rotary angles, the activation and the output head are the model's own modules.
+The logits are the forward's up to float rounding (tests/trainers/test_decode.py).
+
+For the stock Llama, Mistral, Qwen2 and Qwen3 causal LMs on the CPU, with no hook
+on any module, no soft-capping or logit scale, and a cache that keeps every position
+(`generation.reusable`); `lean_decoder` returns None for any other model (a peft
+wrapper, a quantised or hooked layer, a GPU, where the forward's own kernels are
+the fast path), and `sample` uses the model's forward.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["LeanDecoder", "lean_decoder"]
+
+FAMILIES = {  # causal LM class: its module's attention class
+    "LlamaForCausalLM": "LlamaAttention",
+    "MistralForCausalLM": "MistralAttention",
+    "Qwen2ForCausalLM": "Qwen2Attention",
+    "Qwen3ForCausalLM": "Qwen3Attention",
+}
+
+
+def lean_decoder(model: torch.nn.Module) -> LeanDecoder | None:
+    """A `LeanDecoder` for ``model``, or None where the model's forward must run."""
+    from agentenv.trainers.generation import reusable  # generation imports this module
+
+    name = type(model).__name__
+    module = type(model).__module__
+    if name not in FAMILIES or not module.startswith("transformers.models.") or not reusable(model):
+        return None
+    config: Any = model.config
+    if getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None):
+        return None
+    if (getattr(config, "pretraining_tp", 1) or 1) != 1:
+        return None
+    if next(model.parameters()).device.type != "cpu":
+        return None
+    if model.training and getattr(config, "attention_dropout", None):
+        return None  # the forward would drop attention weights
+    if _hooked(model):
+        return None
+    decoder: Any = model.get_decoder()  # type: ignore[operator]
+    head: Any = model.get_output_embeddings()  # type: ignore[operator]
+    layers: list[Any] = list(decoder.layers[: config.num_hidden_layers])
+    linears = [head] + [
+        getattr(part, proj)
+        for layer in layers
+        for part, projs in ((layer.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")), (layer.mlp, _MLP))
+        for proj in projs
+    ]
+    if type(decoder.embed_tokens) is not torch.nn.Embedding or any(type(x) is not torch.nn.Linear for x in linears):
+        return None  # a LoRA, quantised or otherwise changed layer: its forward is not F.linear
+    if any(type(layer.self_attn).__name__ != FAMILIES[name] for layer in layers):
+        return None
+    return LeanDecoder(model, decoder, head, layers)
+
+
+_MLP = ("gate_proj", "up_proj", "down_proj")
+
+
+def _hooked(model: torch.nn.Module) -> bool:
+    from torch.nn.modules import module as nn_module
+
+    if any(
+        getattr(nn_module, g, None)
+        for g in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_always_called")
+    ):
+        return True
+    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def _biases(projs: list[torch.nn.Linear]) -> torch.Tensor | None:
+    """The projections' biases end to end (zeros for one without), or None if none has one."""
+    if all(p.bias is None for p in projs):
+        return None
+    return torch.cat([p.bias if p.bias is not None else p.weight.new_zeros(p.out_features) for p in projs])
+
+
+class _Layer:
+    """One decoder layer's modules and its concatenated weights."""
+
+    def __init__(self, layer: Any) -> None:
+        attn, mlp = layer.self_attn, layer.mlp
+        self.input_norm, self.post_norm = layer.input_layernorm, layer.post_attention_layernorm
+        self.q_norm, self.k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
+        self.o_proj, self.down_proj, self.act = attn.o_proj, mlp.down_proj, mlp.act_fn
+        self.scaling = float(attn.scaling)
+        self.rotary: Callable[..., Any] = sys.modules[type(attn).__module__].apply_rotary_pos_emb
+        projs = [attn.q_proj, attn.k_proj, attn.v_proj]
+        self.qkv = torch.cat([p.weight for p in projs])
+        self.qkv_bias = _biases(projs)
+        self.splits = [p.out_features for p in projs]
+        self.gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
+        self.gate_up_bias = _biases([mlp.gate_proj, mlp.up_proj])
+        self.intermediate = mlp.gate_proj.out_features
+
+
+class LeanDecoder:
+    """``decoder(tokens, positions, attention, cache) -> logits``: the model's next-token
+    logits ``[rows, vocab]`` for one new token per row, written to ``cache`` (a
+    transformers cache, through its ``update``) as the forward would. Made from the
+    weights as they are: make a new one after the weights change."""
+
+    def __init__(self, model: torch.nn.Module, decoder: Any, head: Any, layers: list[Any]) -> None:
+        config: Any = model.config
+        self.decoder, self.head = decoder, head
+        self.heads, self.kv_heads = int(config.num_attention_heads), int(config.num_key_value_heads)
+        self.head_dim = int(layers[0].self_attn.head_dim)
+        with torch.no_grad():
+            self.layers = [_Layer(layer) for layer in layers]
+
+    @torch.inference_mode()
+    def __call__(
+        self, tokens: torch.Tensor, positions: torch.Tensor, attention: torch.Tensor, cache: Any
+    ) -> torch.Tensor:
+        rows, d = tokens.shape[0], self.head_dim
+        groups = self.heads // self.kv_heads
+        x = self.decoder.embed_tokens(tokens[:, None])  # [rows, 1, hidden]
+        cos, sin = self.decoder.rotary_emb(x, positions[:, None])
+        # Padding (0 in ``attention``) gets the dtype's lowest value, as transformers' eager masks do.
+        bias = torch.zeros(attention.shape, dtype=x.dtype, device=x.device)
+        bias = bias.masked_fill_(attention == 0, torch.finfo(x.dtype).min)[:, None, None, :]
+        for i, layer in enumerate(self.layers):
+            h = layer.input_norm(x)
+            q, k, v = F.linear(h, layer.qkv, layer.qkv_bias).split(layer.splits, dim=-1)
+            q, k, v = q.view(rows, 1, -1, d), k.view(rows, 1, -1, d), v.view(rows, 1, -1, d)
+            if layer.q_norm is not None and layer.k_norm is not None:
+                q, k = layer.q_norm(q), layer.k_norm(k)
+            q, k = layer.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin)  # [rows, heads, 1, d]
+            keys, values = cache.update(k, v.transpose(1, 2), i)  # [rows, kv heads, length, d]
+            scores = torch.matmul(q.reshape(rows, self.kv_heads, groups, d), keys.transpose(-1, -2))
+            scores = scores.mul_(layer.scaling).add_(bias)
+            weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)
+            out = torch.matmul(weights, values).reshape(rows, 1, self.heads * d)
+            x = x + layer.o_proj(out)
+            h = layer.post_norm(x)
+            gate, up = F.linear(h, layer.gate_up, layer.gate_up_bias).split(layer.intermediate, dim=-1)
+            x = x + layer.down_proj(layer.act(gate) * up)
+        return self.head(self.decoder.norm(x))[:, -1]
