@@ -90,6 +90,7 @@ class JSONSchemaState:
         referencing = need("referencing")
         validator_class = linear_patterns(jsonschema.Draft202012Validator, unsupported="refuse")
         self._validator = validator_class(schema, registry=referencing.Registry())
+        _check_references(schema, referencing)
 
     def validate(self, data: Any) -> dict[str, Any]:
         error = next(iter(sorted(self._validator.iter_errors(data), key=lambda e: list(e.absolute_path))), None)
@@ -147,6 +148,29 @@ def _check_safe(schema: dict[str, Any]) -> None:
             "'unevaluatedProperties' beside 'patternProperties' is not supported "
             "(jsonschema would match those patterns on Python's backtracking re)"
         )
+
+
+def _check_references(schema: dict[str, Any], referencing: Any) -> None:
+    """`SchemaError`, naming where, for a ``$ref`` that points nowhere in the schema (found
+    when the spec loads, not when a state first reaches it mid-step). A schema that sets
+    ``$id`` below its root changes what its references are relative to: the validator
+    resolves those as it meets them."""
+    nodes = list(_subschemas(schema))
+    if any("$id" in node for where, node in nodes if where):
+        return
+    from referencing.jsonschema import DRAFT202012
+
+    root = str(schema.get("$id", ""))
+    resource = referencing.Resource.from_contents(schema, default_specification=DRAFT202012)
+    resolver = referencing.Registry().with_resource(root, resource).resolver(base_uri=root)
+    for where, node in nodes:
+        ref = node.get("$ref")
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            continue  # a remote one is `_check_safe`'s to refuse
+        try:
+            resolver.lookup(ref)
+        except referencing.exceptions.Unresolvable:
+            raise SchemaError(f"{where}/$ref: {ref[:200]!r} points to nothing in the schema") from None
 
 
 def _subschemas(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -54,6 +54,17 @@ def test_a_remote_ref_is_refused_when_the_spec_loads_naming_where(ref: str) -> N
     assert "not a local reference" in message
 
 
+@pytest.mark.parametrize("ref", ["#/$defs/missing", "#/properties/nope", "#nowhere", "#/$defs/note/items"])
+def test_a_local_ref_to_nothing_is_refused_when_the_spec_loads_naming_where(ref: str) -> None:
+    """Not when a state first reaches it, mid-step, as an error from inside jsonschema."""
+    notes = {"type": "object", "additionalProperties": {"$ref": ref}, "$defs": {"note": {"type": "string"}}}
+    with pytest.raises(SpecError) as err:
+        load_spec(spec(notes))
+    message = str(err.value)
+    assert "state_schema" in message and "/properties/notes/additionalProperties/$ref" in message
+    assert "points to nothing" in message
+
+
 def test_local_refs_still_work_and_nothing_is_ever_fetched(monkeypatch: pytest.MonkeyPatch) -> None:
     """The validator's registry is empty: even a reference the load check let through
     (none does) could not reach the network."""
