@@ -2,11 +2,12 @@
 
 `generation.sample` feeds one token per row per step. On the CPU, at the batch
 sizes RL samples, a transformers forward spends as long around its matrix products
-as in them: it builds a 4-D mask and the rotary angles per call, runs q, k and v,
-and gate and up, as separate products, and hands attention to sdpa, whose CPU
+as in them: it builds a 4-D mask per call, runs q, k and v, and gate and up, as
+separate products, and hands attention to sdpa, whose CPU
 kernel is slow for a single query position. `LeanDecoder` does the same arithmetic
 for that one position with less around it: q, k and v in one product, gate and up
-in one (from weights concatenated once per `sample` call), the padding mask made
+in one (from weights concatenated once per `sample` call, for a model small enough
+that the calls around its products weigh: `FUSE_MAX_BYTES`), the padding mask made
 once per step for every layer, and attention as two batched products over the
 cache, each key/value head read once for its group of query heads. The norms, the
 rotary angles, the activation and the output head are the model's own modules.
@@ -94,23 +95,45 @@ def _biases(projs: list[torch.nn.Linear]) -> torch.Tensor | None:
     return torch.cat([p.bias if p.bias is not None else p.weight.new_zeros(p.out_features) for p in projs])
 
 
-class _Layer:
-    """One decoder layer's modules and its concatenated weights."""
+FUSE_MAX_BYTES = 64 << 20
+"""The most the concatenated weights of all layers may take: past it (a model whose
+products outweigh the calls around them) each projection runs alone, with no copy."""
 
-    def __init__(self, layer: Any) -> None:
+
+class _Layer:
+    """One decoder layer's modules and, with ``fuse``, its concatenated weights."""
+
+    def __init__(self, layer: Any, fuse: bool) -> None:
         attn, mlp = layer.self_attn, layer.mlp
         self.input_norm, self.post_norm = layer.input_layernorm, layer.post_attention_layernorm
         self.q_norm, self.k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
         self.o_proj, self.down_proj, self.act = attn.o_proj, mlp.down_proj, mlp.act_fn
         self.scaling = float(attn.scaling)
         self.rotary: Callable[..., Any] = sys.modules[type(attn).__module__].apply_rotary_pos_emb
-        projs = [attn.q_proj, attn.k_proj, attn.v_proj]
-        self.qkv = torch.cat([p.weight for p in projs])
-        self.qkv_bias = _biases(projs)
-        self.splits = [p.out_features for p in projs]
-        self.gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
-        self.gate_up_bias = _biases([mlp.gate_proj, mlp.up_proj])
-        self.intermediate = mlp.gate_proj.out_features
+        self.projs = [attn.q_proj, attn.k_proj, attn.v_proj]
+        self.gate_proj, self.up_proj = mlp.gate_proj, mlp.up_proj
+        self.qkv = self.gate_up = self.qkv_bias = self.gate_up_bias = None
+        if fuse:
+            self.qkv = torch.cat([p.weight for p in self.projs])
+            self.qkv_bias = _biases(self.projs)
+            self.gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
+            self.gate_up_bias = _biases([mlp.gate_proj, mlp.up_proj])
+
+    def qkv_of(self, h: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if self.qkv is None:
+            return tuple(p(h) for p in self.projs)
+        return F.linear(h, self.qkv, self.qkv_bias).split([p.out_features for p in self.projs], dim=-1)
+
+    def gate_up_of(self, h: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if self.gate_up is None:
+            return self.gate_proj(h), self.up_proj(h)
+        return F.linear(h, self.gate_up, self.gate_up_bias).split(self.gate_proj.out_features, dim=-1)
+
+    @staticmethod
+    def fused_bytes(layer: Any) -> int:
+        parts = [layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj]
+        parts += [layer.mlp.gate_proj, layer.mlp.up_proj]
+        return sum(p.weight.numel() * p.weight.element_size() for p in parts)
 
 
 class LeanDecoder:
@@ -124,8 +147,9 @@ class LeanDecoder:
         self.decoder, self.head = decoder, head
         self.heads, self.kv_heads = int(config.num_attention_heads), int(config.num_key_value_heads)
         self.head_dim = int(layers[0].self_attn.head_dim)
+        fuse = sum(_Layer.fused_bytes(layer) for layer in layers) <= FUSE_MAX_BYTES
         with torch.no_grad():
-            self.layers = [_Layer(layer) for layer in layers]
+            self.layers = [_Layer(layer, fuse) for layer in layers]
 
     @torch.inference_mode()
     def __call__(
@@ -140,7 +164,7 @@ class LeanDecoder:
         bias = bias.masked_fill_(attention == 0, torch.finfo(x.dtype).min)[:, None, None, :]
         for i, layer in enumerate(self.layers):
             h = layer.input_norm(x)
-            q, k, v = F.linear(h, layer.qkv, layer.qkv_bias).split(layer.splits, dim=-1)
+            q, k, v = layer.qkv_of(h)
             q, k, v = q.view(rows, 1, -1, d), k.view(rows, 1, -1, d), v.view(rows, 1, -1, d)
             if layer.q_norm is not None and layer.k_norm is not None:
                 q, k = layer.q_norm(q), layer.k_norm(k)
@@ -152,6 +176,6 @@ class LeanDecoder:
             out = torch.matmul(weights, values).reshape(rows, 1, self.heads * d)
             x = x + layer.o_proj(out)
             h = layer.post_norm(x)
-            gate, up = F.linear(h, layer.gate_up, layer.gate_up_bias).split(layer.intermediate, dim=-1)
+            gate, up = layer.gate_up_of(h)
             x = x + layer.down_proj(layer.act(gate) * up)
         return self.head(self.decoder.norm(x))[:, -1]

@@ -26,6 +26,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
+from agentenv.trainers import decode
 from agentenv.trainers.decode import lean_decoder
 from agentenv.trainers.generation import sample
 
@@ -95,9 +96,18 @@ def _same(a: Any, b: Any) -> None:
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_the_lean_step_samples_what_the_forward_samples(family: str, temperature: float) -> None:
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "one-by-one"])
+def test_the_lean_step_samples_what_the_forward_samples(
+    family: str, temperature: float, fused: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the projections' weights concatenated (a small model) and one by one (a
+    model past `FUSE_MAX_BYTES`, where the copies would cost memory and save nothing)."""
+    if not fused:
+        monkeypatch.setattr(decode, "FUSE_MAX_BYTES", 0)
     model = _model(family)
-    assert lean_decoder(model) is not None, f"{family} should take the lean step"
+    step = lean_decoder(model)
+    assert step is not None, f"{family} should take the lean step"
+    assert (step.layers[0].qkv is not None) is fused
     lean, forward = (
         _sample(model, lean=True, temperature=temperature),
         _sample(model, lean=False, temperature=temperature),
