@@ -227,7 +227,8 @@ class Domain:
     def check_task(self, task: Task) -> None:
         """Raise ValueError, naming the task and the action, unless ``task``'s golden actions
         are sound: at most `MAX_GOLD_ACTIONS`, each but the last a route of this domain with
-        valid arguments, the last ``respond`` with the task's expected fields."""
+        valid arguments, the last ``respond`` with the task's expected fields, and the task
+        checks something (an expected field or a write)."""
         where = f"task {task.id!r}"
         actions = task.payload.get("actions")
         if not actions:
@@ -261,6 +262,12 @@ class Domain:
             raise ValueError(f"{where}: the expected answer is not a valid {FINISH_TOOL}: {e}") from None
         if _fields(given) != payload.expect:  # "5" for an int field would never match what the agent's 5 validates to
             raise ValueError(f"{where}: give each expected value as its field's type, got {payload.expect}")
+        if not payload.expect and not any(self.routes[a.name].write for a in calls):
+            raise ValueError(
+                f"{where}: checks nothing: no expected answer field and no golden write, so a {FINISH_TOOL} "
+                "with no fields as the first action passes it; expect the facts the user asked for, or make "
+                "the change they asked for"
+            )
 
 
 def gold_task(

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 
@@ -401,13 +401,41 @@ def test_a_dead_service_is_stopped_at_its_last_release_not_after_the_linger():
 
 # -- 4: a task's golden actions are checked wherever the task comes from ----------------
 
+
+@pytest.mark.parametrize("reads", [[], ["get_order"], ["get_order", "get_order"]], ids=["none", "one", "two"])
+def test_a_task_that_checks_nothing_is_refused_when_the_env_is_made(tmp_path, reads):
+    """No expected field and no golden write: `respond` with no fields as the first action
+    would pass it, whatever the user asked."""
+    actions = [{"name": n, "arguments": {"order_id": "O1001"}} for n in reads]
+    actions.append({"name": "respond", "arguments": {"message": "done"}})
+    task = agentenv.Task(id="empty", prompt="Check on O1001.", payload={"actions": actions, "expect": {}})
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(task.model_dump_json() + "\n")
+    with pytest.raises(ValueError, match=r"task 'empty': checks nothing"):
+        agentenv.make("retail-v0", tasks=agentenv.TaskSet.from_jsonl(path))
+    env = agentenv.make("retail-v0")
+    try:
+        with pytest.raises(ValueError, match="checks nothing"):
+            env.reset(options={"task": task})
+    finally:
+        env.close()
+
+
 HOSTILE_GOLD_NAMES = ["get_order/x", "get_order%2Fx", "..", "get_order?x=1", "get_order#frag", "get order"]
 
 
 def _gold(task_id: str, names: list[str]) -> agentenv.Task:
     actions = [{"name": n, "arguments": {"order_id": "O1001"}} for n in names]
-    actions.append({"name": "respond", "arguments": {"message": "ok"}})
-    return agentenv.Task(id=task_id, prompt="What is the status of O1001?", payload={"actions": actions, "expect": {}})
+    actions.append({"name": "respond", "arguments": {"message": "ok", "order_status": "pending"}})
+    payload = {"actions": actions, "expect": {"order_status": "pending"}}
+    return agentenv.Task(id=task_id, prompt="What is the status of O1001?", payload=payload)
+
+
+def _answer_it(env: Any) -> None:
+    """Solve a `_gold` task: read the order, answer its status."""
+    env.step(ToolCall("get_order", {"order_id": "O1001"}))
+    _, _, terminated, _, info = env.step(ToolCall("respond", {"message": "ok", "order_status": "pending"}))
+    assert terminated and info["failure"] == "none" and info["task_reward"] == 1.0
 
 
 @pytest.mark.parametrize("name", HOSTILE_GOLD_NAMES)
@@ -423,8 +451,7 @@ def test_a_task_with_a_golden_action_that_is_no_route_is_refused_at_reset(env, n
     with pytest.raises(ValueError, match=rf"task 'bad': golden action 0 {re.escape(repr(name))} is not a route"):
         env.reset(options={"task": _gold("bad", [name])})
     env.reset(options={"task": _gold("good", ["get_order"])})  # the env is still usable
-    _, _, terminated, _, info = env.step(ToolCall("respond", {"message": "ok"}))
-    assert terminated and info["failure"] == "none" and info["task_reward"] == 1.0
+    _answer_it(env)
 
 
 def test_a_snapshot_whose_task_has_a_golden_action_that_is_no_route_is_refused(env):
@@ -442,8 +469,7 @@ def test_golden_actions_are_capped_so_verify_replays_a_bounded_number(env):
     with pytest.raises(ValueError, match=rf"task 'over': {MAX_GOLD_ACTIONS + 1} golden actions"):
         env.reset(options={"task": over})
     env.reset(options={"task": at_cap})
-    _, _, terminated, _, info = env.step(ToolCall("respond", {"message": "ok"}))
-    assert terminated and info["task_reward"] == 1.0
+    _answer_it(env)
 
 
 @pytest.mark.parametrize("name", HOSTILE_GOLD_NAMES)
