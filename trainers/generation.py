@@ -29,7 +29,7 @@ import torch
 
 from agentenv.trainers.decode import lean_decoder
 
-__all__ = ["KVPrefix", "Sampled", "reusable", "sample"]
+__all__ = ["KVPrefix", "Sampled", "common_opening", "reusable", "sample"]
 
 
 @dataclass
@@ -94,7 +94,8 @@ def sample(
     ``temperature=0`` is greedy. With ``prefix`` (row i's ``prefix.ids[i]`` a proper
     prefix of ``prompts[i]``), only the rest of each prompt is fed; with ``keep_cache``
     the result carries the cache for the next call. ``share_prompts`` (without a
-    prefix): rows with the same prompt (a GRPO group) prefill it once. ``lean``: decode
+    prefix): rows with the same prompt (a GRPO group) prefill it once, and the opening
+    all prompts share (a system prompt: `common_opening`) is prefilled once for all. ``lean``: decode
     with `decode.LeanDecoder` where the model qualifies (the same logits up to float
     rounding, faster on the CPU)."""
     if stop_strings and decode is None:
@@ -204,14 +205,42 @@ def _shared_prompts(
     model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int, cache_arg: str
 ) -> KVPrefix | None:
     """The cache of every prompt but its last token, each distinct prompt prefilled once
-    and copied to its rows; None when no two rows share one."""
+    and copied to its rows, after the opening all of them share (`common_opening`),
+    prefilled once for all; None when rows share neither a prompt nor an opening."""
     index: dict[tuple[int, ...], int] = {}
     rows = [index.setdefault(tuple(p), len(index)) for p in prompts]
-    if len(index) == len(rows) or min(len(p) for p in index) < 2:
+    if min(len(p) for p in index) < 2:
         return None
     heads = [list(p[:-1]) for p in index]
-    cache, attention, _, _ = _extend(model, None, heads, pad_id, cache_arg)
+    common = common_opening(heads)
+    if len(index) == len(rows) and not common:
+        return None
+    base = None
+    if common:  # what every prompt opens with (a system prompt), prefilled once for all
+        opening = [heads[0][:common]]
+        cache, attention, _, _ = _extend(model, None, opening, pad_id, cache_arg)
+        base = KVPrefix(cache, attention, opening).select([0] * len(heads))
+    cache, attention, _, _ = _extend(model, base, heads, pad_id, cache_arg)
     return KVPrefix(cache, attention, heads).select(rows)
+
+
+COMMON_MIN_TOKENS = 16
+"""The shortest opening that every distinct prompt of a batch shares (a system prompt,
+a tool list) run once for all of them rather than once each: below it, the extra
+pass's own overhead can outweigh the tokens it saves."""
+
+
+def common_opening(prompts: Sequence[Sequence[int]]) -> int:
+    """How many opening ids two or more distinct ``prompts`` all share, each keeping at
+    least one of its own after it; 0 for a single prompt or an opening shorter than
+    `COMMON_MIN_TOKENS`."""
+    if len(prompts) < 2:
+        return 0
+    first, limit = prompts[0], min(len(p) for p in prompts) - 1
+    n = 0
+    while n < limit and all(p[n] == first[n] for p in prompts[1:]):
+        n += 1
+    return n if n >= COMMON_MIN_TOKENS else 0
 
 
 def _growable_cache(model: torch.nn.Module) -> Any:

@@ -16,7 +16,9 @@ forward pass: the distinct prompts run once, their KV cache is copied to every r
 that opens with them, and each row runs only what follows. The gradient reaches
 the prompt through the cache, so the log-probs and the gradient are those of the
 full forward pass up to float rounding, for ``1 / group_size`` of the prompt's
-cost. Each row reads its prompt's keys and values through a cache that never
+cost. Before them, the opening every distinct prompt shares (a system prompt, a
+tool list: `generation.common_opening`) runs once for all of them, the same way. Each
+row reads its prompt's keys and values through a cache that never
 grows (`_FixedPrefix`), so with activation checkpointing, the layers re-run in the
 backward pass read the same cache again: the prompt pass runs without
 checkpointing (its rows are few), the rest with it. Not for models whose cache or
@@ -34,7 +36,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from agentenv.trainers.batch import TrainBatch
-from agentenv.trainers.generation import cache_argument, reusable
+from agentenv.trainers.generation import cache_argument, common_opening, reusable
 from agentenv.trainers.model import CausalLM, recomputed_norm_outputs
 
 __all__ = ["policy_logprobs"]
@@ -157,10 +159,13 @@ def _fixed_prefix_layer() -> type | None:
             row i as prompt ``index[i]``'s. ``update`` returns them followed by the new
             keys and values and keeps nothing: reading it twice gives the same."""
 
-            def __init__(self, keys: torch.Tensor, values: torch.Tensor, index: torch.Tensor) -> None:
+            def __init__(
+                self, keys: torch.Tensor, values: torch.Tensor, index: torch.Tensor, record: bool = False
+            ) -> None:
                 super().__init__()
                 self.keys, self.values, self.index = keys, values, index  # what the mask and length read
-                self.prefix = keys, values
+                self.prefix, self.record = (keys, values), record
+                self.returned: tuple[torch.Tensor, torch.Tensor] | None = None
                 self.device, self.is_initialized = keys.device, True
 
             def update(
@@ -170,6 +175,8 @@ def _fixed_prefix_layer() -> type | None:
                     torch.cat([p.index_select(0, self.index), new], dim=-2)
                     for p, new in zip(self.prefix, (key_states, value_states), strict=True)
                 )
+                if self.record:  # the next level's prefix: see `_prompt_pass`
+                    self.returned = keys, values
                 return keys, values
 
         _FIXED_PREFIX = _FixedPrefix
@@ -183,7 +190,8 @@ def _shared_prompts(
     batch: TrainBatch, lengths: list[int] | None = None
 ) -> tuple[list[list[int]], list[int], list[int]] | None:
     """``(distinct prompts, each row's prompt index, each row's prompt length)``, or None
-    when no two rows share a prompt (or a row has no policy token). A row's prompt is
+    when rows share neither a prompt nor an opening (`common_opening`), or a row has no
+    policy token. A row's prompt is
     its ids up to its first policy token, or its first ``lengths[i]`` ids."""
     mask = batch.mask.bool()
     if not bool(mask.any(-1).all()):
@@ -199,9 +207,10 @@ def _shared_prompts(
     ids = batch.input_ids.tolist()
     index: dict[tuple[int, ...], int] = {}
     rows = [index.setdefault(tuple(row[:start]), len(index)) for row, start in zip(ids, starts, strict=True)]
-    if len(index) == len(rows):
+    prompts = [list(p) for p in index]
+    if len(index) == len(rows) and not common_opening(prompts):
         return None
-    return [list(p) for p in index], rows, starts
+    return prompts, rows, starts
 
 
 def _kv_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
@@ -215,12 +224,13 @@ def _kv_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     return None
 
 
-def _expanded(cache: Any, index: torch.Tensor) -> Any:
+def _expanded(cache: Any, index: torch.Tensor, record: bool = False) -> Any:
     """A cache whose row i reads row ``index[i]`` of ``cache`` and never grows
     (`_FixedPrefix` layers), by ``index_select``: its backward (``index_add_``) sums a
     prompt's row gradients in a fixed order. The cache's own ``batch_select_indices``
     indexes, and on a CPU that backward adds with atomics across threads, in an order
-    that changes from run to run; it is the fallback for caches of another shape."""
+    that changes from run to run; it is the fallback for caches of another shape.
+    ``record``: each layer keeps what its next pass reads (`_recorded`)."""
     from transformers import DynamicCache
 
     layers, fixed = _kv_layers(cache), _fixed_prefix_layer()
@@ -228,8 +238,19 @@ def _expanded(cache: Any, index: torch.Tensor) -> Any:
         cache.batch_select_indices(index)
         return cache
     out = DynamicCache()
-    out.layers = [fixed(keys, values, index) for keys, values in layers]
+    out.layers = [fixed(keys, values, index, record) for keys, values in layers]
     return out
+
+
+def _recorded(cache: Any) -> Any:
+    """After a pass through an `_expanded` cache made with ``record``: the cache of what
+    that pass read, the prefix's keys and values followed by its own (a cache that grew
+    instead, the fallback's, already holds them)."""
+    for layer in getattr(cache, "layers", ()):
+        returned = getattr(layer, "returned", None)
+        if returned is not None:
+            layer.keys, layer.values = returned
+    return cache
 
 
 def _hidden_sharing_prompts(
@@ -240,22 +261,9 @@ def _hidden_sharing_prompts(
     checkpointing is on and the prompt's cache is not transformers' dynamic layers."""
     device = batch.input_ids.device
     cache_arg = cache_argument(decoder)
-    width = max(len(p) for p in prompts)
-    prompt_ids = torch.zeros((len(prompts), width), dtype=torch.long)
-    prompt_att = torch.zeros((len(prompts), width), dtype=torch.long)
-    for j, p in enumerate(prompts):  # left-padded: every prompt ends in the last column
-        prompt_ids[j, width - len(p) :] = torch.tensor(p)
-        prompt_att[j, width - len(p) :] = 1
-    prompt_ids, prompt_att = prompt_ids.to(device), prompt_att.to(device)
     checkpointed = _checkpointed(decoder)
     with _setting(checkpointed, "gradient_checkpointing", False):  # it writes the cache: not to be re-run
-        out = decoder(
-            input_ids=prompt_ids,
-            attention_mask=prompt_att,
-            position_ids=(prompt_att.cumsum(-1) - 1).clamp(min=0),
-            use_cache=True,
-        )
-    prompt_hidden, cache = _last_hidden(out), getattr(out, cache_arg)
+        prompt_hidden, cache, prompt_att = _prompt_pass(decoder, prompts, cache_arg, device)
     if checkpointed and _kv_layers(cache) is None:
         return None  # the re-run layers would write to a cache of this shape a second time
     index = torch.tensor(rows, device=device)
@@ -288,7 +296,42 @@ def _hidden_sharing_prompts(
     # rest of each row's positions come from its own pass.
     hidden = rest_hidden.new_zeros((*batch.input_ids.shape, rest_hidden.shape[-1]))
     arange = torch.arange(len(rows), device=device)
-    hidden = hidden.index_put((arange, starts_t - 1), prompt_hidden[:, -1].index_select(0, index))
+    hidden = hidden.index_put((arange, starts_t - 1), prompt_hidden.index_select(0, index))
     columns = starts_t[:, None] + torch.arange(rest, device=device)[None, :]
     valid = rest_att.bool()
     return hidden.index_put((arange[:, None].expand_as(columns)[valid], columns[valid]), rest_hidden[valid])
+
+
+def _prompt_pass(
+    decoder: torch.nn.Module, prompts: list[list[int]], cache_arg: str, device: torch.device
+) -> tuple[torch.Tensor, Any, torch.Tensor]:
+    """Each distinct prompt through the decoder, left-padded, after the opening they all
+    share (`common_opening`: a system prompt), which runs once for all of them:
+    ``(hidden state at each prompt's last token [P, H], the prompts' cache, its
+    attention mask [P, W])``."""
+    common = common_opening(prompts)
+    cache, head_att = None, torch.ones((len(prompts), common), dtype=torch.long, device=device)
+    if common:
+        opening = torch.tensor([prompts[0][:common]], device=device)
+        out = decoder(
+            input_ids=opening,
+            attention_mask=torch.ones_like(opening),
+            position_ids=torch.arange(common, device=device)[None],
+            use_cache=True,
+        )
+        cache = _expanded(getattr(out, cache_arg), torch.zeros(len(prompts), dtype=torch.long, device=device), True)
+    width = max(len(p) for p in prompts) - common
+    ids = torch.zeros((len(prompts), width), dtype=torch.long)
+    att = torch.zeros((len(prompts), width), dtype=torch.long)
+    for j, p in enumerate(prompts):  # left-padded: every prompt ends in the last column
+        ids[j, width - len(p) + common :] = torch.tensor(p[common:])
+        att[j, width - len(p) + common :] = 1
+    attention = torch.cat([head_att, att.to(device)], dim=1)  # padding between opening and rest: masked
+    out = decoder(
+        input_ids=ids.to(device),
+        attention_mask=attention,
+        position_ids=(attention.cumsum(-1) - 1).clamp(min=0)[:, common:],
+        use_cache=True,
+        **({} if cache is None else {cache_arg: cache}),
+    )
+    return _last_hidden(out)[:, -1], _recorded(getattr(out, cache_arg)), attention

@@ -156,6 +156,35 @@ def test_a_group_prefills_its_prompt_once(model, tok, fed) -> None:
     assert fed[:2] == [prompt - 1, 4]
 
 
+@pytest.mark.parametrize("group", [3, 1], ids=["groups", "no-two-rows-alike"])
+def test_an_opening_all_prompts_share_is_prefilled_once_and_samples_as_without_sharing(model, fed, group) -> None:
+    """Distinct prompts that open alike (a system prompt): the opening is prefilled
+    once for the batch, then each prompt's own ids, and the samples are those of a
+    batch that prefills every row whole."""
+    from agentenv.trainers.generation import COMMON_MIN_TOKENS
+
+    g = torch.Generator().manual_seed(0)
+    opening = torch.randint(5, 60, (COMMON_MIN_TOKENS + 4,), generator=g).tolist()
+    tails = [torch.randint(5, 60, (n,), generator=g).tolist() for n in (2, 5, 3)]
+    prompts = [opening + tail for tail in tails for _ in range(group)]
+    runs = []
+    for share in (True, False):
+        fed.clear()
+        out = sample(
+            model, prompts, stop_ids=[], pad_id=0, max_new_tokens=6,
+            generator=torch.Generator().manual_seed(3), share_prompts=share, keep_cache=share,
+        )  # fmt: skip
+        runs.append((out, list(fed)))
+    (shared, shared_fed), (whole, whole_fed) = runs
+    assert shared.token_ids == whole.token_ids
+    for a, b in zip(shared.logprobs, whole.logprobs, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    assert whole_fed[0] == len(prompts) * (len(opening) + 5)  # every row whole, left-padded
+    # The opening once, each prompt's own ids but its last (padded to the longest),
+    # then every row's last prompt id.
+    assert shared_fed[:3] == [len(opening), 3 * (5 - 1), len(prompts)]
+
+
 def test_reuse_feeds_each_turn_only_what_follows_the_cache(model, tok, fed) -> None:
     _rollout(TransformersPolicy(model, tok, max_new_tokens=6, seed=3, reuse_cache=False))
     without = sum(fed)

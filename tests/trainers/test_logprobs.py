@@ -271,6 +271,86 @@ def test_with_activation_checkpointing_a_shared_prompt_still_runs_once_with_the_
     assert not any("_can_checkpoint_with_cache" in vars(m) for m in decoder.modules())
 
 
+OPENING = 20  # a system prompt every task opens with, past generation.COMMON_MIN_TOKENS
+
+
+def _opening_batch(group: int = 2) -> TrainBatch:
+    """Three distinct prompts that open with the same ``OPENING`` ids and go on
+    differently (1, 3 and 6 ids of their own), ``group`` rows each, two policy turns
+    per row around an observation."""
+    g = torch.Generator().manual_seed(2)
+    opening = torch.randint(1, VOCAB, (OPENING,), generator=g).tolist()
+    examples = []
+    for tail in (1, 3, 6):
+        prompt = opening + torch.randint(1, VOCAB, (tail,), generator=g).tolist()
+        for k in range(group):
+            turn_a, obs, turn_b = 2 + k, 2, 3 + tail % 4
+            rest = torch.randint(1, VOCAB, (turn_a + obs + turn_b,), generator=g).tolist()
+            mask = [0] * len(prompt) + [1] * turn_a + [0] * obs + [1] * turn_b
+            ids = prompt + rest
+            examples.append(Example(ids, mask, [0.0] * len(ids), [1.0] * len(ids), [], False))
+    return collate(examples, pad_id=0)
+
+
+def _fed_tokens(model: torch.nn.Module) -> tuple[list[int], Any]:
+    """The real (unmasked) tokens each decoder pass is fed, and the hook's handle."""
+    fed: list[int] = []
+    handle = model.get_decoder().register_forward_pre_hook(
+        lambda _m, _a, kw: fed.append(int(kw["attention_mask"][:, -kw["input_ids"].shape[1] :].sum())), with_kwargs=True
+    )
+    return fed, handle
+
+
+@pytest.mark.parametrize("group", [2, 1], ids=["groups", "no-two-rows-alike"])
+@pytest.mark.parametrize("attention", ["multi-query", "grouped-query, lean", "checkpointed"])
+def test_an_opening_all_prompts_share_runs_once_with_the_log_probs_and_gradients_of_a_full_pass(
+    attention, group
+) -> None:
+    """A system prompt every task opens with runs once for the batch, then each
+    distinct prompt's own ids, then each row's rest: a full pass's numbers, fewer tokens."""
+    plain = _tiny(VOCAB) if attention == "multi-query" else _grouped_query_model()
+    shared = copy.deepcopy(plain)
+    if attention == "checkpointed":
+        enable_gradient_checkpointing(shared)
+    batch = _opening_batch(group)
+    fed, handle = _fed_tokens(shared)
+    results = []
+    for model in (plain, shared):
+        model.train()
+        logp, entropy = policy_logprobs(model, batch, chunk_tokens=5, share_prompts=model is shared)
+        (logp * batch.mask).sum().backward()
+        results.append((logp.detach(), entropy, [p.grad for p in model.parameters()]))
+    handle.remove()
+    # The opening once, each prompt's own ids once, then every row's rest.
+    assert fed[0] == OPENING
+    assert sum(fed) == int(batch.attention_mask.sum()) - (3 * group - 1) * OPENING - (group - 1) * (1 + 3 + 6)
+    (full, full_entropy, full_grads), (mine, mine_entropy, mine_grads) = results
+    assert torch.allclose(full, _reference(plain, batch)[0] * batch.mask, atol=1e-5)
+    assert torch.allclose(mine, full, atol=1e-5)
+    assert torch.allclose(mine_entropy, full_entropy, atol=1e-5)
+    for a, b in zip(mine_grads, full_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_an_opening_shorter_than_the_minimum_is_run_with_each_prompt(model) -> None:
+    """Prompts that share only a few opening ids run whole, once each: a separate pass
+    for a handful of tokens costs more than it saves."""
+    from agentenv.trainers.generation import COMMON_MIN_TOKENS
+
+    batch = _grouped_batch()  # two prompts (7 and 4 ids) sharing nothing
+    ids = batch.input_ids.clone()
+    ids[:, :1] = 5  # now both open with one id in common
+    batch = TrainBatch(**{**batch.__dict__, "input_ids": ids})
+    fed, handle = _fed_tokens(model)
+    with torch.no_grad():
+        shared, _ = policy_logprobs(model, batch, share_prompts=True)
+        full, _ = policy_logprobs(model, batch, share_prompts=False)
+    handle.remove()
+    assert COMMON_MIN_TOKENS > 1
+    assert fed[0] == 7 + 4  # both prompts in one pass, the shared id in each
+    assert torch.allclose(shared, full, atol=1e-5)
+
+
 def test_with_checkpointing_a_cache_of_another_shape_falls_back_to_the_full_pass(monkeypatch) -> None:
     import agentenv.trainers.logprobs as logprobs
 
