@@ -9,7 +9,10 @@ for that one position with less around it: q, k and v in one product, gate and u
 in one (from weights concatenated once per `sample` call, for a model small enough
 that the calls around its products weigh: `FUSE_MAX_BYTES`), the padding mask made
 once per step for every layer, and attention as two batched products over the
-cache, each key/value head read once for its group of query heads. The norms, the
+cache, each key/value head read once for its group of query heads. Where blocks of
+rows open with one prompt (a GRPO batch, `SharedHeads`), that prompt's keys and values
+are read once per block rather than once per row: on a CPU attention over the cache
+costs what reading it costs. The norms, the
 rotary angles, the activation and the output head are the model's own modules.
 The logits are the forward's up to float rounding (tests/trainers/test_decode.py).
 
@@ -24,12 +27,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["LeanDecoder", "lean_decoder"]
+__all__ = ["LeanDecoder", "SharedHeads", "lean_decoder"]
 
 FAMILIES = {  # causal LM class: its module's attention class
     "LlamaForCausalLM": "LlamaAttention",
@@ -136,6 +140,22 @@ class _Layer:
         return sum(p.weight.numel() * p.weight.element_size() for p in parts)
 
 
+@dataclass
+class SharedHeads:
+    """Prompts that runs of rows share, as `sample` prefilled them: ``keys[i]`` and
+    ``values[i]`` are layer i's ``[prompts, kv heads, width, dim]``, and rows
+    ``j * rows_each`` to ``(j + 1) * rows_each - 1`` open with prompt j, whose keys and
+    values are the first ``width`` positions of each of those rows' cache."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    rows_each: int
+
+    @property
+    def width(self) -> int:
+        return int(self.keys[0].shape[-2])
+
+
 class LeanDecoder:
     """``decoder(tokens, positions, attention, cache) -> logits``: the model's next-token
     logits ``[rows, vocab]`` for one new token per row, written to ``cache`` (a
@@ -150,6 +170,10 @@ class LeanDecoder:
         fuse = sum(_Layer.fused_bytes(layer) for layer in layers) <= FUSE_MAX_BYTES
         with torch.no_grad():
             self.layers = [_Layer(layer, fuse) for layer in layers]
+        self.shared: SharedHeads | None = None
+        """Set by `sample` when rows share prompts: each prompt's keys and values are then
+        read once for all its rows, not once per row (decoding reads the whole cache every
+        token, and on a CPU that reading, not arithmetic, is what attention costs)."""
 
     @torch.inference_mode()
     def __call__(
@@ -170,12 +194,40 @@ class LeanDecoder:
                 q, k = layer.q_norm(q), layer.k_norm(k)
             q, k = layer.rotary(q.transpose(1, 2), k.transpose(1, 2), cos, sin)  # [rows, heads, 1, d]
             keys, values = cache.update(k, v.transpose(1, 2), i)  # [rows, kv heads, length, d]
-            scores = torch.matmul(q.reshape(rows, self.kv_heads, groups, d), keys.transpose(-1, -2))
-            scores = scores.mul_(layer.scaling).add_(bias)
-            weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)
-            out = torch.matmul(weights, values).reshape(rows, 1, self.heads * d)
-            x = x + layer.o_proj(out)
+            q = q.reshape(rows, self.kv_heads, groups, d)
+            if self.shared is None:
+                scores = torch.matmul(q, keys.transpose(-1, -2))
+                scores = scores.mul_(layer.scaling).add_(bias)
+                weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)
+                out = torch.matmul(weights, values)
+            else:
+                out = self._shared_attention(i, q, keys, values, bias, layer.scaling)
+            x = x + layer.o_proj(out.reshape(rows, 1, self.heads * d))
             h = layer.post_norm(x)
             gate, up = layer.gate_up_of(h)
             x = x + layer.down_proj(layer.act(gate) * up)
         return self.head(self.decoder.norm(x))[:, -1]
+
+    def _shared_attention(
+        self, i: int, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor, scaling: float
+    ) -> torch.Tensor:
+        """Layer ``i``'s attention ``[rows, kv heads, groups, d]`` with each shared prompt's
+        keys and values read once for the rows that open with it: their queries in one
+        product against the prompt's, then each row's own positions; one softmax over both."""
+        shared = self.shared
+        assert shared is not None
+        rows, kv, groups, _ = q.shape
+        prompts, each, width = rows // shared.rows_each, shared.rows_each, shared.width
+
+        def by_prompt(t: torch.Tensor) -> torch.Tensor:  # [rows, kv, groups, n] -> [prompts, kv, each * groups, n]
+            return t.reshape(prompts, each, kv, groups, -1).transpose(1, 2).reshape(prompts, kv, each * groups, -1)
+
+        def by_row(t: torch.Tensor) -> torch.Tensor:  # the inverse
+            return t.reshape(prompts, kv, each, groups, -1).transpose(1, 2).reshape(rows, kv, groups, -1)
+
+        head = by_row(torch.matmul(by_prompt(q), shared.keys[i].transpose(-1, -2)))
+        own = torch.matmul(q, keys[:, :, width:].transpose(-1, -2))
+        scores = torch.cat([head, own], dim=-1).mul_(scaling).add_(bias)
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)
+        out = by_row(torch.matmul(by_prompt(weights[..., :width]), shared.values[i]))
+        return out.add_(torch.matmul(weights[..., width:], values[:, :, width:]))

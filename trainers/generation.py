@@ -21,13 +21,15 @@ token is written in place, where transformers' `DynamicLayer` copies the whole c
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from agentenv.trainers.decode import lean_decoder
+from agentenv.trainers.decode import SharedHeads, lean_decoder
 
 __all__ = ["KVPrefix", "Sampled", "common_opening", "reusable", "sample"]
 
@@ -105,10 +107,13 @@ def sample(
         raise ValueError(f"max_new_tokens must be at least 1 for each of the {len(prompts)} rows, got {max_new_tokens}")
     device = next(model.parameters()).device
     cache_arg = cache_argument(model)
+    shared = None
     if prefix is None and share_prompts:
-        prefix = _shared_prompts(model, prompts, pad_id, cache_arg)
+        prefix, shared = _shared_prompts(model, prompts, pad_id, cache_arg) or (None, None)
     past, attention, count, logits = _extend(model, prefix, prompts, pad_id, cache_arg)
     decoder = lean_decoder(model) if lean and hasattr(past, "update") else None
+    if decoder is not None:
+        decoder.shared = shared
     stops = torch.tensor(list(stop_ids), device=device)
     fed = [list(p) for p in prompts]  # per row, what the cache holds
     done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
@@ -203,10 +208,12 @@ def _extend(
 
 def _shared_prompts(
     model: torch.nn.Module, prompts: Sequence[Sequence[int]], pad_id: int, cache_arg: str
-) -> KVPrefix | None:
+) -> tuple[KVPrefix, SharedHeads | None] | None:
     """The cache of every prompt but its last token, each distinct prompt prefilled once
     and copied to its rows, after the opening all of them share (`common_opening`),
-    prefilled once for all; None when rows share neither a prompt nor an opening."""
+    prefilled once for all; None when rows share neither a prompt nor an opening. With
+    it, the distinct prompts' own cache when runs of two or more rows each open with one
+    (a GRPO batch: a group's rows together), for decoding to read once per prompt."""
     index: dict[tuple[int, ...], int] = {}
     rows = [index.setdefault(tuple(p), len(index)) for p in prompts]
     if min(len(p) for p in index) < 2:
@@ -221,7 +228,31 @@ def _shared_prompts(
         cache, attention, _, _ = _extend(model, None, opening, pad_id, cache_arg)
         base = KVPrefix(cache, attention, opening).select([0] * len(heads))
     cache, attention, _, _ = _extend(model, base, heads, pad_id, cache_arg)
-    return KVPrefix(cache, attention, heads).select(rows)
+    shared = _shared_heads(cache, rows)  # before `select` replaces the cache's tensors with the rows'
+    return KVPrefix(cache, attention, heads).select(rows), shared
+
+
+def _shared_heads(cache: Any, rows: list[int]) -> SharedHeads | None:
+    """The prompts' keys and values (``cache``, one row per distinct prompt, before it is
+    copied to ``rows``) for blocks of ``n >= 2`` consecutive rows that each open with
+    one prompt (a GRPO batch: a group's rows are consecutive; two groups of one task
+    are two blocks); None when rows come in no such blocks."""
+    layers = getattr(cache, "layers", None) or []
+    if not layers or not all(hasattr(layer, "keys") for layer in layers):
+        return None
+    starts = [0] + [r for r in range(1, len(rows)) if rows[r] != rows[r - 1]] + [len(rows)]
+    each = math.gcd(*(b - a for a, b in itertools.pairwise(starts)))
+    if each < 2:
+        return None
+    block = rows[::each]
+    if block == list(range(len(block))):  # each prompt one block, in order: its own keys
+        return SharedHeads([layer.keys for layer in layers], [layer.values for layer in layers], each)
+    index = torch.tensor(block, device=layers[0].keys.device)
+    return SharedHeads(
+        [layer.keys.index_select(0, index) for layer in layers],
+        [layer.values.index_select(0, index) for layer in layers],
+        each,
+    )
 
 
 COMMON_MIN_TOKENS = 16

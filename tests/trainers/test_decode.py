@@ -78,7 +78,7 @@ def _sample(model: torch.nn.Module, *, lean: bool, temperature: float = 1.0, **k
     return sample(
         model,
         kw.pop("prompts", PROMPTS),
-        stop_ids=[],
+        stop_ids=kw.pop("stop_ids", []),
         pad_id=0,
         max_new_tokens=kw.pop("max_new_tokens", 16),
         temperature=temperature,
@@ -142,6 +142,35 @@ def test_a_kept_cache_goes_on_alike_through_either_step(family: str) -> None:
     (lean_first, lean_next), (fwd_first, fwd_next) = runs
     _same(lean_first, fwd_first)
     _same(lean_next, fwd_next)
+
+
+GROUPED = {  # rows as a batch lays them out: which prompt each opens with
+    "a block per prompt": [0, 0, 0, 1, 1, 1],
+    "a prompt in two blocks": [1, 1, 0, 0, 1, 1],
+    "no blocks": [0, 1, 0, 1],
+}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("layout", list(GROUPED))
+def test_rows_sharing_prompts_sample_what_the_forward_samples(family: str, layout: str, monkeypatch) -> None:
+    """Rows in blocks that open with one prompt (a GRPO batch) read each prompt's keys and
+    values once per block: the same tokens and log-probs as the forward, rows that stop
+    early included."""
+    model = _model(family)
+    prompts = [PROMPTS[0] + PROMPTS[2], PROMPTS[1]]  # of unequal length: the shorter is left-padded
+    batch = [prompts[i] for i in GROUPED[layout]]
+    calls: list[int] = []
+    shared_attention = decode.LeanDecoder._shared_attention
+    monkeypatch.setattr(
+        decode.LeanDecoder, "_shared_attention", lambda self, *a: calls.append(1) or shared_attention(self, *a)
+    )
+    forward = _sample(model, lean=False, prompts=batch, share_prompts=True)
+    stop = forward.token_ids[1][2]  # a token one row samples early on: it stops there, the others may go on
+    runs = [_sample(model, lean=lean, prompts=batch, share_prompts=True, stop_ids=[stop]) for lean in (True, False)]
+    _same(*runs)
+    assert any(len(ids) < 16 for ids in runs[0].token_ids)
+    assert bool(calls) is (layout != "no blocks")
 
 
 def test_rows_that_stop_early_leave_the_others_unchanged() -> None:
