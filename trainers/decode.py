@@ -17,7 +17,8 @@ rotary angles, the activation and the output head are the model's own modules.
 The logits are the forward's up to float rounding (tests/trainers/test_decode.py).
 
 For the stock Llama, Mistral, Qwen2 and Qwen3 causal LMs on the CPU, with no hook
-on any module, no soft-capping or logit scale, and a cache that keeps every position
+on a module the lean step does not call itself (activation checkpointing's on the
+input embeddings runs in both), no soft-capping or logit scale, and a cache that keeps every position
 (`generation.reusable`); `lean_decoder` returns None for any other model (a peft
 wrapper, a quantised or hooked layer, a GPU, where the forward's own kernels are
 the fast path), and `sample` uses the model's forward.
@@ -60,11 +61,11 @@ def lean_decoder(model: torch.nn.Module) -> LeanDecoder | None:
         return None
     if model.training and getattr(config, "attention_dropout", None):
         return None  # the forward would drop attention weights
-    if _hooked(model):
-        return None
     decoder: Any = model.get_decoder()  # type: ignore[operator]
     head: Any = model.get_output_embeddings()  # type: ignore[operator]
     layers: list[Any] = list(decoder.layers[: config.num_hidden_layers])
+    if _hooked(model, _called(decoder, head, layers)):
+        return None
     linears = [head] + [
         getattr(part, proj)
         for layer in layers
@@ -81,7 +82,23 @@ def lean_decoder(model: torch.nn.Module) -> LeanDecoder | None:
 _MLP = ("gate_proj", "up_proj", "down_proj")
 
 
-def _hooked(model: torch.nn.Module) -> bool:
+def _called(decoder: Any, head: Any, layers: list[Any]) -> set[torch.nn.Module]:
+    """The modules the lean step calls as the forward does, with the same inputs: their
+    hooks run either way. Any other module's (a layer's, attention's, a projection it
+    fuses) would not run in the lean step."""
+    called = {decoder.embed_tokens, decoder.rotary_emb, decoder.norm, head}
+    for layer in layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        parts = (layer.input_layernorm, layer.post_attention_layernorm, attn.o_proj, mlp.down_proj, mlp.act_fn)
+        called.update(parts)
+        called.update(m for m in (getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)) if m is not None)
+    return called
+
+
+def _hooked(model: torch.nn.Module, called: set[torch.nn.Module]) -> bool:
+    """Whether a forward hook would run in the model's forward and not in the lean step:
+    a global one, or one on a module the lean step does not call (`_called`). Activation
+    checkpointing's hook on the input embeddings, say, runs in both."""
     from torch.nn.modules import module as nn_module
 
     if any(
@@ -89,7 +106,7 @@ def _hooked(model: torch.nn.Module) -> bool:
         for g in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_always_called")
     ):
         return True
-    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    return any((m._forward_hooks or m._forward_pre_hooks) and m not in called for m in model.modules())
 
 
 def _biases(projs: list[torch.nn.Linear]) -> torch.Tensor | None:

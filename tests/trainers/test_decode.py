@@ -240,6 +240,26 @@ def test_models_the_lean_step_cannot_run_exactly_sample_through_their_forward(ma
     _same(lean, forward)
 
 
+def test_hooks_on_modules_the_lean_step_calls_run_in_it_too() -> None:
+    """Activation checkpointing hooks the input embeddings; a hook on an output
+    projection or a norm changes the logits. The lean step calls those modules as the
+    forward does, so it keeps them, and samples what the forward samples."""
+    from agentenv.trainers.model import enable_gradient_checkpointing
+
+    plain = _sample(_model("qwen2"), lean=False)
+    model = _model("qwen2")
+    enable_gradient_checkpointing(model)
+    model.eval()
+    attn = model.model.layers[0].self_attn  # type: ignore[union-attr]
+    attn.o_proj.register_forward_hook(lambda _m, _a, out: out * 1.5)
+    model.model.norm.register_forward_pre_hook(lambda _m, args: (args[0] * 0.8,))  # type: ignore[union-attr]
+    assert model.model.embed_tokens._forward_hooks  # type: ignore[union-attr]
+    assert lean_decoder(model) is not None
+    lean, forward = _sample(model, lean=True), _sample(model, lean=False)
+    _same(lean, forward)
+    assert forward.logprobs != plain.logprobs  # the hooks count
+
+
 def test_an_adapter_layer_changes_what_the_forward_samples() -> None:
     """The fallback matters: a lean step over the plain weights would sample otherwise."""
     plain, adapted = _sample(_model("qwen2"), lean=False), _sample(_with_lora(_model("qwen2")), lean=True)
