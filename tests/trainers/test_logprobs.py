@@ -227,10 +227,7 @@ def test_rows_sharing_a_prompt_get_the_log_probs_and_gradients_of_a_full_pass(mo
 
 def test_a_shared_prompt_runs_once(model) -> None:
     batch = _grouped_batch()
-    fed: list[int] = []
-    handle = model.get_decoder().register_forward_pre_hook(
-        lambda _m, _a, kw: fed.append(int(kw["attention_mask"][:, -kw["input_ids"].shape[1] :].sum())), with_kwargs=True
-    )
+    fed, handle = _fed_tokens(model)
     try:
         with torch.no_grad():
             policy_logprobs(model, batch, share_prompts=True)
@@ -249,10 +246,7 @@ def test_with_activation_checkpointing_a_shared_prompt_still_runs_once_with_the_
     checkpointed = copy.deepcopy(plain)
     enable_gradient_checkpointing(checkpointed)
     batch = _grouped_batch()
-    fed: list[int] = []
-    handle = checkpointed.get_decoder().register_forward_pre_hook(
-        lambda _m, _a, kw: fed.append(int(kw["attention_mask"][:, -kw["input_ids"].shape[1] :].sum())), with_kwargs=True
-    )
+    fed, handle = _fed_tokens(checkpointed)
     results = []
     for model in (plain, checkpointed):
         model.train()
