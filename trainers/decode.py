@@ -3,25 +3,25 @@
 `generation.sample` feeds one token per row per step. On the CPU, at the batch
 sizes RL samples, a transformers forward spends as long around its matrix products
 as in them: it builds a 4-D mask per call, runs q, k and v, and gate and up, as
-separate products, and hands attention to sdpa, whose CPU
-kernel is slow for a single query position. `LeanDecoder` does the same arithmetic
-for that one position with less around it: q, k and v in one product, gate and up
-in one (from weights concatenated once per `sample` call, for a model small enough
-that the calls around its products weigh: `FUSE_MAX_BYTES`), the padding mask made
-once per step for every layer, and attention as two batched products over the
-cache, each key/value head read once for its group of query heads. Where blocks of
-rows open with one prompt (a GRPO batch, `SharedHeads`), that prompt's keys and values
-are read once per block rather than once per row: on a CPU attention over the cache
-costs what reading it costs. The norms, the
-rotary angles, the activation and the output head are the model's own modules.
-The logits are the forward's up to float rounding (tests/trainers/test_decode.py).
+separate products, and hands attention to sdpa, whose CPU kernel is slow for a
+single query position. `LeanDecoder` does the same arithmetic for that one position
+with less around it: q, k and v in one product, gate and up in one (from weights
+concatenated once per `sample` call, for a model small enough that the calls around
+its products weigh: `FUSE_MAX_BYTES`), the padding mask made once per step for every
+layer, and attention as two batched products over the cache, each key/value head
+read once for its group of query heads. Where blocks of rows open with one prompt (a
+GRPO batch: `SharedHeads`), that prompt's keys and values are read once per block
+rather than once per row: on a CPU, attention over the cache costs what reading it
+costs. The norms, the rotary angles, the activation and the output head are the
+model's own modules. The logits are the forward's up to float rounding
+(tests/trainers/test_decode.py).
 
-For the stock Llama, Mistral, Qwen2 and Qwen3 causal LMs on the CPU, with no hook
-on a module the lean step does not call itself (activation checkpointing's on the
-input embeddings runs in both), no soft-capping or logit scale, and a cache that keeps every position
-(`generation.reusable`); `lean_decoder` returns None for any other model (a peft
-wrapper, a quantised or hooked layer, a GPU, where the forward's own kernels are
-the fast path), and `sample` uses the model's forward.
+For the stock Llama, Mistral, Qwen2 and Qwen3 causal LMs on the CPU, with no hook on
+a module the lean step does not call itself (activation checkpointing's hook on the
+input embeddings runs in both), no soft-capping or logit scale, and a cache that
+keeps every position (`generation.reusable`); `lean_decoder` returns None for any
+other model (a peft wrapper, a quantised or hooked layer, a GPU, where the forward's
+own kernels are the fast path), and `sample` uses the model's forward.
 """
 
 from __future__ import annotations

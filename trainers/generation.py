@@ -96,8 +96,9 @@ def sample(
     ``temperature=0`` is greedy. With ``prefix`` (row i's ``prefix.ids[i]`` a proper
     prefix of ``prompts[i]``), only the rest of each prompt is fed; with ``keep_cache``
     the result carries the cache for the next call. ``share_prompts`` (without a
-    prefix): rows with the same prompt (a GRPO group) prefill it once, and the opening
-    all prompts share (a system prompt: `common_opening`) is prefilled once for all. ``lean``: decode
+    prefix): rows with the same prompt (a GRPO group) prefill it once, after the opening
+    all prompts share (a system prompt: `common_opening`), prefilled once for all; the
+    lean step then reads a group's prompt once per token for the group. ``lean``: decode
     with `decode.LeanDecoder` where the model qualifies (the same logits up to float
     rounding, faster on the CPU)."""
     if stop_strings and decode is None:

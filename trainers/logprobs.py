@@ -17,13 +17,13 @@ that opens with them, and each row runs only what follows. The gradient reaches
 the prompt through the cache, so the log-probs and the gradient are those of the
 full forward pass up to float rounding, for ``1 / group_size`` of the prompt's
 cost. Before them, the opening every distinct prompt shares (a system prompt, a
-tool list: `generation.common_opening`) runs once for all of them, the same way. Each
-row reads its prompt's keys and values through a cache that never
-grows (`_FixedPrefix`), so with activation checkpointing, the layers re-run in the
-backward pass read the same cache again: the prompt pass runs without
-checkpointing (its rows are few), the rest with it. Not for models whose cache or
-attention cannot take it (`generation.reusable`), nor, with checkpointing, for a
-cache of another shape than transformers' dynamic layers.
+tool list: `generation.common_opening`) runs once for all of them, the same way.
+Each row reads its prompt's keys and values through a cache that never grows
+(`_FixedPrefix`), so with activation checkpointing, the layers re-run in the
+backward pass read the same cache again: the prompt pass runs without checkpointing
+(its rows are few), the rest with it. Not for models whose cache or attention cannot
+take it (`generation.reusable`), nor, with checkpointing, for a cache of another
+shape than transformers' dynamic layers.
 """
 
 from __future__ import annotations
@@ -191,8 +191,8 @@ def _shared_prompts(
 ) -> tuple[list[list[int]], list[int], list[int]] | None:
     """``(distinct prompts, each row's prompt index, each row's prompt length)``, or None
     when rows share neither a prompt nor an opening (`common_opening`), or a row has no
-    policy token. A row's prompt is
-    its ids up to its first policy token, or its first ``lengths[i]`` ids."""
+    policy token. A row's prompt is its ids up to its first policy token, or its first
+    ``lengths[i]`` ids."""
     mask = batch.mask.bool()
     if not bool(mask.any(-1).all()):
         return None
