@@ -247,12 +247,7 @@ def test_with_activation_checkpointing_a_shared_prompt_still_runs_once_with_the_
     enable_gradient_checkpointing(checkpointed)
     batch = _grouped_batch()
     fed, handle = _fed_tokens(checkpointed)
-    results = []
-    for model in (plain, checkpointed):
-        model.train()
-        logp, entropy = policy_logprobs(model, batch, chunk_tokens=5, share_prompts=model is checkpointed)
-        (logp * batch.mask).sum().backward()
-        results.append((logp.detach(), entropy, [p.grad for p in model.parameters()]))
+    results = [_trained_pass(model, batch, share=model is checkpointed) for model in (plain, checkpointed)]
     handle.remove()
     assert sum(fed) == int(batch.attention_mask.sum()) - 2 * 7 - 2 * 4  # each group's prompt once
     (full, full_entropy, full_grads), (shared, shared_entropy, shared_grads) = results
@@ -286,6 +281,15 @@ def _opening_batch(group: int = 2) -> TrainBatch:
     return collate(examples, pad_id=0)
 
 
+def _trained_pass(model: torch.nn.Module, batch: TrainBatch, share: bool) -> tuple[Any, ...]:
+    """In training mode: the log-probs (detached), the entropies and each parameter's
+    gradient after a backward pass of the masked log-probs' sum."""
+    model.train()
+    logp, entropy = policy_logprobs(model, batch, chunk_tokens=5, share_prompts=share)
+    (logp * batch.mask).sum().backward()
+    return logp.detach(), entropy, [p.grad for p in model.parameters()]
+
+
 def _fed_tokens(model: torch.nn.Module) -> tuple[list[int], Any]:
     """The real (unmasked) tokens each decoder pass is fed, and the hook's handle."""
     fed: list[int] = []
@@ -308,12 +312,7 @@ def test_an_opening_all_prompts_share_runs_once_with_the_log_probs_and_gradients
         enable_gradient_checkpointing(shared)
     batch = _opening_batch(group)
     fed, handle = _fed_tokens(shared)
-    results = []
-    for model in (plain, shared):
-        model.train()
-        logp, entropy = policy_logprobs(model, batch, chunk_tokens=5, share_prompts=model is shared)
-        (logp * batch.mask).sum().backward()
-        results.append((logp.detach(), entropy, [p.grad for p in model.parameters()]))
+    results = [_trained_pass(model, batch, share=model is shared) for model in (plain, shared)]
     handle.remove()
     # The opening once, each prompt's own ids once, then every row's rest.
     assert fed[0] == OPENING
