@@ -254,11 +254,13 @@ _recipes = _NormRecipes()
 
 
 class _Recompute:
-    """A saved view of a lean RMSNorm's output, held as the inputs that give it again."""
+    """A saved view of a lean RMSNorm's output, held as the inputs that give it again
+    (detached: the recomputation needs their values, not their graph)."""
 
     def __init__(self, recipe: tuple[Any, ...], view: torch.Tensor) -> None:
-        self.recipe = recipe
-        self.versions = [t._version for t in recipe[:3]]
+        x, r, weight, dtype = recipe
+        self.recipe = (x.detach(), r.detach(), weight.detach(), dtype)
+        self.versions = [t._version for t in self.recipe[:3]]  # a detached tensor shares the counter
         self.view = (view.size(), view.stride(), view.storage_offset())
 
     def tensor(self) -> torch.Tensor:
@@ -271,15 +273,21 @@ class _Recompute:
 
 
 def _pack(t: torch.Tensor) -> Any:
+    """What a saved tensor is held as: a `_Recompute` for a lean norm's output, else the
+    tensor detached. Never ``t`` itself: a node that saves its own output would hold a
+    tensor whose ``grad_fn`` is that node, a cycle through C++ that Python's collector
+    cannot see. A graph that backward never runs through (the unused last layer of a
+    pass that only fills a cache) would then stay alive for good. Autograd restores the
+    ``grad_fn`` on unpacking."""
     if t.layout != torch.strided:
-        return t
+        return t.detach()
     key = t.untyped_storage().data_ptr()
     entry = _recipes.by_storage.get(key)
     if entry is None:
-        return t
+        return t.detach()
     out = entry[0]()  # alive, so its storage is still the one t views
     if out is None or out.untyped_storage().data_ptr() != key or out.dtype != t.dtype:
-        return t
+        return t.detach()
     return _Recompute(entry[1], t)
 
 

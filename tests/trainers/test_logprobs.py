@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import math
 from typing import Any
 
@@ -13,7 +14,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 import agentenv
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate
 from agentenv.trainers.logprobs import policy_logprobs
-from agentenv.trainers.model import enable_gradient_checkpointing, lean_attention
+from agentenv.trainers.model import enable_gradient_checkpointing, lean_attention, lean_norm_activations
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.tokens import build_tiny_tokenizer
 
@@ -323,6 +324,28 @@ def test_an_opening_all_prompts_share_runs_once_with_the_log_probs_and_gradients
     assert torch.allclose(mine_entropy, full_entropy, atol=1e-5)
     for a, b in zip(mine_grads, full_grads, strict=True):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def _graph_tensors() -> set[int]:
+    """The ids of every live tensor that carries an autograd graph."""
+    gc.collect()
+    return {id(o) for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.grad_fn is not None}
+
+
+@pytest.mark.parametrize("lean", [False, True], ids=["transformers-norms", "lean-norms"])
+def test_a_training_pass_leaves_no_graph_alive_after_its_backward(lean) -> None:
+    """Of the opening's pass only the keys and values are read: its last layer's
+    attention, MLP and final norm never see a backward pass. Their graph must still be
+    freed with the rest, or every training step keeps its own and memory grows for
+    good."""
+    model = _grouped_query_model()
+    if lean:
+        lean_norm_activations(model)
+    batch = _opening_batch()
+    before = _graph_tensors()
+    for _ in range(2):
+        _trained_pass(model, batch, share=True)
+    assert _graph_tensors() - before == set()
 
 
 def test_an_opening_shorter_than_the_minimum_is_run_with_each_prompt(model) -> None:
