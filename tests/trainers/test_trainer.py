@@ -309,3 +309,23 @@ def test_a_finished_or_resumed_run_reports_its_whole_curve(tmp_path, tokenizer):
     longer = _config(tmp_path, steps=3, resume=True)
     resumed = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=longer).train()
     assert [h["step"] for h in resumed] == [1, 2, 3]
+
+
+def test_training_steps_hold_no_more_tensors_than_the_first(tmp_path, tokenizer):
+    """Memory levels off: nothing a step computes outlives it but the weights, their
+    gradients and the optimiser's state. A long system prompt makes every batch share
+    an opening, whose pass only fills a cache (its last layer never sees a backward)."""
+    import gc
+
+    class LongSay(SayEnv):
+        instructions = "Say something. " * 12
+
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[LongSay], config=_config(tmp_path, steps=4))
+    live = []
+    for step in range(3):
+        trainer.step = step
+        metrics = trainer.train_step()
+        assert not metrics.get("skipped_update")  # the update ran, so its graph was built
+        gc.collect()
+        live.append(sum(isinstance(o, torch.Tensor) for o in gc.get_objects()))
+    assert live[1] == live[2], live
