@@ -128,7 +128,7 @@ def sample(
         token = torch.where(done, torch.full_like(token, pad_id), token)
         tokens.append(token)
         logps.append(logp)
-        hit = torch.isin(token, stops) & ~done
+        hit = (torch.isin(token, stops) & ~done).tolist()  # a list: indexing a tensor per row costs a dispatch
         live = [e is None for e in ends]  # rows whose token this is
         for row, t in enumerate(token.tolist()):
             if not live[row]:
