@@ -327,5 +327,7 @@ def test_training_steps_hold_no_more_tensors_than_the_first(tmp_path, tokenizer)
         metrics = trainer.train_step()
         assert not metrics.get("skipped_update")  # the update ran, so its graph was built
         gc.collect()
-        live.append(sum(isinstance(o, torch.Tensor) for o in gc.get_objects()))
+        live.append(
+            sum(issubclass(type(o), torch.Tensor) for o in gc.get_objects())
+        )  # type(): isinstance reads __class__, which some module objects warn on
     assert live[1] == live[2], live
