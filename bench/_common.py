@@ -17,6 +17,21 @@ __all__ = ["header", "import_agentenv", "table"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _cpu_times() -> tuple[int, int] | None:
+    """(steal, total) CPU time in ticks since boot, from /proc/stat; None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 8:
+        return None
+    return fields[7], sum(fields[:8])  # user nice system idle iowait irq softirq steal
+
+
+_STARTED = _cpu_times()  # when the bench imported this module: before it measured anything
+
+
 def header(title: str) -> str:
     """The title plus what the figures depend on: interpreter, machine, library versions."""
     import gymnasium
@@ -35,7 +50,18 @@ def header(title: str) -> str:
         f"{title}\n"
         f"python {platform.python_version()} ({sys.implementation.name}), {platform.machine()}, "
         f"{usable}/{cpus} CPUs usable, pydantic {pydantic.VERSION}, gymnasium {gymnasium.__version__}{load}"
+        f"{_steal()}"
     )
+
+
+def _steal() -> str:
+    """The share of CPU time the host gave other guests since the bench started (a
+    virtual machine's steal time): figures taken while it is high move with it."""
+    now = _cpu_times()
+    if _STARTED is None or now is None or now[1] <= _STARTED[1]:
+        return ""
+    share = (now[0] - _STARTED[0]) / (now[1] - _STARTED[1])
+    return f"\nsteal time {share:.1%} of all CPU time since the bench started (a shared host's other guests)"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
