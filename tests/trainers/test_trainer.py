@@ -1,3 +1,4 @@
+import gc
 import json
 import math
 import os
@@ -315,7 +316,6 @@ def test_training_steps_hold_no_more_tensors_than_the_first(tmp_path, tokenizer)
     """Memory levels off: nothing a step computes outlives it but the weights, their
     gradients and the optimiser's state. A long system prompt makes every batch share
     an opening, whose pass only fills a cache (its last layer never sees a backward)."""
-    import gc
 
     class LongSay(SayEnv):
         instructions = "Say something. " * 12
@@ -327,7 +327,6 @@ def test_training_steps_hold_no_more_tensors_than_the_first(tmp_path, tokenizer)
         metrics = trainer.train_step()
         assert not metrics.get("skipped_update")  # the update ran, so its graph was built
         gc.collect()
-        live.append(
-            sum(issubclass(type(o), torch.Tensor) for o in gc.get_objects())
-        )  # type(): isinstance reads __class__, which some module objects warn on
+        # By type(): isinstance reads __class__, which some module objects warn on.
+        live.append(sum(issubclass(type(o), torch.Tensor) for o in gc.get_objects()))
     assert live[1] == live[2], live
