@@ -17,7 +17,9 @@ that opens with them, and each row runs only what follows. The gradient reaches
 the prompt through the cache, so the log-probs and the gradient are those of the
 full forward pass up to float rounding, for ``1 / group_size`` of the prompt's
 cost. Before them, the opening every distinct prompt shares (a system prompt, a
-tool list: `generation.common_opening`) runs once for all of them, the same way.
+tool list: `generation.common_opening`) runs once for all of them, the same way;
+a trainer whose optimiser step spans several micro-batches runs it once for all of
+them (`opening_pass`, then `Opening.backward` after their backward passes).
 Each row reads its prompt's keys and values through a cache that never grows
 (`_FixedPrefix`), so with activation checkpointing, the layers re-run in the
 backward pass read the same cache again: the prompt pass runs without checkpointing
@@ -29,7 +31,8 @@ shape than transformers' dynamic layers.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,7 +42,7 @@ from agentenv.trainers.batch import TrainBatch
 from agentenv.trainers.generation import cache_argument, common_opening, reusable
 from agentenv.trainers.model import CausalLM, recomputed_norm_outputs
 
-__all__ = ["policy_logprobs"]
+__all__ = ["Opening", "opening_pass", "policy_logprobs"]
 
 
 def _chunk(
@@ -72,21 +75,26 @@ def policy_logprobs(
     chunk_tokens: int = 1024,
     share_prompts: bool = True,
     prompt_lengths: list[int] | None = None,
+    opening: Opening | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logp, entropy)``: ``[B, T]`` log-probs of the targets (0 off the mask) and
     the per-token entropies of the masked positions (detached). ``share_prompts``:
     rows opening with the same prompt run it once (see the module docstring); a row's
     prompt is its ids up to its first policy token, or its first ``prompt_lengths[i]``
     ids (at least 1, at most up to that token) when given: rows that differ before
-    their first scored token can still share what they open with."""
+    their first scored token can still share what they open with. ``opening`` (from
+    `opening_pass`, with ``share_prompts``): rows whose prompt opens with its ids read
+    its keys and values instead of running it."""
     if not isinstance(model, CausalLM):
         raise TypeError(
             f"expected a transformers causal LM (get_decoder, get_output_embeddings), got {type(model).__name__}"
         )
     decoder = model.get_decoder()
-    prompts = _shared_prompts(batch, prompt_lengths) if share_prompts and _can_share(model, decoder) else None
+    opening = opening if share_prompts else None
+    can_share = share_prompts and _can_share(model, decoder)
+    prompts = _shared_prompts(batch, prompt_lengths, opening) if can_share else None
     with recomputed_norm_outputs() if torch.is_grad_enabled() else contextlib.nullcontext():
-        hidden = _hidden_sharing_prompts(decoder, batch, *prompts) if prompts is not None else None
+        hidden = _hidden_sharing_prompts(decoder, batch, *prompts, opening) if prompts is not None else None
         if hidden is None:
             out = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
             hidden = _last_hidden(out)
@@ -186,13 +194,9 @@ def _fixed_prefix_layer() -> type | None:
 _FIXED_PREFIX: type | None = None
 
 
-def _shared_prompts(
-    batch: TrainBatch, lengths: list[int] | None = None
-) -> tuple[list[list[int]], list[int], list[int]] | None:
-    """``(distinct prompts, each row's prompt index, each row's prompt length)``, or None
-    when rows share neither a prompt nor an opening (`common_opening`), or a row has no
-    policy token. A row's prompt is its ids up to its first policy token, or its first
-    ``lengths[i]`` ids."""
+def _row_starts(batch: TrainBatch, lengths: list[int] | None = None) -> list[int] | None:
+    """Where each row's prompt ends: its first policy token, or ``lengths[i]``; None when a
+    row has no policy token."""
     mask = batch.mask.bool()
     if not bool(mask.any(-1).all()):
         return None
@@ -204,13 +208,103 @@ def _shared_prompts(
                 f"for first policy tokens at {starts}"
             )
         starts = list(lengths)
+    return starts
+
+
+def _shared_prompts(
+    batch: TrainBatch, lengths: list[int] | None = None, opening: Opening | None = None
+) -> tuple[list[list[int]], list[int], list[int]] | None:
+    """``(distinct prompts, each row's prompt index, each row's prompt length)``, or None
+    when rows share neither a prompt nor an opening (`common_opening`, or ``opening``),
+    or a row has no policy token. A row's prompt is its ids up to its first policy
+    token, or its first ``lengths[i]`` ids."""
+    starts = _row_starts(batch, lengths)
+    if starts is None:
+        return None
     ids = batch.input_ids.tolist()
     index: dict[tuple[int, ...], int] = {}
     rows = [index.setdefault(tuple(row[:start]), len(index)) for row, start in zip(ids, starts, strict=True)]
     prompts = [list(p) for p in index]
-    if len(index) == len(rows) and not common_opening(prompts):
+    if len(index) == len(rows) and not common_opening(prompts) and not _opens_with(prompts, opening):
         return None
     return prompts, rows, starts
+
+
+def _opens_with(prompts: list[list[int]], opening: Opening | None) -> bool:
+    """Whether every prompt opens with ``opening``'s ids and has one of its own after them."""
+    if opening is None:
+        return False
+    n = len(opening.ids)
+    return all(len(p) > n and p[:n] == opening.ids for p in prompts)
+
+
+@dataclass
+class Opening:
+    """What every prompt of an optimiser step opens with (a system prompt, a tool list),
+    run once for all the step's micro-batches (`opening_pass`) rather than once in each.
+    ``leaves``: each layer's keys and values ``[1, kv heads, len(ids), dim]``, detached,
+    which the micro-batches' passes read (``policy_logprobs(opening=...)``) and whose
+    gradients their backward passes sum; ``outputs``: the same as the opening's pass
+    made them, through which `backward` takes that sum to the weights, once."""
+
+    ids: list[int]
+    leaves: list[tuple[torch.Tensor, torch.Tensor]]
+    outputs: list[tuple[torch.Tensor, torch.Tensor]]
+
+    def backward(self) -> None:
+        """The opening's share of the gradient, after the micro-batches' backward passes:
+        the gradient the leaves gathered, through the opening's pass to the weights."""
+        pairs = [
+            (out, leaf.grad)
+            for outs, leaves in zip(self.outputs, self.leaves, strict=True)
+            for out, leaf in zip(outs, leaves, strict=True)
+            if leaf.grad is not None and out.requires_grad
+        ]
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+        self.outputs = []  # the graph, freed
+
+
+def opening_pass(model: torch.nn.Module, batches: Sequence[TrainBatch]) -> Opening | None:
+    """The opening (`common_opening`) that the prompts of all ``batches`` share, run once
+    with the gradient on when it is on; None where there is none, or the model cannot
+    share prompts (`policy_logprobs`' conditions). Call `Opening.backward` after the
+    batches' own backward passes. Equivalent to each batch running the opening itself,
+    up to float rounding (the gradients are summed in the keys and values first)."""
+    if not isinstance(model, CausalLM):
+        return None
+    decoder = model.get_decoder()
+    if not _can_share(model, decoder) or _fixed_prefix_layer() is None:
+        return None
+    distinct: dict[tuple[int, ...], None] = {}
+    for batch in batches:
+        starts = _row_starts(batch)
+        if starts is None:
+            return None
+        for row, start in zip(batch.input_ids.tolist(), starts, strict=True):
+            distinct.setdefault(tuple(row[:start]))
+    prompts = list(distinct)
+    n = common_opening(prompts)
+    if not n:
+        return None
+    device = batches[0].input_ids.device
+    ids = torch.tensor([prompts[0][:n]], device=device)
+    grad = torch.is_grad_enabled()
+    with (
+        recomputed_norm_outputs() if grad else contextlib.nullcontext(),
+        _setting(_checkpointed(decoder), "gradient_checkpointing", False),  # it writes the cache
+    ):
+        out = decoder(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            position_ids=torch.arange(n, device=device)[None],
+            use_cache=True,
+        )
+    layers = _kv_layers(getattr(out, cache_argument(decoder)))
+    if layers is None:
+        return None
+    leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in layers]
+    return Opening(list(prompts[0][:n]), leaves, layers)
 
 
 def _kv_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
@@ -231,12 +325,19 @@ def _expanded(cache: Any, index: torch.Tensor, record: bool = False) -> Any:
     indexes, and on a CPU that backward adds with atomics across threads, in an order
     that changes from run to run; it is the fallback for caches of another shape.
     ``record``: each layer keeps what its next pass reads (`_recorded`)."""
-    from transformers import DynamicCache
-
-    layers, fixed = _kv_layers(cache), _fixed_prefix_layer()
-    if layers is None or fixed is None:
+    layers = _kv_layers(cache)
+    if layers is None or _fixed_prefix_layer() is None:
         cache.batch_select_indices(index)
         return cache
+    return _fixed_cache(layers, index, record)
+
+
+def _fixed_cache(layers: list[tuple[torch.Tensor, torch.Tensor]], index: torch.Tensor, record: bool) -> Any:
+    """A transformers cache of `_FixedPrefix` layers over ``layers``' keys and values."""
+    from transformers import DynamicCache
+
+    fixed = _fixed_prefix_layer()
+    assert fixed is not None
     out = DynamicCache()
     out.layers = [fixed(keys, values, index, record) for keys, values in layers]
     return out
@@ -254,7 +355,12 @@ def _recorded(cache: Any) -> Any:
 
 
 def _hidden_sharing_prompts(
-    decoder: torch.nn.Module, batch: TrainBatch, prompts: list[list[int]], rows: list[int], starts: list[int]
+    decoder: torch.nn.Module,
+    batch: TrainBatch,
+    prompts: list[list[int]],
+    rows: list[int],
+    starts: list[int],
+    opening: Opening | None = None,
 ) -> torch.Tensor | None:
     """The decoder's last hidden states ``[B, T, H]`` at every position a policy token is
     scored from (others are 0), running each distinct prompt once; None when activation
@@ -263,19 +369,30 @@ def _hidden_sharing_prompts(
     cache_arg = cache_argument(decoder)
     checkpointed = _checkpointed(decoder)
     with _setting(checkpointed, "gradient_checkpointing", False):  # it writes the cache: not to be re-run
-        prompt_hidden, cache, prompt_att = _prompt_pass(decoder, prompts, cache_arg, device)
+        prompt_hidden, cache, prompt_att = _prompt_pass(decoder, prompts, cache_arg, device, opening)
     if checkpointed and _kv_layers(cache) is None:
         return None  # the re-run layers would write to a cache of this shape a second time
     index = torch.tensor(rows, device=device)
     cache = _expanded(cache, index)
     lengths = batch.attention_mask.sum(-1).tolist()
-    rest = max(n - s for n, s in zip(lengths, starts, strict=True))
+    # Each row runs up to its last scored position: what follows it (an episode's last
+    # token, a closing observation) scores nothing, and nothing scored reads it.
+    mask = batch.mask.bool()
+    ends = (mask.shape[1] - mask.flip(-1).int().argmax(-1)).tolist()
+    rest = max(e - s for e, s in zip(ends, starts, strict=True))
     rest_ids = torch.zeros((len(rows), rest), dtype=torch.long, device=device)
     rest_att = torch.zeros((len(rows), rest), dtype=torch.long, device=device)
-    for i, (n, s) in enumerate(zip(lengths, starts, strict=True)):
-        rest_ids[i, : n - s] = batch.input_ids[i, s:n]
-        rest_att[i, : n - s] = 1
+    for i, (e, s) in enumerate(zip(ends, starts, strict=True)):
+        rest_ids[i, : e - s] = batch.input_ids[i, s:e]
+        rest_att[i, : e - s] = 1
     starts_t = torch.tensor(starts, device=device)
+    arange = torch.arange(len(rows), device=device)
+    # Position start - 1 (the prompt's last token) scores the first policy token; the
+    # rest of each row's positions come from its own pass.
+    hidden = prompt_hidden.new_zeros((*batch.input_ids.shape, prompt_hidden.shape[-1]))
+    hidden = hidden.index_put((arange, starts_t - 1), prompt_hidden.index_select(0, index))
+    if rest == 0:  # every row scores one token, from its prompt's last position
+        return hidden
     # A row's padding (masked out) sits at its last position, not past it: a model with
     # learned absolute positions (GPT-2) has none beyond its limit, and a short row's
     # padding runs as far as the longest row's rest.
@@ -292,30 +409,35 @@ def _hidden_sharing_prompts(
             **{cache_arg: cache},
         )
     rest_hidden = _last_hidden(out)
-    # Position start - 1 (the prompt's last token) scores the first policy token; the
-    # rest of each row's positions come from its own pass.
-    hidden = rest_hidden.new_zeros((*batch.input_ids.shape, rest_hidden.shape[-1]))
-    arange = torch.arange(len(rows), device=device)
-    hidden = hidden.index_put((arange, starts_t - 1), prompt_hidden.index_select(0, index))
     columns = starts_t[:, None] + torch.arange(rest, device=device)[None, :]
     valid = rest_att.bool()
     return hidden.index_put((arange[:, None].expand_as(columns)[valid], columns[valid]), rest_hidden[valid])
 
 
 def _prompt_pass(
-    decoder: torch.nn.Module, prompts: list[list[int]], cache_arg: str, device: torch.device
+    decoder: torch.nn.Module,
+    prompts: list[list[int]],
+    cache_arg: str,
+    device: torch.device,
+    opening: Opening | None = None,
 ) -> tuple[torch.Tensor, Any, torch.Tensor]:
     """Each distinct prompt through the decoder, left-padded, after the opening they all
-    share (`common_opening`: a system prompt), which runs once for all of them:
-    ``(hidden state at each prompt's last token [P, H], the prompts' cache, its
-    attention mask [P, W])``."""
-    common = common_opening(prompts)
-    cache, head_att = None, torch.ones((len(prompts), common), dtype=torch.long, device=device)
-    if common:
-        opening = torch.tensor([prompts[0][:common]], device=device)
+    share (``opening``'s, already run, where they all open with it; else
+    `common_opening`: a system prompt), which runs once for all of them: ``(hidden state
+    at each prompt's last token [P, H], the prompts' cache, its attention mask [P, W])``."""
+    cache = None
+    if _opens_with(prompts, opening):
+        assert opening is not None
+        common = len(opening.ids)
+        cache = _fixed_cache(opening.leaves, torch.zeros(len(prompts), dtype=torch.long, device=device), True)
+    else:
+        common = common_opening(prompts)
+    head_att = torch.ones((len(prompts), common), dtype=torch.long, device=device)
+    if common and cache is None:
+        head = torch.tensor([prompts[0][:common]], device=device)
         out = decoder(
-            input_ids=opening,
-            attention_mask=torch.ones_like(opening),
+            input_ids=head,
+            attention_mask=torch.ones_like(head),
             position_ids=torch.arange(common, device=device)[None],
             use_cache=True,
         )

@@ -40,7 +40,7 @@ from agentenv.trainers.checkpoint import clear_run, latest_checkpoint, load_chec
 from agentenv.trainers.compute import ComputeMeter, world_size
 from agentenv.trainers.config import GRPOConfig
 from agentenv.trainers.distributed import DataParallel, checkpoint_reachable
-from agentenv.trainers.logprobs import policy_logprobs
+from agentenv.trainers.logprobs import Opening, opening_pass, policy_logprobs
 from agentenv.trainers.losses import batch_share, compute_loss, kl_k3, loss_kwargs, overlong_penalty
 from agentenv.trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics
 from agentenv.trainers.model import (
@@ -709,13 +709,16 @@ class GRPOTrainer:
         self.model.train()
         for _ in range(cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
+            opening = self._opening(batches)
             for i, (batch, old, share) in enumerate(zip(batches, olds, shares, strict=True)):
                 with self.dist.accumulating(sync=i == len(batches) - 1):
-                    diagnostics, logp = self._backward(batch, old, share)
+                    diagnostics, logp = self._backward(batch, old, share, opening)
                 if before is None:
                     before = logp[:UPDATE_KL_PROBE]
                 for k, v in diagnostics.items():
                     sums[k] += v * share / cfg.ppo_epochs
+            if opening is not None:
+                opening.backward()
             for group in self.optimizer.param_groups:  # a function of the step: nothing to checkpoint
                 group["lr"] = self._learning_rate()
             grad_norm = torch.nn.utils.clip_grad_norm_(
@@ -744,14 +747,25 @@ class GRPOTrainer:
         with torch.no_grad(), self._autocast():
             return [self.dist.forward(functools.partial(self._logprobs, self.model, b))[0] for b in batches]
 
+    def _opening(self, batches: Sequence[TrainBatch]) -> Opening | None:
+        """The opening every prompt of the optimiser step shares (a system prompt), run once
+        for all its micro-batches (`logprobs.opening_pass`); its backward runs after
+        theirs. In one process only: under DDP a backward after the synchronising one
+        would go unreduced."""
+        if len(batches) < 2 or self.dist.active or not self.config.reuse_kv_cache:
+            return None
+        with self._autocast():
+            return opening_pass(self.model, batches)
+
     def _backward(
-        self, batch: TrainBatch, old: torch.Tensor | None, share: float
+        self, batch: TrainBatch, old: torch.Tensor | None, share: float, opening: Opening | None = None
     ) -> tuple[dict[str, float], torch.Tensor]:
         """Loss of one micro-batch, scaled by its ``share`` of the batch, backwards;
-        returns its loss and diagnostics (unscaled) and its log-probs (detached)."""
+        returns its loss and diagnostics (unscaled) and its log-probs (detached). The
+        step's ``opening`` collects its part of the gradient (`Opening.backward`)."""
         cfg = self.config
         with self._autocast():
-            logp, entropy = self.dist.forward(lambda: self._logprobs(self.model, batch))
+            logp, entropy = self.dist.forward(lambda: self._logprobs(self.model, batch, opening))
             ref = None
             if self.ref_model is not None:
                 with torch.no_grad():
@@ -795,7 +809,9 @@ class GRPOTrainer:
         cfg = self.config
         return min(cfg.max_seq_len, cfg.max_new_tokens * (cfg.max_turns or self._max_turns))
 
-    def _logprobs(self, model: torch.nn.Module, batch: TrainBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    def _logprobs(
+        self, model: torch.nn.Module, batch: TrainBatch, opening: Opening | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = self.config
         return policy_logprobs(
             model,
@@ -803,6 +819,7 @@ class GRPOTrainer:
             temperature=cfg.temperature,
             chunk_tokens=cfg.logprob_chunk_tokens,
             share_prompts=cfg.reuse_kv_cache and not self.dist.lockstep,
+            opening=opening,
         )
 
     def _learning_rate(self) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import math
 from typing import Any
@@ -13,7 +14,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 import agentenv
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate
-from agentenv.trainers.logprobs import policy_logprobs
+from agentenv.trainers.logprobs import opening_pass, policy_logprobs
 from agentenv.trainers.model import enable_gradient_checkpointing, lean_attention, lean_norm_activations
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.tokens import build_tiny_tokenizer
@@ -226,6 +227,14 @@ def test_rows_sharing_a_prompt_get_the_log_probs_and_gradients_of_a_full_pass(mo
         assert torch.allclose(a, b, atol=1e-5)
 
 
+def _unscored_tail(batch: TrainBatch) -> int:
+    """How many of the rows' tokens come after their last scored position (each scores
+    nothing: a shared pass need not run them)."""
+    mask = batch.mask.bool()
+    ends = mask.shape[1] - mask.flip(-1).int().argmax(-1)
+    return int((batch.attention_mask.sum(-1) - ends).sum())
+
+
 def test_a_shared_prompt_runs_once(model) -> None:
     batch = _grouped_batch()
     fed, handle = _fed_tokens(model)
@@ -238,7 +247,8 @@ def test_a_shared_prompt_runs_once(model) -> None:
     finally:
         handle.remove()
     assert sum(fed) == int(batch.attention_mask.sum())
-    assert shared == sum(fed) - 2 * 7 - 2 * 4  # each group's prompt once instead of three times
+    # Each group's prompt once instead of three times, and no row's unscored last tokens.
+    assert shared == sum(fed) - 2 * 7 - 2 * 4 - _unscored_tail(batch)
 
 
 @pytest.mark.parametrize("attention", ["multi-query", "grouped-query, lean"])
@@ -250,7 +260,7 @@ def test_with_activation_checkpointing_a_shared_prompt_still_runs_once_with_the_
     fed, handle = _fed_tokens(checkpointed)
     results = [_trained_pass(model, batch, share=model is checkpointed) for model in (plain, checkpointed)]
     handle.remove()
-    assert sum(fed) == int(batch.attention_mask.sum()) - 2 * 7 - 2 * 4  # each group's prompt once
+    assert sum(fed) == int(batch.attention_mask.sum()) - 2 * 7 - 2 * 4 - _unscored_tail(batch)  # each prompt once
     (full, full_entropy, full_grads), (shared, shared_entropy, shared_grads) = results
     assert torch.allclose(shared, full, atol=1e-5)
     assert torch.allclose(shared_entropy, full_entropy, atol=1e-5)
@@ -291,6 +301,12 @@ def _trained_pass(model: torch.nn.Module, batch: TrainBatch, share: bool) -> tup
     return logp.detach(), entropy, [p.grad for p in model.parameters()]
 
 
+def _same_gradient(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal up to float32 rounding on the gradient's own scale: a pass of another shape
+    sums the embedding's many contributions in another order."""
+    return torch.allclose(a, b, atol=1e-5 * max(1.0, float(b.abs().max())))
+
+
 def _fed_tokens(model: torch.nn.Module) -> tuple[list[int], Any]:
     """The real (unmasked) tokens each decoder pass is fed, and the hook's handle."""
     fed: list[int] = []
@@ -317,13 +333,90 @@ def test_an_opening_all_prompts_share_runs_once_with_the_log_probs_and_gradients
     handle.remove()
     # The opening once, each prompt's own ids once, then every row's rest.
     assert fed[0] == OPENING
-    assert sum(fed) == int(batch.attention_mask.sum()) - (3 * group - 1) * OPENING - (group - 1) * (1 + 3 + 6)
+    own_prompts = (group - 1) * (1 + 3 + 6)
+    assert sum(fed) == int(batch.attention_mask.sum()) - (3 * group - 1) * OPENING - own_prompts - _unscored_tail(batch)
     (full, full_entropy, full_grads), (mine, mine_entropy, mine_grads) = results
     assert torch.allclose(full, _reference(plain, batch)[0] * batch.mask, atol=1e-5)
     assert torch.allclose(mine, full, atol=1e-5)
     assert torch.allclose(mine_entropy, full_entropy, atol=1e-5)
     for a, b in zip(mine_grads, full_grads, strict=True):
+        assert _same_gradient(a, b)
+
+
+@pytest.mark.parametrize("attention", ["multi-query", "grouped-query, lean", "checkpointed"])
+def test_a_step_opening_runs_once_for_all_micro_batches_with_the_gradients_of_full_passes(attention) -> None:
+    """An optimiser step over micro-batches whose prompts share a system prompt runs it
+    once (`opening_pass`), and its gradient reaches the weights through
+    `Opening.backward` after the micro-batches' own: the gradients of full passes."""
+    plain = _tiny(VOCAB) if attention == "multi-query" else _grouped_query_model()
+    shared = copy.deepcopy(plain)
+    if attention == "checkpointed":
+        enable_gradient_checkpointing(shared)
+    whole = _opening_batch()
+    micro = [
+        dataclasses.replace(whole, **{f.name: getattr(whole, f.name)[rows] for f in dataclasses.fields(whole)})
+        for rows in (torch.tensor([0, 2, 4]), torch.tensor([1, 3, 5]))  # each holds all three prompts
+    ]
+    for model in (plain, shared):
+        model.train()
+    fed, handle = _fed_tokens(shared)
+    opening = opening_pass(shared, micro)
+    assert opening is not None and len(opening.ids) == OPENING
+    mine, full = [], []
+    for batch in micro:
+        logp, _ = policy_logprobs(shared, batch, chunk_tokens=5, opening=opening)
+        (logp * batch.mask).sum().backward()
+        mine.append(logp.detach())
+        logp, _ = policy_logprobs(plain, batch, chunk_tokens=5, share_prompts=False)
+        (logp * batch.mask).sum().backward()
+        full.append(logp.detach())
+    opening.backward()
+    handle.remove()
+    assert fed.count(OPENING) == 1 and fed[0] == OPENING  # once, for both micro-batches
+    for a, b in zip(mine, full, strict=True):
         assert torch.allclose(a, b, atol=1e-5)
+    for a, b in zip(shared.parameters(), plain.parameters(), strict=True):
+        assert _same_gradient(a.grad, b.grad)
+    assert not opening.outputs  # the opening's graph is let go
+
+
+def test_without_a_shared_opening_there_is_no_step_opening(model) -> None:
+    whole = _opening_batch()
+    other = collate([Example([5, 6, 7, 8], [0, 0, 1, 0], [0.0] * 4, [1.0] * 4, [], False)], pad_id=0)
+    assert opening_pass(model, [whole, other]) is None
+
+
+@pytest.mark.parametrize("shape", ["closing observations", "one policy token each"])
+def test_a_shared_pass_runs_no_token_after_a_rows_last_scored_one(model, shape) -> None:
+    """Tokens after a row's last scored position (a closing observation, the last token)
+    are not run, and the log-probs and gradients are a full pass's; where every row
+    scores only the token after its prompt, no pass runs past the prompts."""
+    g = torch.Generator().manual_seed(4)
+    examples = []
+    for prompt_len in (6, 9):
+        prompt = torch.randint(1, VOCAB, (prompt_len,), generator=g).tolist()
+        for k in range(3):
+            turns = [(1, 0, 0)] if shape == "one policy token each" else [(2 + k, 2, 1 + k), (0, 3 * k, 0)]
+            mask, rest = [0] * prompt_len, []
+            for policy, obs, more in turns:
+                mask += [1] * policy + [0] * obs + [1] * more
+                rest += torch.randint(1, VOCAB, (policy + obs + more,), generator=g).tolist()
+            examples.append(Example(prompt + rest, mask, [0.0] * len(mask), [1.0] * len(mask), [], False))
+    batch = collate(examples, pad_id=0)
+    plain = copy.deepcopy(model)  # the module's model, no gradient of another test's in it
+    plain.zero_grad(set_to_none=True)
+    shared = copy.deepcopy(plain)
+    fed, handle = _fed_tokens(shared)
+    (full, _, full_grads), (mine, _, mine_grads) = (_trained_pass(m, batch, share=m is shared) for m in (plain, shared))
+    handle.remove()
+    tail = _unscored_tail(batch)
+    assert tail >= 6  # each row's last token, and the closing observations
+    assert sum(fed) == int(batch.attention_mask.sum()) - 2 * (6 + 9) - tail  # each prompt once; no tail
+    if shape == "one policy token each":
+        assert len(fed) == 1  # the prompts' pass alone
+    assert torch.allclose(mine, full, atol=1e-5)
+    for a, b in zip(mine_grads, full_grads, strict=True):
+        assert _same_gradient(a, b)
 
 
 def _graph_tensors() -> set[int]:

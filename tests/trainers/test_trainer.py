@@ -312,6 +312,49 @@ def test_a_finished_or_resumed_run_reports_its_whole_curve(tmp_path, tokenizer):
     assert [h["step"] for h in resumed] == [1, 2, 3]
 
 
+def _one_update(trainer: GRPOTrainer, monkeypatch) -> tuple[list[int], list[torch.Tensor]]:
+    """One training step: the tokens fed to each gradient-enabled decoder pass, and the
+    gradients the optimiser stepped with."""
+    passes: list[int] = []
+    trainer.model.get_decoder().register_forward_pre_hook(
+        lambda _m, _a, kw: passes.append(kw["input_ids"].shape[1]) if torch.is_grad_enabled() else None,
+        with_kwargs=True,
+    )
+    grads: list[torch.Tensor] = []
+    step = trainer.optimizer.step
+
+    def recorded_step() -> None:
+        grads.extend(p.grad.clone() for p in trainer.model.parameters())
+        step()
+
+    monkeypatch.setattr(trainer.optimizer, "step", recorded_step)
+    assert not trainer.train_step().get("skipped_update")
+    return passes, grads
+
+
+def test_an_optimiser_step_runs_the_shared_opening_once_with_the_same_gradients(tmp_path, tokenizer, monkeypatch):
+    """Micro-batches whose prompts open with one system prompt: the update runs it once
+    for all of them (`logprobs.opening_pass`), not once each, and the gradient is the
+    same up to float rounding."""
+
+    class LongSay(SayEnv):
+        instructions = "Say something. " * 12
+
+    def trainer(name: str) -> GRPOTrainer:
+        return GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[LongSay], config=_config(tmp_path / name))
+
+    once_passes, once_grads = _one_update(trainer("once"), monkeypatch)
+    monkeypatch.setattr(GRPOTrainer, "_opening", lambda self, batches: None)
+    each_passes, each_grads = _one_update(trainer("each"), monkeypatch)
+    opening = once_passes[0]
+    assert opening >= 10 and once_passes.count(opening) == 1
+    # 8 rows in three micro-batches of up to 3: each ran the opening's tokens, alone or in
+    # a prompt; now one pass does, and the rest of what each feeds is unchanged.
+    assert sum(each_passes) - sum(once_passes) == 2 * opening
+    for a, b in zip(once_grads, each_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5 * max(1.0, float(b.abs().max())))
+
+
 def test_training_steps_hold_no_more_tensors_than_the_first(tmp_path, tokenizer):
     """Memory levels off: nothing a step computes outlives it but the weights, their
     gradients and the optimiser's state. A long system prompt makes every batch share
