@@ -3,7 +3,9 @@
 Only the positions whose next token is a policy token are projected onto the
 vocabulary, and at most ``chunk_tokens`` of them at a time, each chunk under
 activation checkpointing: the full-vocabulary logits of the whole batch never
-exist at once, in the forward or the backward pass.
+exist at once, in the forward or the backward pass. A model whose vocabulary is no
+wider than its MLP (`holds_logits`: small test and demo models, not a real LLM) keeps
+each chunk's logits for the backward pass instead of projecting again there.
 
 The projection is the model's own: its output head's forward (a bias included),
 then what the model's forward does to the logits after it, read from its config:
@@ -104,9 +106,10 @@ def policy_logprobs(
     selected = batch.mask.bool()
     h, targets = hidden[selected], batch.targets[selected]
     logps, entropies = [], []
+    recompute = torch.is_grad_enabled() and not holds_logits(model)
     for start in range(0, h.shape[0], chunk_tokens):
         sl = slice(start, start + chunk_tokens)
-        if torch.is_grad_enabled():
+        if recompute:
             lp, ent = checkpoint(_chunk, h[sl], head, targets[sl], temperature, scale, softcap, use_reentrant=False)
         else:
             lp, ent = _chunk(h[sl], head, targets[sl], temperature, scale, softcap)
@@ -115,6 +118,16 @@ def policy_logprobs(
     flat = torch.cat(logps) if logps else h.new_zeros(0, dtype=torch.float32)
     logp = torch.zeros(batch.mask.shape, dtype=torch.float32, device=flat.device).masked_scatter(selected, flat)
     return logp, torch.cat(entropies) if entropies else flat.detach()
+
+
+def holds_logits(model: torch.nn.Module) -> bool:
+    """Whether a chunk's logits are kept for the backward pass rather than recomputed
+    there: where the vocabulary is no wider than the MLP (``intermediate_size``), they
+    weigh no more than one more layer's MLP activations for the same tokens. A real
+    LLM's vocabulary (32k-256k ids over an MLP of 2k-30k) is recomputed."""
+    config = getattr(model, "config", None)
+    vocab, width = getattr(config, "vocab_size", None), getattr(config, "intermediate_size", None)
+    return isinstance(vocab, int) and isinstance(width, int) and vocab <= width
 
 
 def _last_hidden(out: object) -> torch.Tensor:

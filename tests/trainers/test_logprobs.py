@@ -14,7 +14,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 import agentenv
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate
-from agentenv.trainers.logprobs import opening_pass, policy_logprobs
+from agentenv.trainers.logprobs import holds_logits, opening_pass, policy_logprobs
 from agentenv.trainers.model import enable_gradient_checkpointing, lean_attention, lean_norm_activations
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.tokens import build_tiny_tokenizer
@@ -22,11 +22,13 @@ from agentenv.trainers.tokens import build_tiny_tokenizer
 VOCAB = 96
 
 
-def _tiny(vocab_size: int, seed: int = 0, heads: int = 2, kv_heads: int = 1) -> Qwen2ForCausalLM:
+def _tiny(
+    vocab_size: int, seed: int = 0, heads: int = 2, kv_heads: int = 1, intermediate: int = 64
+) -> Qwen2ForCausalLM:
     config = Qwen2Config(
         vocab_size=vocab_size,
         hidden_size=32,
-        intermediate_size=64,
+        intermediate_size=intermediate,
         num_hidden_layers=1,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
@@ -93,9 +95,11 @@ def test_temperature_scales_the_logits(model, batch, temperature) -> None:
     torch.testing.assert_close(logp[mask], ref[mask], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("mlp", [64, 128], ids=["logits-recomputed", "logits-held"])
 @pytest.mark.parametrize("chunk_tokens", [1, 3, 10_000])
-def test_gradients_equal_those_of_the_plain_forward_pass(batch, chunk_tokens) -> None:
-    chunked, plain = _tiny(VOCAB, seed=1), _tiny(VOCAB, seed=1)
+def test_gradients_equal_those_of_the_plain_forward_pass(batch, chunk_tokens, mlp) -> None:
+    chunked, plain = _tiny(VOCAB, seed=1, intermediate=mlp), _tiny(VOCAB, seed=1, intermediate=mlp)
+    assert holds_logits(chunked) == (mlp >= VOCAB)
     logp, entropy = policy_logprobs(chunked, batch, chunk_tokens=chunk_tokens)
     (logp * batch.advantages).sum().backward()
     assert not entropy.requires_grad  # a diagnostic, not part of the loss
@@ -105,6 +109,20 @@ def test_gradients_equal_those_of_the_plain_forward_pass(batch, chunk_tokens) ->
         assert a.grad is not None, name
         torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-4, msg=name)
     assert chunked.model.embed_tokens.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("mlp", [64, 128], ids=["vocabulary-wider-than-the-mlp", "vocabulary-no-wider"])
+def test_a_chunks_logits_are_projected_again_in_the_backward_pass_only_for_a_wide_vocabulary(batch, mlp) -> None:
+    """A real LLM's vocabulary (wider than its MLP) is projected again in the backward
+    pass, so its logits are never held; a small model's are held instead."""
+    model = _tiny(VOCAB, intermediate=mlp)
+    calls: list[int] = []
+    model.get_output_embeddings().register_forward_hook(lambda _m, _i, out: calls.append(out.shape[0]))
+    logp, _ = policy_logprobs(model, batch, chunk_tokens=3)
+    chunks = len(calls)
+    (logp * batch.mask).sum().backward()
+    assert chunks == math.ceil(int(batch.mask.sum()) / 3)
+    assert len(calls) == (2 * chunks if mlp < VOCAB else chunks)
 
 
 def test_an_all_zero_mask_gives_zero_logprobs_and_no_entropies(model, batch) -> None:
