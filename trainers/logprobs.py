@@ -42,7 +42,7 @@ from torch.utils.checkpoint import checkpoint
 
 from agentenv.trainers.batch import TrainBatch
 from agentenv.trainers.generation import cache_argument, common_opening, reusable
-from agentenv.trainers.model import CausalLM, recomputed_norm_outputs
+from agentenv.trainers.model import CausalLM, prefix_attention, recomputed_norm_outputs
 
 __all__ = ["Opening", "opening_pass", "policy_logprobs"]
 
@@ -413,7 +413,11 @@ def _hidden_sharing_prompts(
     positions = torch.minimum(starts_t[:, None] + torch.arange(rest, device=device)[None, :], last[:, None])
     # transformers drops the cache of a checkpointed layer unless the layer only reads it,
     # as each does from a fixed prefix.
-    with _setting(checkpointed, "_can_checkpoint_with_cache", True):
+    # Without checkpointing, and where `model.lean_attention` is in place, each layer's
+    # attention reads the prompt's keys apart from the row's own, causally
+    # (`model.prefix_attention`), rather than through one full mask.
+    prefix = contextlib.nullcontext() if checkpointed else prefix_attention(prompt_att.shape[1], prompt_att[index])
+    with _setting(checkpointed, "_can_checkpoint_with_cache", True), prefix:
         out = decoder(
             input_ids=rest_ids,
             attention_mask=torch.cat([prompt_att[index], rest_att], dim=1),

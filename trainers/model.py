@@ -36,6 +36,7 @@ __all__ = [
     "lean_mlp_activations",
     "lean_norm_activations",
     "load_model",
+    "prefix_attention",
     "quiet_progress_bars",
     "recomputed_norm_outputs",
     "resolve_device",
@@ -365,14 +366,33 @@ def _grouped_sdpa(
     """transformers' sdpa attention, except that on the CPU a grouped-query layer with
     more than one query position hands sdpa its key/value heads as they are
     (``enable_gqa``) instead of repeating each for every query head of its group: the
-    repeated copies are not made, nor held for the backward pass. Every other call
-    (GPUs, decoding, position biases, soft-capping) is transformers' own."""
+    repeated copies are not made, nor held for the backward pass; and within
+    `prefix_attention`, a pass after a cached prefix attends to the prefix and to its
+    own keys apart (`_PrefixThenCausal`). Every other call (GPUs, decoding, position
+    biases, soft-capping) is transformers' own."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     groups = getattr(module, "num_key_value_groups", 1)
     plain = (
         kwargs.get("position_bias") is None and kwargs.get("softcap") is None and not kwargs.get("output_attentions")
     )
+    prefix: _Prefix | None = getattr(_prefixes, "current", None)
+    if (
+        prefix is not None
+        and plain
+        and not dropout
+        and query.device.type == "cpu"
+        and key.shape[2] == prefix.width + query.shape[2]
+        and prefix.mask.shape[0] == query.shape[0]
+    ):
+        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+        mask = torch.zeros(prefix.mask.shape, dtype=query.dtype, device=query.device)
+        mask = mask.masked_fill_(~prefix.mask, float("-inf"))[:, None, None, :]
+        w = prefix.width
+        merged = _PrefixThenCausal.apply(
+            query, key[:, :, :w], value[:, :, :w], mask, key[:, :, w:], value[:, :, w:], scale
+        )
+        return merged.transpose(1, 2).contiguous(), None
     if groups == 1 or query.device.type != "cpu" or query.shape[2] == 1 or not plain:
         out: tuple[torch.Tensor, None] = sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
@@ -388,6 +408,74 @@ def _grouped_sdpa(
         query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=causal, enable_gqa=True
     )
     return attn.transpose(1, 2).contiguous(), None
+
+
+class _PrefixThenCausal(torch.autograd.Function):
+    """Attention of queries that follow a prefix of keys (a shared prompt's, read from a
+    cache): every prefix position its mask allows, then their own keys causally. Two
+    flash-attention passes, the prefix's with its ``[B, 1, 1, P]`` mask and their own
+    with the kernel's causal mask, merged by their log-sum-exps: the one softmax over
+    both, without the ``[B, 1, L, P + L]`` mask a single pass reads for every block (on
+    the CPU that reading, not arithmetic, is much of its cost). The backward runs each
+    pass's flash backward with the merged output and log-sum-exp, which gives each its
+    share of that softmax's gradient; the query's gradient is their sum. Equal to one
+    masked pass up to float rounding."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k_prefix: torch.Tensor,
+        v_prefix: torch.Tensor,
+        mask: torch.Tensor,
+        k_own: torch.Tensor,
+        v_own: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+        out_prefix, lse_prefix = flash(q, k_prefix, v_prefix, 0.0, False, attn_mask=mask, scale=scale)
+        out_own, lse_own = flash(q, k_own, v_own, 0.0, True, scale=scale)
+        lse = torch.logaddexp(lse_prefix, lse_own)
+        out = out_prefix * (lse_prefix - lse).exp_()[..., None] + out_own * (lse_own - lse).exp_()[..., None]
+        ctx.save_for_backward(q, k_prefix, v_prefix, mask, k_own, v_own, out, lse)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        q, k_prefix, v_prefix, mask, k_own, v_own, out, lse = ctx.saved_tensors
+        backward = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+        grad = grad.contiguous()
+        dq, dk_prefix, dv_prefix = backward(
+            grad, q, k_prefix, v_prefix, out, lse, 0.0, False, attn_mask=mask, scale=ctx.scale
+        )
+        dq_own, dk_own, dv_own = backward(grad, q, k_own, v_own, out, lse, 0.0, True, scale=ctx.scale)
+        return dq.add_(dq_own), dk_prefix, dv_prefix, None, dk_own, dv_own, None
+
+
+class _Prefix:
+    def __init__(self, width: int, mask: torch.Tensor) -> None:
+        self.width, self.mask = width, mask
+
+
+_prefixes = threading.local()
+
+
+@contextmanager
+def prefix_attention(width: int, mask: torch.Tensor) -> Iterator[None]:
+    """Within (this thread): a CPU attention call through `lean_attention`'s kernel whose
+    keys are ``width`` prefix positions followed by its queries' own (a pass that reads
+    a shared prompt from a cache) runs as `_PrefixThenCausal`: ``mask`` ``[B, width]`` is
+    False at the prefix's padding, and each query sees its own keys up to itself. For a
+    pass whose rows' own tokens are left-aligned (padding only after them): a real query
+    never reaches a padded key of its own. Not for a pass that activation checkpointing
+    re-runs, outside this context, in the backward."""
+    before = getattr(_prefixes, "current", None)
+    _prefixes.current = _Prefix(width, mask.bool())
+    try:
+        yield
+    finally:
+        _prefixes.current = before
 
 
 def lean_attention(model: torch.nn.Module) -> int:

@@ -6,6 +6,7 @@ with the same output and the same gradients up to float rounding."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -15,10 +16,12 @@ from agentenv.trainers import GRPOConfig, GRPOTrainer
 from agentenv.trainers import model as model_module
 from agentenv.trainers.model import (
     GROUPED_SDPA,
+    enable_gradient_checkpointing,
     lean_activations,
     lean_attention,
     lean_mlp_activations,
     lean_norm_activations,
+    prefix_attention,
     recomputed_norm_outputs,
 )
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
@@ -132,6 +135,71 @@ def test_grouped_attention_holds_each_key_value_head_once_with_the_same_output(t
     head_dim = c.hidden_size // c.num_attention_heads
     repeated = 2 * ids.numel() * (c.num_attention_heads - c.num_key_value_heads) * head_dim * 4
     assert held - lean_held == repeated * c.num_hidden_layers
+
+
+@pytest.mark.parametrize("heads", [(4, 2), (4, 1)], ids=["grouped", "multi-query"])
+def test_prefix_attention_equals_one_masked_pass_in_output_and_gradients(heads):
+    """Queries after a padded prefix of keys, their own keys right-padded: the prefix's
+    pass and the causal pass, merged, give one masked pass's output and gradients."""
+    from agentenv.trainers.model import _grouped_sdpa
+
+    q_heads, kv_heads = heads
+    g = torch.Generator().manual_seed(0)
+    rows, width, own, dim = 3, 9, 7, 16
+    query = torch.randn(rows, q_heads, own, dim, generator=g, requires_grad=True)
+    key = torch.randn(rows, kv_heads, width + own, dim, generator=g, requires_grad=True)
+    value = torch.randn(rows, kv_heads, width + own, dim, generator=g, requires_grad=True)
+    prefix = torch.ones(rows, width, dtype=torch.bool)
+    prefix[0, :3] = prefix[2, 4:6] = False  # left padding; padding between an opening and a prompt
+    lengths = torch.tensor([own, 4, 6])  # each row's own tokens, then its padding
+    own_mask = torch.arange(own)[None] < lengths[:, None]
+    causal = torch.ones(own, own, dtype=torch.bool).tril()
+    full = torch.cat([prefix[:, None, :].expand(rows, own, width), causal.expand(rows, own, own)], -1)
+    full = full[:, None]  # a padded query's output is never read: only real ones are compared
+    module = torch.nn.Module()
+    module.num_key_value_groups = q_heads // kv_heads
+    upstream = torch.randn(rows, own, q_heads, dim, generator=g) * own_mask[:, :, None, None]
+
+    def run(split: bool) -> list[torch.Tensor]:
+        for t in (query, key, value):
+            t.grad = None
+        with prefix_attention(width, prefix) if split else contextlib.nullcontext():
+            out, _ = _grouped_sdpa(module, query, key, value, None if split else full, scaling=0.3)
+        (out * upstream).sum().backward()
+        return [out.detach() * own_mask[:, :, None, None], query.grad, key.grad, value.grad]
+
+    masked, split = run(False), run(True)
+    for a, b in zip(masked, split, strict=True):
+        assert torch.allclose(a, b, atol=1e-5), float((a - b).abs().max())
+
+
+def test_a_shared_prompt_pass_attends_through_the_prefix_unless_checkpointed(tokenizer, monkeypatch):
+    """The update's pass after a shared prompt reads the prompt's keys apart from each
+    row's own (`prefix_attention`), except where checkpointing re-runs the layers."""
+    from agentenv.trainers import model as m
+    from agentenv.trainers.batch import Example, collate
+    from agentenv.trainers.logprobs import policy_logprobs
+
+    calls: list[int] = []
+    apply = m._PrefixThenCausal.apply
+    monkeypatch.setattr(m._PrefixThenCausal, "apply", lambda *a: (calls.append(a[0].shape[2]), apply(*a))[1])
+    prompt = list(range(5, 17))
+    examples = [
+        Example(prompt + [20 + i] * (3 + i), [0] * 12 + [1] * (3 + i), [0.0] * (15 + i), [1.0] * (15 + i), [], False)
+        for i in range(3)
+    ]
+    batch = collate(examples, pad_id=0)
+    for checkpointed in (False, True):
+        model = _grouped_model(tokenizer)
+        lean_activations(model)
+        if checkpointed:
+            enable_gradient_checkpointing(model)
+        model.train()
+        calls.clear()
+        logp, _ = policy_logprobs(model, batch)
+        (logp * batch.mask).sum().backward()
+        layers = model.config.num_hidden_layers
+        assert calls == ([] if checkpointed else [3 + 2 - 1] * layers)  # each row's rest: all but its last token
 
 
 def test_grouped_attention_leaves_other_models_alone(tokenizer):
