@@ -42,7 +42,7 @@ from torch.utils.checkpoint import checkpoint
 
 from agentenv.trainers.batch import TrainBatch
 from agentenv.trainers.generation import cache_argument, common_opening, reusable
-from agentenv.trainers.model import CausalLM, prefix_attention, recomputed_norm_outputs
+from agentenv.trainers.model import CausalLM, prefix_then_causal_mask, recomputed_norm_outputs, takes_prefix_mask
 
 __all__ = ["Opening", "opening_pass", "policy_logprobs"]
 
@@ -411,16 +411,17 @@ def _hidden_sharing_prompts(
     # padding runs as far as the longest row's rest.
     last = torch.tensor(lengths, device=device) - 1
     positions = torch.minimum(starts_t[:, None] + torch.arange(rest, device=device)[None, :], last[:, None])
+    attention = torch.cat([prompt_att[index], rest_att], dim=1)
+    if device.type == "cpu" and takes_prefix_mask(decoder):
+        # Each layer reads the prompt's keys apart from the row's own, causally, rather
+        # than through one [rows, 1, rest, prompt + rest] mask (`model.prefix_then_causal_mask`).
+        attention = prefix_then_causal_mask(prompt_att[index], prompt_hidden.dtype)
     # transformers drops the cache of a checkpointed layer unless the layer only reads it,
     # as each does from a fixed prefix.
-    # Without checkpointing, and where `model.lean_attention` is in place, each layer's
-    # attention reads the prompt's keys apart from the row's own, causally
-    # (`model.prefix_attention`), rather than through one full mask.
-    prefix = contextlib.nullcontext() if checkpointed else prefix_attention(prompt_att.shape[1], prompt_att[index])
-    with _setting(checkpointed, "_can_checkpoint_with_cache", True), prefix:
+    with _setting(checkpointed, "_can_checkpoint_with_cache", True):
         out = decoder(
             input_ids=rest_ids,
-            attention_mask=torch.cat([prompt_att[index], rest_att], dim=1),
+            attention_mask=attention,
             position_ids=positions,
             use_cache=True,
             **{cache_arg: cache},

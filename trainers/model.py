@@ -36,10 +36,11 @@ __all__ = [
     "lean_mlp_activations",
     "lean_norm_activations",
     "load_model",
-    "prefix_attention",
+    "prefix_then_causal_mask",
     "quiet_progress_bars",
     "recomputed_norm_outputs",
     "resolve_device",
+    "takes_prefix_mask",
 ]
 
 
@@ -366,9 +367,9 @@ def _grouped_sdpa(
     """transformers' sdpa attention, except that on the CPU a grouped-query layer with
     more than one query position hands sdpa its key/value heads as they are
     (``enable_gqa``) instead of repeating each for every query head of its group: the
-    repeated copies are not made, nor held for the backward pass; and within
-    `prefix_attention`, a pass after a cached prefix attends to the prefix and to its
-    own keys apart (`_PrefixThenCausal`). Every other call (GPUs, decoding, position
+    repeated copies are not made, nor held for the backward pass; and with a
+    `prefix_then_causal_mask`, a pass after a cached prefix attends to the prefix and
+    to its own keys apart (`_PrefixThenCausal`). Every other call (GPUs, decoding, position
     biases, soft-capping) is transformers' own."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -376,23 +377,20 @@ def _grouped_sdpa(
     plain = (
         kwargs.get("position_bias") is None and kwargs.get("softcap") is None and not kwargs.get("output_attentions")
     )
-    prefix: _Prefix | None = getattr(_prefixes, "current", None)
-    if (
-        prefix is not None
-        and plain
-        and not dropout
-        and query.device.type == "cpu"
-        and key.shape[2] == prefix.width + query.shape[2]
-        and prefix.mask.shape[0] == query.shape[0]
-    ):
-        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-        mask = torch.zeros(prefix.mask.shape, dtype=query.dtype, device=query.device)
-        mask = mask.masked_fill_(~prefix.mask, float("-inf"))[:, None, None, :]
-        w = prefix.width
-        merged = _PrefixThenCausal.apply(
-            query, key[:, :, :w], value[:, :, :w], mask, key[:, :, w:], value[:, :, w:], scale
-        )
-        return merged.transpose(1, 2).contiguous(), None
+    if attention_mask is not None and getattr(attention_mask, PREFIX_THEN_CAUSAL, False):
+        width = attention_mask.shape[-1]
+        if key.shape[2] != width + query.shape[2]:
+            raise ValueError(
+                f"a prefix-then-causal mask of {width} positions needs {width} + {query.shape[2]} keys, "
+                f"got {key.shape[2]}"
+            )
+        if not (plain and not dropout and query.device.type == "cpu"):
+            attention_mask = _full_mask(attention_mask, query.shape[2])  # the one masked pass instead
+        else:
+            scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+            k, v = key[:, :, :width], value[:, :, :width]
+            merged = _PrefixThenCausal.apply(query, k, v, attention_mask, key[:, :, width:], value[:, :, width:], scale)
+            return merged.transpose(1, 2).contiguous(), None
     if groups == 1 or query.device.type != "cpu" or query.shape[2] == 1 or not plain:
         out: tuple[torch.Tensor, None] = sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
@@ -453,29 +451,32 @@ class _PrefixThenCausal(torch.autograd.Function):
         return dq.add_(dq_own), dk_prefix, dv_prefix, None, dk_own, dv_own, None
 
 
-class _Prefix:
-    def __init__(self, width: int, mask: torch.Tensor) -> None:
-        self.width, self.mask = width, mask
+PREFIX_THEN_CAUSAL = "_agentenv_prefix_then_causal"
 
 
-_prefixes = threading.local()
+def prefix_then_causal_mask(prefix: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The attention mask, for a pass after a cached prefix, that has `lean_attention`'s
+    kernel attend to the prefix and to each query's own keys apart (`_PrefixThenCausal`):
+    ``prefix`` ``[B, P]`` is False at the prefix's padding, and each query sees its own
+    keys up to itself. ``[B, 1, 1, P]``, additive, marked as such (transformers passes a
+    4-D mask through as it is, and activation checkpointing hands the re-run layers the
+    same one). For rows whose own tokens are left-aligned (padding only after them): a
+    real query never reaches a padded key of its own. Only for a model `takes_prefix_mask`."""
+    mask = torch.zeros(prefix.shape, dtype=dtype, device=prefix.device)
+    mask = mask.masked_fill_(~prefix.bool(), float("-inf"))[:, None, None, :]
+    setattr(mask, PREFIX_THEN_CAUSAL, True)
+    return mask
 
 
-@contextmanager
-def prefix_attention(width: int, mask: torch.Tensor) -> Iterator[None]:
-    """Within (this thread): a CPU attention call through `lean_attention`'s kernel whose
-    keys are ``width`` prefix positions followed by its queries' own (a pass that reads
-    a shared prompt from a cache) runs as `_PrefixThenCausal`: ``mask`` ``[B, width]`` is
-    False at the prefix's padding, and each query sees its own keys up to itself. For a
-    pass whose rows' own tokens are left-aligned (padding only after them): a real query
-    never reaches a padded key of its own. Not for a pass that activation checkpointing
-    re-runs, outside this context, in the backward."""
-    before = getattr(_prefixes, "current", None)
-    _prefixes.current = _Prefix(width, mask.bool())
-    try:
-        yield
-    finally:
-        _prefixes.current = before
+def takes_prefix_mask(model: torch.nn.Module) -> bool:
+    """Whether the model's attention is `lean_attention`'s, which reads `prefix_then_causal_mask`."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None) == GROUPED_SDPA
+
+
+def _full_mask(prefix: torch.Tensor, length: int) -> torch.Tensor:
+    """A `prefix_then_causal_mask` as the one ``[B, 1, L, P + L]`` additive mask it stands for."""
+    own = torch.full((length, length), float("-inf"), dtype=prefix.dtype, device=prefix.device).triu_(1)
+    return torch.cat([prefix.expand(-1, -1, length, -1), own.expand(prefix.shape[0], 1, -1, -1)], dim=-1)
 
 
 def lean_attention(model: torch.nn.Module) -> int:

@@ -6,7 +6,6 @@ with the same output and the same gradients up to float rounding."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 
 import pytest
@@ -21,7 +20,7 @@ from agentenv.trainers.model import (
     lean_attention,
     lean_mlp_activations,
     lean_norm_activations,
-    prefix_attention,
+    prefix_then_causal_mask,
     recomputed_norm_outputs,
 )
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
@@ -160,22 +159,28 @@ def test_prefix_attention_equals_one_masked_pass_in_output_and_gradients(heads):
     module.num_key_value_groups = q_heads // kv_heads
     upstream = torch.randn(rows, own, q_heads, dim, generator=g) * own_mask[:, :, None, None]
 
-    def run(split: bool) -> list[torch.Tensor]:
+    def run(mask: torch.Tensor, dropout: float = 0.0) -> list[torch.Tensor]:
         for t in (query, key, value):
             t.grad = None
-        with prefix_attention(width, prefix) if split else contextlib.nullcontext():
-            out, _ = _grouped_sdpa(module, query, key, value, None if split else full, scaling=0.3)
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            out, _ = _grouped_sdpa(module, query, key, value, mask, dropout=dropout, scaling=0.3)
         (out * upstream).sum().backward()
         return [out.detach() * own_mask[:, :, None, None], query.grad, key.grad, value.grad]
 
-    masked, split = run(False), run(True)
+    masked, split = run(full), run(prefix_then_causal_mask(prefix, torch.float32))
     for a, b in zip(masked, split, strict=True):
         assert torch.allclose(a, b, atol=1e-5), float((a - b).abs().max())
+    # With attention dropout the two passes cannot be merged: the mask it stands for is made.
+    dropped, dropped_split = run(full, 0.5), run(prefix_then_causal_mask(prefix, torch.float32), 0.5)
+    for a, b in zip(dropped, dropped_split, strict=True):
+        assert torch.equal(a, b)
 
 
-def test_a_shared_prompt_pass_attends_through_the_prefix_unless_checkpointed(tokenizer, monkeypatch):
+@pytest.mark.parametrize("checkpointed", [False, True], ids=["plain", "checkpointed"])
+def test_a_shared_prompt_pass_attends_to_the_prompt_and_its_own_keys_apart(tokenizer, monkeypatch, checkpointed):
     """The update's pass after a shared prompt reads the prompt's keys apart from each
-    row's own (`prefix_attention`), except where checkpointing re-runs the layers."""
+    row's own, in every layer, and in the layers activation checkpointing re-runs."""
     from agentenv.trainers import model as m
     from agentenv.trainers.batch import Example, collate
     from agentenv.trainers.logprobs import policy_logprobs
@@ -189,17 +194,16 @@ def test_a_shared_prompt_pass_attends_through_the_prefix_unless_checkpointed(tok
         for i in range(3)
     ]
     batch = collate(examples, pad_id=0)
-    for checkpointed in (False, True):
-        model = _grouped_model(tokenizer)
-        lean_activations(model)
-        if checkpointed:
-            enable_gradient_checkpointing(model)
-        model.train()
-        calls.clear()
-        logp, _ = policy_logprobs(model, batch)
-        (logp * batch.mask).sum().backward()
-        layers = model.config.num_hidden_layers
-        assert calls == ([] if checkpointed else [3 + 2 - 1] * layers)  # each row's rest: all but its last token
+    model = _grouped_model(tokenizer)
+    lean_activations(model)
+    if checkpointed:
+        enable_gradient_checkpointing(model)
+    model.train()
+    logp, _ = policy_logprobs(model, batch)
+    (logp * batch.mask).sum().backward()
+    layers = model.config.num_hidden_layers
+    rest = 3 + 2 - 1  # the longest row's own tokens but its last, which scores nothing
+    assert calls == [rest] * layers * (2 if checkpointed else 1)  # the backward re-runs each layer
 
 
 def test_grouped_attention_leaves_other_models_alone(tokenizer):
