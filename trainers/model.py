@@ -433,8 +433,9 @@ class _PrefixThenCausal(torch.autograd.Function):
         flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
         out_prefix, lse_prefix = flash(q, k_prefix, v_prefix, 0.0, False, attn_mask=mask, scale=scale)
         out_own, lse_own = flash(q, k_own, v_own, 0.0, True, scale=scale)
-        lse = torch.logaddexp(lse_prefix, lse_own)
+        lse = torch.logaddexp(lse_prefix, lse_own)  # float32, whatever the query's dtype
         out = out_prefix * (lse_prefix - lse).exp_()[..., None] + out_own * (lse_own - lse).exp_()[..., None]
+        out = out.to(q.dtype)
         ctx.save_for_backward(q, k_prefix, v_prefix, mask, k_own, v_own, out, lse)
         ctx.scale = scale
         return out

@@ -136,18 +136,21 @@ def test_grouped_attention_holds_each_key_value_head_once_with_the_same_output(t
     assert held - lean_held == repeated * c.num_hidden_layers
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("heads", [(4, 2), (4, 1)], ids=["grouped", "multi-query"])
-def test_prefix_attention_equals_one_masked_pass_in_output_and_gradients(heads):
+def test_prefix_attention_equals_one_masked_pass_in_output_and_gradients(heads, dtype):
     """Queries after a padded prefix of keys, their own keys right-padded: the prefix's
-    pass and the causal pass, merged, give one masked pass's output and gradients."""
+    pass and the causal pass, merged, give one masked pass's output and gradients, in
+    the query's dtype."""
     from agentenv.trainers.model import _grouped_sdpa
 
     q_heads, kv_heads = heads
     g = torch.Generator().manual_seed(0)
     rows, width, own, dim = 3, 9, 7, 16
-    query = torch.randn(rows, q_heads, own, dim, generator=g, requires_grad=True)
-    key = torch.randn(rows, kv_heads, width + own, dim, generator=g, requires_grad=True)
-    value = torch.randn(rows, kv_heads, width + own, dim, generator=g, requires_grad=True)
+    query = torch.randn(rows, q_heads, own, dim, generator=g).to(dtype).requires_grad_()
+    key = torch.randn(rows, kv_heads, width + own, dim, generator=g).to(dtype).requires_grad_()
+    value = torch.randn(rows, kv_heads, width + own, dim, generator=g).to(dtype).requires_grad_()
+    atol = 1e-5 if dtype == torch.float32 else 3e-2
     prefix = torch.ones(rows, width, dtype=torch.bool)
     prefix[0, :3] = prefix[2, 4:6] = False  # left padding; padding between an opening and a prompt
     lengths = torch.tensor([own, 4, 6])  # each row's own tokens, then its padding
@@ -157,7 +160,7 @@ def test_prefix_attention_equals_one_masked_pass_in_output_and_gradients(heads):
     full = full[:, None]  # a padded query's output is never read: only real ones are compared
     module = torch.nn.Module()
     module.num_key_value_groups = q_heads // kv_heads
-    upstream = torch.randn(rows, own, q_heads, dim, generator=g) * own_mask[:, :, None, None]
+    upstream = (torch.randn(rows, own, q_heads, dim, generator=g) * own_mask[:, :, None, None]).to(dtype)
 
     def run(mask: torch.Tensor, dropout: float = 0.0) -> list[torch.Tensor]:
         for t in (query, key, value):
@@ -168,11 +171,12 @@ def test_prefix_attention_equals_one_masked_pass_in_output_and_gradients(heads):
         (out * upstream).sum().backward()
         return [out.detach() * own_mask[:, :, None, None], query.grad, key.grad, value.grad]
 
-    masked, split = run(full), run(prefix_then_causal_mask(prefix, torch.float32))
+    masked, split = run(full), run(prefix_then_causal_mask(prefix, dtype))
     for a, b in zip(masked, split, strict=True):
-        assert torch.allclose(a, b, atol=1e-5), float((a - b).abs().max())
+        assert a.dtype == b.dtype == dtype
+        assert torch.allclose(a.float(), b.float(), atol=atol), float((a - b).abs().max())
     # With attention dropout the two passes cannot be merged: the mask it stands for is made.
-    dropped, dropped_split = run(full, 0.5), run(prefix_then_causal_mask(prefix, torch.float32), 0.5)
+    dropped, dropped_split = run(full, 0.5), run(prefix_then_causal_mask(prefix, dtype), 0.5)
     for a, b in zip(dropped, dropped_split, strict=True):
         assert torch.equal(a, b)
 
