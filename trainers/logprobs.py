@@ -46,6 +46,13 @@ from agentenv.trainers.model import CausalLM, prefix_then_causal_mask, recompute
 
 __all__ = ["Opening", "opening_pass", "policy_logprobs"]
 
+SPLIT_ATTENTION_MIN_REST = 640
+"""The fewest positions the longest row runs after its shared prompt for the update's
+attention to read the prompt's keys apart from the rows' own (`model.prefix_then_causal_mask`)
+on the CPU: below it the second kernel pass costs more than the mask it spares, above it
+reading the mask dominates (bench/split_attention.py: 0.71x at 64 positions, 0.95x at
+512, 1.11x at 640, 1.28x at 768, 16 rows after a 165-position prompt)."""
+
 
 def _chunk(
     hidden: torch.Tensor,
@@ -412,7 +419,7 @@ def _hidden_sharing_prompts(
     last = torch.tensor(lengths, device=device) - 1
     positions = torch.minimum(starts_t[:, None] + torch.arange(rest, device=device)[None, :], last[:, None])
     attention = torch.cat([prompt_att[index], rest_att], dim=1)
-    if device.type == "cpu" and takes_prefix_mask(decoder):
+    if rest >= SPLIT_ATTENTION_MIN_REST and device.type == "cpu" and takes_prefix_mask(decoder):
         # Each layer reads the prompt's keys apart from the row's own, causally, rather
         # than through one [rows, 1, rest, prompt + rest] mask (`model.prefix_then_causal_mask`).
         attention = prefix_then_causal_mask(prompt_att[index], prompt_hidden.dtype)

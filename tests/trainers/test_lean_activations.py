@@ -182,12 +182,16 @@ def test_prefix_attention_equals_one_masked_pass_in_output_and_gradients(heads, 
 
 
 @pytest.mark.parametrize("checkpointed", [False, True], ids=["plain", "checkpointed"])
-def test_a_shared_prompt_pass_attends_to_the_prompt_and_its_own_keys_apart(tokenizer, monkeypatch, checkpointed):
-    """The update's pass after a shared prompt reads the prompt's keys apart from each
-    row's own, in every layer, and in the layers activation checkpointing re-runs."""
+def test_a_long_pass_after_a_shared_prompt_attends_to_the_prompt_and_its_own_keys_apart(
+    tokenizer, monkeypatch, checkpointed
+):
+    """Rows that run long enough after their shared prompt (`SPLIT_ATTENTION_MIN_REST`,
+    lowered here) read the prompt's keys apart from their own, in every layer and in the
+    layers activation checkpointing re-runs, with the log-probs and gradients of the
+    masked pass; shorter ones take the masked pass."""
+    from agentenv.trainers import logprobs
     from agentenv.trainers import model as m
     from agentenv.trainers.batch import Example, collate
-    from agentenv.trainers.logprobs import policy_logprobs
 
     calls: list[int] = []
     apply = m._PrefixThenCausal.apply
@@ -198,16 +202,27 @@ def test_a_shared_prompt_pass_attends_to_the_prompt_and_its_own_keys_apart(token
         for i in range(3)
     ]
     batch = collate(examples, pad_id=0)
+    rest = 3 + 2 - 1  # the longest row's own tokens but its last, which scores nothing
     model = _grouped_model(tokenizer)
     lean_activations(model)
     if checkpointed:
         enable_gradient_checkpointing(model)
     model.train()
-    logp, _ = policy_logprobs(model, batch)
-    (logp * batch.mask).sum().backward()
+    runs = {}
+    for threshold in (rest + 1, rest):
+        monkeypatch.setattr(logprobs, "SPLIT_ATTENTION_MIN_REST", threshold)
+        model.zero_grad(set_to_none=True)
+        calls.clear()
+        logp, _ = logprobs.policy_logprobs(model, batch)
+        (logp * batch.mask).sum().backward()
+        runs[threshold] = logp.detach(), [p.grad.clone() for p in model.parameters()], list(calls)
+    (masked, masked_grads, masked_calls), (split, split_grads, split_calls) = runs[rest + 1], runs[rest]
     layers = model.config.num_hidden_layers
-    rest = 3 + 2 - 1  # the longest row's own tokens but its last, which scores nothing
-    assert calls == [rest] * layers * (2 if checkpointed else 1)  # the backward re-runs each layer
+    assert masked_calls == []
+    assert split_calls == [rest] * layers * (2 if checkpointed else 1)  # the backward re-runs each layer
+    assert torch.allclose(split, masked, atol=1e-5)
+    for a, b in zip(split_grads, masked_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5 * max(1.0, float(b.abs().max())))
 
 
 def test_grouped_attention_leaves_other_models_alone(tokenizer):
