@@ -307,20 +307,13 @@ def opening_pass(model: torch.nn.Module, batches: Sequence[TrainBatch]) -> Openi
     n = common_opening(prompts)
     if not n:
         return None
-    device = batches[0].input_ids.device
-    ids = torch.tensor([prompts[0][:n]], device=device)
     grad = torch.is_grad_enabled()
     with (
         recomputed_norm_outputs() if grad else contextlib.nullcontext(),
         _setting(_checkpointed(decoder), "gradient_checkpointing", False),  # it writes the cache
     ):
-        out = decoder(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            position_ids=torch.arange(n, device=device)[None],
-            use_cache=True,
-        )
-    layers = _kv_layers(getattr(out, cache_argument(decoder)))
+        cache = _opening_cache(decoder, prompts[0][:n], cache_argument(decoder), batches[0].input_ids.device)
+    layers = _kv_layers(cache)
     if layers is None:
         return None
     leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in layers]
@@ -418,11 +411,12 @@ def _hidden_sharing_prompts(
     # padding runs as far as the longest row's rest.
     last = torch.tensor(lengths, device=device) - 1
     positions = torch.minimum(starts_t[:, None] + torch.arange(rest, device=device)[None, :], last[:, None])
-    attention = torch.cat([prompt_att[index], rest_att], dim=1)
     if rest >= SPLIT_ATTENTION_MIN_REST and device.type == "cpu" and takes_prefix_mask(decoder):
         # Each layer reads the prompt's keys apart from the row's own, causally, rather
         # than through one [rows, 1, rest, prompt + rest] mask (`model.prefix_then_causal_mask`).
         attention = prefix_then_causal_mask(prompt_att[index], prompt_hidden.dtype)
+    else:
+        attention = torch.cat([prompt_att[index], rest_att], dim=1)
     # transformers drops the cache of a checkpointed layer unless the layer only reads it,
     # as each does from a fixed prefix.
     with _setting(checkpointed, "_can_checkpoint_with_cache", True):
@@ -437,6 +431,18 @@ def _hidden_sharing_prompts(
     columns = starts_t[:, None] + torch.arange(rest, device=device)[None, :]
     valid = rest_att.bool()
     return hidden.index_put((arange[:, None].expand_as(columns)[valid], columns[valid]), rest_hidden[valid])
+
+
+def _opening_cache(decoder: torch.nn.Module, ids: Sequence[int], cache_arg: str, device: torch.device) -> Any:
+    """The cache of one pass over an opening's ``ids`` (one row, no padding)."""
+    head = torch.tensor([list(ids)], device=device)
+    out = decoder(
+        input_ids=head,
+        attention_mask=torch.ones_like(head),
+        position_ids=torch.arange(head.shape[1], device=device)[None],
+        use_cache=True,
+    )
+    return getattr(out, cache_arg)
 
 
 def _prompt_pass(
@@ -459,14 +465,8 @@ def _prompt_pass(
         common = common_opening(prompts)
     head_att = torch.ones((len(prompts), common), dtype=torch.long, device=device)
     if common and cache is None:
-        head = torch.tensor([prompts[0][:common]], device=device)
-        out = decoder(
-            input_ids=head,
-            attention_mask=torch.ones_like(head),
-            position_ids=torch.arange(common, device=device)[None],
-            use_cache=True,
-        )
-        cache = _expanded(getattr(out, cache_arg), torch.zeros(len(prompts), dtype=torch.long, device=device), True)
+        opened = _opening_cache(decoder, prompts[0][:common], cache_arg, device)
+        cache = _expanded(opened, torch.zeros(len(prompts), dtype=torch.long, device=device), True)
     width = max(len(p) for p in prompts) - common
     ids = torch.zeros((len(prompts), width), dtype=torch.long)
     att = torch.zeros((len(prompts), width), dtype=torch.long)

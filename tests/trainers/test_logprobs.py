@@ -18,6 +18,7 @@ from agentenv.trainers.logprobs import holds_logits, opening_pass, policy_logpro
 from agentenv.trainers.model import enable_gradient_checkpointing, lean_attention, lean_norm_activations
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.tokens import build_tiny_tokenizer
+from tests.trainers.toy import same_gradient
 
 VOCAB = 96
 
@@ -242,7 +243,7 @@ def test_rows_sharing_a_prompt_get_the_log_probs_and_gradients_of_a_full_pass(mo
     assert torch.allclose(shared_entropy, full_entropy, atol=1e-5)
     assert torch.allclose(full, _reference(model, batch)[0] * batch.mask, atol=1e-5)
     for a, b in zip(shared_grads, full_grads, strict=True):
-        assert _same_gradient(a, b)
+        assert same_gradient(a, b)
 
 
 def _unscored_tail(batch: TrainBatch) -> int:
@@ -283,7 +284,7 @@ def test_with_activation_checkpointing_a_shared_prompt_still_runs_once_with_the_
     assert torch.allclose(shared, full, atol=1e-5)
     assert torch.allclose(shared_entropy, full_entropy, atol=1e-5)
     for a, b in zip(shared_grads, full_grads, strict=True):
-        assert _same_gradient(a, b)
+        assert same_gradient(a, b)
     decoder = checkpointed.get_decoder()
     assert all(m.gradient_checkpointing for m in decoder.layers)  # restored after the prompt pass
     assert not any("_can_checkpoint_with_cache" in vars(m) for m in decoder.modules())
@@ -317,12 +318,6 @@ def _trained_pass(model: torch.nn.Module, batch: TrainBatch, share: bool) -> tup
     logp, entropy = policy_logprobs(model, batch, chunk_tokens=5, share_prompts=share)
     (logp * batch.mask).sum().backward()
     return logp.detach(), entropy, [p.grad for p in model.parameters()]
-
-
-def _same_gradient(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Equal up to float32 rounding on the gradient's own scale: a pass of another shape
-    sums the embedding's many contributions in another order."""
-    return torch.allclose(a, b, atol=1e-5 * max(1.0, float(b.abs().max())))
 
 
 def _fed_tokens(model: torch.nn.Module) -> tuple[list[int], Any]:
@@ -363,7 +358,7 @@ def test_an_opening_all_prompts_share_runs_once_with_the_log_probs_and_gradients
     assert torch.allclose(mine, full, atol=1e-5)
     assert torch.allclose(mine_entropy, full_entropy, atol=1e-5)
     for a, b in zip(mine_grads, full_grads, strict=True):
-        assert _same_gradient(a, b)
+        assert same_gradient(a, b)
 
 
 @pytest.mark.parametrize("attention", ["multi-query", "grouped-query, lean", "checkpointed"])
@@ -399,7 +394,7 @@ def test_a_step_opening_runs_once_for_all_micro_batches_with_the_gradients_of_fu
     for a, b in zip(mine, full, strict=True):
         assert torch.allclose(a, b, atol=1e-5)
     for a, b in zip(shared.parameters(), plain.parameters(), strict=True):
-        assert _same_gradient(a.grad, b.grad)
+        assert same_gradient(a.grad, b.grad)
     assert not opening.outputs  # the opening's graph is let go
 
 
@@ -439,7 +434,7 @@ def test_a_shared_pass_runs_no_token_after_a_rows_last_scored_one(model, shape) 
         assert len(fed) == 1  # the prompts' pass alone
     assert torch.allclose(mine, full, atol=1e-5)
     for a, b in zip(mine_grads, full_grads, strict=True):
-        assert _same_gradient(a, b)
+        assert same_gradient(a, b)
 
 
 def _graph_tensors() -> set[int]:
