@@ -298,6 +298,15 @@ def report(args: argparse.Namespace, results: dict[str, list[dict[str, Any]]], h
             f"{ours} / {theirs}: step time {t:.2f}x (target <= {TARGET_TIME}: {verdict[t <= TARGET_TIME]}); "
             f"peak memory {m:.2f}x (target <= {TARGET_MEMORY}: {verdict[m <= TARGET_MEMORY]})"
         )
+    # A round's runs follow one another within a couple of minutes: on a shared host the
+    # ratio within each round shows how far the pooled one moves with the host's load.
+    print("step time per round (median over median, rounds in order):")
+    for ours, theirs in PAIRS:
+        ratios = [
+            statistics.median(a["times"]) / statistics.median(b["times"])
+            for a, b in zip(results[ours], results[theirs], strict=True)
+        ]
+        print(f"  {ours} / {theirs}: " + " ".join(f"{x:.2f}" for x in ratios) + f" (largest {max(ratios):.2f}x)")
 
 
 if __name__ == "__main__":
