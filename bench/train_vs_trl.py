@@ -10,7 +10,8 @@ micro-batches of 16, one optimiser step of AdamW per step, no KL term, the same
 reward function (a hash of the completion's text, so groups differ and every step
 updates). A random model almost never ends its turn, so each completion runs to 64
 tokens in both. Each trainer runs in a subprocess of its own (TRL's with
-``.venv-bench/bin/python``), alternating over ``--rounds`` so drift hits both alike.
+``.venv-bench/bin/python``), over ``--rounds``: each compared pair runs back to back,
+and every other round runs the roles in reverse order, so a host's drift hits both alike.
 Each trainer runs with activation checkpointing off and on (TRL's default is on,
 agentenv's off), and the ratios compare like with like, then default with default.
 
@@ -41,11 +42,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 TARGET_TIME, TARGET_MEMORY = 0.5, 0.7  # agentenv over TRL
-ROLES = {  # name: (python, what it is)
+ROLES = {  # name: (python, what it is), in the order a round runs them (each pair adjacent)
     "agentenv": ("", "agentenv GRPOTrainer, defaults (KV reuse on, no activation checkpointing)"),
-    "agentenv-ckpt": ("", "agentenv GRPOTrainer, activation checkpointing on, as TRL's defaults"),
-    "trl": ("bench", "TRL GRPOTrainer, defaults (activation checkpointing on)"),
     "trl-matched": ("bench", "TRL GRPOTrainer, activation checkpointing off, as agentenv"),
+    "trl": ("bench", "TRL GRPOTrainer, defaults (activation checkpointing on)"),
+    "agentenv-ckpt": ("", "agentenv GRPOTrainer, activation checkpointing on, as TRL's defaults"),
 }
 PAIRS = [  # (agentenv role, TRL role): like for like, then each trainer's defaults
     ("agentenv", "trl-matched"),
@@ -258,14 +259,19 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _common import header
 
-    per_step = (args.warmup + args.steps) * args.rounds * len(ROLES)
-    print(f"{per_step} steps in all, each about 10-30 s on an idle 2-core machine", flush=True)
+    runs = args.rounds * len(ROLES)
+    print(
+        f"{runs} runs of {args.warmup + args.steps} steps each, about 10-30 s a run on an idle 2-core machine",
+        flush=True,
+    )
     results: dict[str, list[dict[str, Any]]] = {role: [] for role in ROLES}
     with tempfile.TemporaryDirectory(prefix="train_vs_trl_") as tmp:
         folder = Path(tmp)
         prepare(folder)
         for r in range(args.rounds):
-            for role, (venv, _) in ROLES.items():
+            order = list(ROLES) if r % 2 == 0 else list(reversed(ROLES))  # ABBA: a linear drift cancels
+            for role in order:
+                venv = ROLES[role][0]
                 python = BENCH_PYTHON if venv == "bench" else sys.executable
                 start = time.perf_counter()
                 results[role].append(run_child(python, role, args, folder))
