@@ -42,7 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 TARGET_TIME, TARGET_MEMORY = 0.5, 0.7  # agentenv over TRL
-ROLES = {  # name: (python, what it is), in the order a round runs them (each pair adjacent)
+ROLES = {  # name: (python, what it is), in the order a round runs them (like-for-like pairs adjacent)
     "agentenv": ("", "agentenv GRPOTrainer, defaults (KV reuse on, no activation checkpointing)"),
     "trl-matched": ("bench", "TRL GRPOTrainer, activation checkpointing off, as agentenv"),
     "trl": ("bench", "TRL GRPOTrainer, defaults (activation checkpointing on)"),
