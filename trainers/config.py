@@ -237,6 +237,13 @@ class GRPOConfig(BaseModel):
     head once instead of once per query head (`lean_attention`; gradients equal up to
     float rounding). About two fifths less activation memory on the benches' Qwen2 (0.43
     on 16 rows of 160 tokens), no slower. Modules of any other shape are left as they are."""
+    cpu_onednn_linear: bool = True
+    """Training on the CPU: the model's linear layers take float32 products from oneDNN
+    instead of MKL (`gemm.onednn_linear`), forward and backward, in training and in
+    sampling. On AMD CPUs, where MKL runs at about half the cores' float32 peak, a
+    single-turn step is about a fifth faster (bench/cpu_gemm.py, bench/train_vs_trl.py);
+    results equal MKL's up to float rounding. Ignored on GPUs, and where PyTorch lacks
+    the kernel."""
     cpu_keep_freed_memory: bool = True
     """Training on the CPU: glibc's malloc keeps freed blocks of up to 1 GiB for the next
     step instead of returning them to the kernel and faulting them in again (process-wide;

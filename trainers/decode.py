@@ -34,6 +34,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from agentenv.trainers import gemm
+
 __all__ = ["LeanDecoder", "SharedHeads", "lean_decoder"]
 
 FAMILIES = {  # causal LM class: its module's attention class
@@ -124,7 +126,7 @@ products outweigh the calls around them) each projection runs alone, with no cop
 class _Layer:
     """One decoder layer's modules and, with ``fuse``, its concatenated weights."""
 
-    def __init__(self, layer: Any, fuse: bool) -> None:
+    def __init__(self, layer: Any, fuse: bool, onednn: bool) -> None:
         attn, mlp = layer.self_attn, layer.mlp
         self.input_norm, self.post_norm = layer.input_layernorm, layer.post_attention_layernorm
         self.q_norm, self.k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
@@ -134,6 +136,7 @@ class _Layer:
         self.projs = [attn.q_proj, attn.k_proj, attn.v_proj]
         self.gate_proj, self.up_proj = mlp.gate_proj, mlp.up_proj
         self.qkv = self.gate_up = self.qkv_bias = self.gate_up_bias = None
+        self.linear: Callable[..., torch.Tensor] = gemm.linear if onednn else F.linear
         if fuse:
             self.qkv = torch.cat([p.weight for p in self.projs])
             self.qkv_bias = _biases(self.projs)
@@ -143,12 +146,12 @@ class _Layer:
     def qkv_of(self, h: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.qkv is None:
             return tuple(p(h) for p in self.projs)
-        return F.linear(h, self.qkv, self.qkv_bias).split([p.out_features for p in self.projs], dim=-1)
+        return self.linear(h, self.qkv, self.qkv_bias).split([p.out_features for p in self.projs], dim=-1)
 
     def gate_up_of(self, h: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if self.gate_up is None:
             return self.gate_proj(h), self.up_proj(h)
-        return F.linear(h, self.gate_up, self.gate_up_bias).split(self.gate_proj.out_features, dim=-1)
+        return self.linear(h, self.gate_up, self.gate_up_bias).split(self.gate_proj.out_features, dim=-1)
 
     @staticmethod
     def fused_bytes(layer: Any) -> int:
@@ -186,7 +189,7 @@ class LeanDecoder:
         self.head_dim = int(layers[0].self_attn.head_dim)
         fuse = sum(_Layer.fused_bytes(layer) for layer in layers) <= FUSE_MAX_BYTES
         with torch.no_grad():
-            self.layers = [_Layer(layer, fuse) for layer in layers]
+            self.layers = [_Layer(layer, fuse, gemm.routed(layer.self_attn.q_proj)) for layer in layers]
         self.shared: SharedHeads | None = None
         """Set by `sample` when rows share prompts: each prompt's keys and values are then
         read once for all its rows, not once per row (decoding reads the whole cache every

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import agentenv
+from agentenv.trainers import gemm
 from agentenv.trainers.tokens import build_tiny_tokenizer
 
 __all__ = [
@@ -114,13 +115,16 @@ class _SwiGLUDown(torch.autograd.Function):
     """``linear(silu(gate) * up, weight, bias)`` keeping only ``gate`` and ``up`` for the
     backward pass: ``silu(gate)`` and the product are recomputed there (two elementwise
     ops) instead of held from the forward pass. The backward computes each gradient with
-    the ops autograd runs for the unfused graph, so the gradients are the same bits."""
+    the ops autograd runs for the unfused graph, so the gradients are the same bits;
+    with ``onednn``, those of a down projection routed by `gemm.onednn_linear`."""
 
     @staticmethod
-    def forward(ctx: Any, gate: torch.Tensor, up: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
+    def forward(
+        ctx: Any, gate: torch.Tensor, up: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, onednn: bool
+    ) -> Any:
         ctx.save_for_backward(gate, up, weight)
-        ctx.has_bias = bias is not None
-        return F.linear(F.silu(gate) * up, weight, bias)
+        ctx.has_bias, ctx.onednn = bias is not None, onednn
+        return (gemm.linear if onednn else F.linear)(F.silu(gate) * up, weight, bias)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
@@ -133,21 +137,24 @@ class _SwiGLUDown(torch.autograd.Function):
         flat = grad.reshape(-1, grad.shape[-1])
         if ctx.needs_input_grad[2]:
             h = act * up
-            grad_weight = (flat.t() @ h.reshape(-1, h.shape[-1])).to(weight.dtype)
+            if ctx.onednn:
+                grad_weight = gemm.grad_weight(grad, h).to(weight.dtype)
+            else:
+                grad_weight = (flat.t() @ h.reshape(-1, h.shape[-1])).to(weight.dtype)
             del h
         if ctx.has_bias and ctx.needs_input_grad[3]:
             grad_bias = flat.sum(0).to(weight.dtype)
-        grad_h = grad @ weight.to(grad.dtype)
+        grad_h = gemm.grad_input(grad, weight.to(grad.dtype)) if ctx.onednn else grad @ weight.to(grad.dtype)
         grad_up = act.mul_(grad_h)  # grad_h * silu(gate)
         grad_h.mul_(up)
         grad_gate = torch.ops.aten.silu_backward.grad_input(grad_h, gate, grad_input=grad_h)
-        return grad_gate, grad_up, grad_weight, grad_bias
+        return grad_gate, grad_up, grad_weight, grad_bias, None
 
 
 def _swiglu_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     gate, up, down = self.gate_proj(x), self.up_proj(x), self.down_proj
     if torch.is_grad_enabled() and (gate.requires_grad or up.requires_grad or down.weight.requires_grad):
-        out: torch.Tensor = _SwiGLUDown.apply(gate, up, down.weight, down.bias)
+        out: torch.Tensor = _SwiGLUDown.apply(gate, up, down.weight, down.bias, gemm.routed(down))
         return out
     return down(self.act_fn(gate) * up)
 
@@ -171,7 +178,7 @@ def _computes_swiglu(module: torch.nn.Module, parts: tuple[torch.nn.Linear, ...]
     x = torch.randn(2, 3, gate.in_features, generator=g, device=gate.weight.device, dtype=gate.weight.dtype)
     with torch.no_grad():
         expected = module(x)
-        fused = _SwiGLUDown.apply(gate(x), up(x), down.weight, down.bias)
+        fused = _SwiGLUDown.apply(gate(x), up(x), down.weight, down.bias, gemm.routed(down))
     return bool(torch.allclose(expected, fused, rtol=1e-4, atol=1e-5))
 
 

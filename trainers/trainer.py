@@ -40,6 +40,7 @@ from agentenv.trainers.checkpoint import clear_run, latest_checkpoint, load_chec
 from agentenv.trainers.compute import ComputeMeter, world_size
 from agentenv.trainers.config import GRPOConfig
 from agentenv.trainers.distributed import DataParallel, checkpoint_reachable
+from agentenv.trainers.gemm import onednn_linear
 from agentenv.trainers.logprobs import Opening, opening_pass, policy_logprobs
 from agentenv.trainers.losses import batch_share, compute_loss, kl_k3, loss_kwargs, overlong_penalty
 from agentenv.trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics
@@ -184,6 +185,8 @@ class GRPOTrainer:
         if cfg.lean_activations:  # after peft: its wrapped layers are left alone
             # Grouped attention only helps on the CPU; elsewhere the model keeps "sdpa".
             lean_activations(model, attention=self.device.type == "cpu")
+        if cfg.cpu_onednn_linear and self.device.type == "cpu":
+            onednn_linear(model)
         return model.to(self.device)
 
     def _rlpr_scorer(self) -> RLPRScorer | None:

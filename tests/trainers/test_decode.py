@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import (
     GPT2Config,
     GPT2LMHeadModel,
@@ -26,7 +27,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-from agentenv.trainers import decode
+from agentenv.trainers import decode, gemm
 from agentenv.trainers.decode import lean_decoder
 from agentenv.trainers.generation import sample
 
@@ -97,17 +98,23 @@ def _same(a: Any, b: Any) -> None:
 @pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "one-by-one"])
+@pytest.mark.parametrize("onednn", [False, True], ids=["mkl", "onednn"])
 def test_the_lean_step_samples_what_the_forward_samples(
-    family: str, temperature: float, fused: bool, monkeypatch: pytest.MonkeyPatch
+    family: str, temperature: float, fused: bool, onednn: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the projections' weights concatenated (a small model) and one by one (a
-    model past `FUSE_MAX_BYTES`, where the copies would cost memory and save nothing)."""
+    model past `FUSE_MAX_BYTES`, where the copies would cost memory and save nothing);
+    with the linear layers' products on MKL and on oneDNN (`gemm.onednn_linear`, as the
+    trainer has them on the CPU: the lean step's fused products follow)."""
     if not fused:
         monkeypatch.setattr(decode, "FUSE_MAX_BYTES", 0)
     model = _model(family)
+    if onednn and not gemm.onednn_linear(model):
+        pytest.skip("this PyTorch has no oneDNN linear kernel")
     step = lean_decoder(model)
     assert step is not None, f"{family} should take the lean step"
     assert (step.layers[0].qkv is not None) is fused
+    assert all(layer.linear is (gemm.linear if onednn else F.linear) for layer in step.layers)
     lean, forward = (
         _sample(model, lean=True, temperature=temperature),
         _sample(model, lean=False, temperature=temperature),
