@@ -12,12 +12,15 @@ any other input (a GPU, bfloat16) takes `F.linear` as before, so the choice foll
 the tensors, not the model's device at the time. The results are float32 products
 like MKL's, summed in another order: equal up to float rounding, not bit for bit.
 Where PyTorch lacks the oneDNN kernel, or it disagrees with `F.linear` on a probe,
-nothing changes (`available`).
+nothing changes (`available`). oneDNN makes a kernel per shape of a product and caches
+it: importing this module bounds its caches (`CACHED_KERNELS`), or a multi-turn run's
+memory would grow with every new shape.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import types
 from typing import Any
 
@@ -25,6 +28,19 @@ import torch
 import torch.nn.functional as F
 
 __all__ = ["available", "grad_input", "grad_weight", "linear", "onednn_linear", "routed"]
+
+CACHED_KERNELS = 16
+"""How many of its kernels (each made for one shape of a product) oneDNN keeps, in each
+of its two caches (oneDNN's own and PyTorch's ideep layer's: ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``
+and ``LRU_CACHE_CAPACITY``), unless the process sets them itself. A cached kernel holds
+about 0.6 MiB, and at their default of 1024 each, memory grows by hundreds of MiB over a
+multi-turn run, whose products change shape every turn (bench/cpu_gemm.py ``--shapes``);
+making a kernel again costs a fraction of a millisecond. oneDNN reads them when it
+first runs in the process: they are set on importing this module, so a process that
+ran oneDNN before (a bfloat16 product on the CPU) keeps its defaults."""
+
+for _name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
+    os.environ.setdefault(_name, str(CACHED_KERNELS))
 
 
 @functools.cache
@@ -65,7 +81,7 @@ def grad_input(grad: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``grad @ weight``: a linear layer's gradient for its input."""
     if not _takes(grad, weight):
         return grad @ weight
-    return _product(grad, weight.t())
+    return _product(grad.contiguous(), weight.t())
 
 
 def grad_weight(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -76,6 +92,9 @@ def grad_weight(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     flat_grad, flat_x = grad.reshape(-1, grad.shape[-1]), x.reshape(-1, x.shape[-1])
     if not _takes(flat_grad, flat_x):
         return flat_grad.t() @ flat_x
+    # A gradient broadcast from a sum has zero strides, which oneDNN reads as a weight
+    # element by element: hundreds of times slower than copying it first.
+    flat_grad, flat_x = flat_grad.contiguous(), flat_x.contiguous()
     if flat_x.shape[-1] < flat_grad.shape[-1]:
         return _product(flat_x.t(), flat_grad.t()).t()
     return _product(flat_grad.t(), flat_x.t())
