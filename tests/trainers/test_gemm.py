@@ -141,9 +141,12 @@ def test_memory_stays_bounded_over_products_of_many_shapes():
     multi-turn run changes shape every turn. With the caches bounded on import, 120
     shapes cost about what they cost MKL (the default caches: ~300 MiB more)."""
 
+    caches = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+    env = {k: v for k, v in os.environ.items() if k not in caches}
+
     def growth(backend: str) -> float:
-        env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")}
-        out = subprocess.run([sys.executable, "-c", GROWTH, backend], env=env, capture_output=True, text=True, check=True)
+        cmd = [sys.executable, "-c", GROWTH, backend]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
         return float(out.stdout.split()[-1])
 
     assert growth("onednn") - growth("mkl") < 60
