@@ -1,17 +1,21 @@
 """GRPO trainer speed on the CPU: the KV cache kept across turns, on and off.
 
-    .venv/bin/python bench/train_cpu.py                  # ~5 min on an idle 2-core machine
+    .venv/bin/python bench/train_cpu.py                  # ~6 min on an idle 2-core machine
     .venv/bin/python bench/train_cpu.py --turns 5 --steps 3
 
-Two `GRPOTrainer`s in one process, identical but for ``reuse_kv_cache``, each with
-its own copy of one random-init Qwen2 (hidden 256, 4 layers), on guess-number-v0
+Three `GRPOTrainer`s in one process, each with its own copy of one random-init
+Qwen2 (hidden 256, 4 layers): "kept" keeps each episode's KV cache across turns
+(``reuse_kv_cache``); "off" does not, and shares prompts as "kept" does
+(``share_prompts``: a group's prompt runs once, in sampling and in the update); the
+target is kept over off. "neither" shares nothing either: both settings off, for
+the whole of what computing keys and values once saves. All on guess-number-v0
 with its tools shown as JSON schemas. A random model never makes a valid call, so
 every episode runs ``--turns`` turns of ``--max-new-tokens`` tokens (the format
-ending is raised to match): a fixed load, the same for both. The format penalty is
+ending is raised to match): a fixed load, the same for all. The format penalty is
 0.1 or 0.2 by a hash of the action, so groups differ and every step updates. Steps
-alternate between the two trainers so that drift hits both alike; figures are
+alternate between the trainers so that drift hits all alike; figures are
 medians over the measured steps. Sampling is the same with and without the cache
-(tests/trainers/test_kv_reuse.py), so both trainers train on the same episodes.
+(tests/trainers/test_kv_reuse.py), so the trainers train on the same episodes.
 
 Left out: the single-turn comparison with TRL (bench/train_vs_trl.py), GPUs (bench/train_gpu.py).
 """
@@ -39,7 +43,8 @@ from agentenv.trainers.model import oracle_corpus
 from agentenv.trainers.tokens import build_tiny_tokenizer
 
 ENV = "guess-number-v0"
-TARGET = 2.0  # steps/s with the cache kept, over without
+TARGET = 2.0  # steps/s with the cache kept across turns, over without (prompts shared in both)
+ARMS = {"kept": (True, True), "off": (False, True), "neither": (False, False)}  # (reuse_kv_cache, share_prompts)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -90,7 +95,8 @@ def make_env(args: argparse.Namespace) -> agentenv.Env:
     return env
 
 
-def make_trainer(model: torch.nn.Module, tokenizer: Any, args: argparse.Namespace, out: str, reuse: bool) -> Any:
+def make_trainer(model: torch.nn.Module, tokenizer: Any, args: argparse.Namespace, out: str, arm: str) -> Any:
+    reuse, share = ARMS[arm]
     config = GRPOConfig(
         model="random-init/qwen2",
         envs={ENV: 1.0},
@@ -108,6 +114,7 @@ def make_trainer(model: torch.nn.Module, tokenizer: Any, args: argparse.Namespac
         tensorboard=False,
         learning_rate=1e-6,
         reuse_kv_cache=reuse,
+        share_prompts=share,
     )
     return GRPOTrainer(model, tokenizer, envs=[lambda: make_env(args)], config=config)
 
@@ -119,25 +126,22 @@ def main() -> None:
     tokenizer = build_tiny_tokenizer(oracle_corpus([ENV]), vocab_size=512)
     model = build_model(tokenizer, args.hidden, args.layers)
     print(
-        f"{2 * (args.warmup + args.steps)} steps of {args.batch_size} episodes x {args.turns} turns; "
-        "about 20-40 s a step on an idle 2-core machine",
+        f"{len(ARMS) * (args.warmup + args.steps)} steps of {args.batch_size} episodes x {args.turns} turns; "
+        "about 4-10 s a step on an idle 2-core machine",
         flush=True,
     )
-    rows: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    rows: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
     with tempfile.TemporaryDirectory(prefix="train_cpu_") as out:
-        trainers = {
-            reuse: make_trainer(copy.deepcopy(model), tokenizer, args, f"{out}/{reuse}", reuse)
-            for reuse in (True, False)
-        }
+        trainers = {arm: make_trainer(copy.deepcopy(model), tokenizer, args, f"{out}/{arm}", arm) for arm in ARMS}
         for i in range(args.warmup + args.steps):
-            for reuse, trainer in trainers.items():
+            for arm, trainer in trainers.items():
                 trainer.step = i  # the sampler draws tasks and seeds from it: the same for both
                 start = time.perf_counter()
                 m = trainer.train_step()
                 wall = time.perf_counter() - start
-                print(f"step {i} cache {'kept' if reuse else 'off '}: {wall:6.2f} s", flush=True)
+                print(f"step {i} {arm:7s}: {wall:6.2f} s", flush=True)
                 if i >= args.warmup:
-                    rows[reuse].append(
+                    rows[arm].append(
                         {
                             "wall": wall,
                             "gen": m["time/generate_s"],
@@ -149,8 +153,8 @@ def main() -> None:
     report(args, model, rows)
 
 
-def report(args: argparse.Namespace, model: torch.nn.Module, rows: dict[bool, list[dict[str, float]]]) -> None:
-    med = {reuse: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for reuse, rs in rows.items()}
+def report(args: argparse.Namespace, model: torch.nn.Module, rows: dict[str, list[dict[str, float]]]) -> None:
+    med = {arm: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for arm, rs in rows.items()}
     c = model.config
     print("\n" + header("bench/train_cpu.py: GRPOTrainer.train_step, KV cache across turns kept vs off"))
     print(
@@ -167,16 +171,18 @@ def report(args: argparse.Namespace, model: torch.nn.Module, rows: dict[bool, li
         ("turns per episode", "turns", ".1f"),
         ("generated tokens per step", "tokens", ".0f"),
     ):
-        body.append((name, f"{med[True][key]:{fmt}}", f"{med[False][key]:{fmt}}"))
-    speedup = med[False]["wall"] / med[True]["wall"]
-    gen_speedup = med[False]["gen"] / med[True]["gen"]
-    body.append(("steps/s", f"{1 / med[True]['wall']:.3f}", f"{1 / med[False]['wall']:.3f}"))
-    print(table(["figure", "cache kept", "cache off"], body))
-    verdict = "met" if speedup >= TARGET else "MISSED"
-    print(
-        f"\nsteps/s, kept over off: {speedup:.2f}x (target >= {TARGET:g}x: {verdict}); "
-        f"generation alone: {gen_speedup:.2f}x"
-    )
+        body.append((name, *(f"{med[arm][key]:{fmt}}" for arm in ARMS)))
+    body.append(("steps/s", *(f"{1 / med[arm]['wall']:.3f}" for arm in ARMS)))
+    print(table(["figure", "kept", "off", "neither"], body))
+    print("kept: cache kept across turns; off: not kept, prompts shared; neither: not kept, nothing shared")
+    for other in ("off", "neither"):
+        speedup = med[other]["wall"] / med["kept"]["wall"]
+        gen_speedup = med[other]["gen"] / med["kept"]["gen"]
+        target = f" (target >= {TARGET:g}x: {'met' if speedup >= TARGET else 'MISSED'})" if other == "off" else ""
+        print(
+            f"steps/s, kept over {other}: {speedup:.2f}x{target}; generation alone: {gen_speedup:.2f}x; "
+            f"update: {med[other]['train'] / med['kept']['train']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

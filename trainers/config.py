@@ -102,11 +102,14 @@ class GRPOConfig(BaseModel):
     top_k: int = Field(0, ge=0)
     """Top-k sampling (0 = off)."""
     reuse_kv_cache: bool = True
-    """Reuse keys and values instead of recomputing them: each live episode's cache is
-    kept between turns (a turn feeds only the new observation), and the episodes of a
-    group run their shared prompt once, in sampling, in the update and in the warm
-    start. The same samples and gradients up to float rounding; off for models with
-    sliding-window attention."""
+    """Keep each live episode's KV cache between turns: a turn feeds the model only the
+    new observation, not the whole conversation. The same samples up to float
+    rounding; off for models with sliding-window attention."""
+    share_prompts: bool = True
+    """Run a prompt that several sequences open with once for all of them: a group's
+    prompt, and the opening every prompt shares (a system prompt, a tool list), in
+    sampling, in the update and in the warm start. The same samples and gradients up
+    to float rounding; off for models with sliding-window attention."""
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
     """Share of each env's tasks held out for evaluation (split by task id hash)."""
     dynamic_sampling: bool = False

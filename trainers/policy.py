@@ -14,14 +14,16 @@ dropped (no reply follows them to train on) and every later turn is answered wit
 parser would make of an empty action.
 
 The KV cache of the live episodes is kept between turns (``reuse_cache``), so a turn
-feeds the model only the new observation, not the whole conversation, and episodes
-that open with the same prompt (a GRPO group) prefill it once: finished
+feeds the model only the new observation, not the whole conversation: finished
 episodes are dropped from it, a new one joins with its whole prompt, and an episode
 whose ids no longer extend what the cache holds (restored from a snapshot) is fed
 whole again. The cache is dropped by `reset`, when a trainable parameter is written
 in place or replaced (an optimiser step, ``load_state_dict``; writes through
 ``.data`` go unseen: call `reset` after those), and when memory runs short (the
 turn is sampled again without it, and caching stays off until `reset`).
+Episodes that open with the same prompt (a GRPO group) prefill it once, and the
+opening every prompt shares (a system prompt) once for all (``share_prompts``; with
+the cache kept, at an episode's first turn, the others feed it nothing again).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class TransformersPolicy:
         seed: int | None = None,
         stop: Sequence[str] = (),
         reuse_cache: bool = True,
+        share_prompts: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -85,6 +88,8 @@ class TransformersPolicy:
         self._warned_context = False
         self.reuse_cache = reuse_cache and reusable(model)
         """Keep the KV cache between turns (off for models `reusable` refuses)."""
+        self.share_prompts = share_prompts
+        """Prefill a prompt that several rows of a call open with once (`generation.sample`)."""
         self._kv: KVPrefix | None = None
         self._kv_rows: list[int] = []  # conversation id of each cached row
         self._kv_weights: tuple[tuple[int, int], ...] = ()
@@ -102,6 +107,7 @@ class TransformersPolicy:
             top_k=self.top_k,
             stop=self.stop,
             reuse_cache=self.reuse_cache,
+            share_prompts=self.share_prompts,
         )
 
     def reset(self) -> None:
@@ -169,9 +175,10 @@ class TransformersPolicy:
             generator=self.generator,
             stop_strings=self.stop,
             decode=self._decode,
+            share_prompts=self.share_prompts,
         )
         try:
-            result = sample(self.model, prompts, prefix=prefix, keep_cache=keep, share_prompts=keep, **kwargs)
+            result = sample(self.model, prompts, prefix=prefix, keep_cache=keep, **kwargs)
         except torch.cuda.OutOfMemoryError:
             if not keep:
                 raise
@@ -180,7 +187,7 @@ class TransformersPolicy:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             warnings.warn("out of memory with the KV cache kept between turns; sampling without it", stacklevel=3)
-            return sample(self.model, prompts, **kwargs)
+            return sample(self.model, prompts, **{**kwargs, "share_prompts": False})  # the plainest pass
         if result.prefix is not None:
             self._kv, self._kv_rows, self._kv_weights = result.prefix, conv_ids, self._weights_version()
             result.prefix = None

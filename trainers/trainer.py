@@ -146,6 +146,7 @@ class GRPOTrainer:
             top_k=config.top_k,
             stop=config.stop,
             reuse_cache=config.reuse_kv_cache,
+            share_prompts=config.share_prompts,
         )
         self.eval_policy = TransformersPolicy(
             self.model,
@@ -157,6 +158,7 @@ class GRPOTrainer:
             seed=config.seed,
             stop=config.stop,
             reuse_cache=config.reuse_kv_cache,
+            share_prompts=config.share_prompts,
         )
         self.rlpr = self._rlpr_scorer()
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -371,7 +373,7 @@ class GRPOTrainer:
             max_seq_len=cfg.max_seq_len,
             end_of_turn=self.policy.delta.end_of_turn,
             seed=cfg.seed,
-            share_prompts=cfg.reuse_kv_cache,
+            share_prompts=cfg.share_prompts,
             log=self._warm_start_progress,
         )
         print(
@@ -523,7 +525,7 @@ class GRPOTrainer:
             micro_batch_size=cfg.micro_batch_size,
             chunk_tokens=cfg.logprob_chunk_tokens,
             temperature=cfg.temperature,
-            share_prompts=cfg.reuse_kv_cache,  # within `generating`: every rank runs its own passes
+            share_prompts=cfg.share_prompts,  # within `generating`: every rank runs its own passes
             pad_id=self.policy.pad_id,
             device=self.device,
         )
@@ -755,7 +757,7 @@ class GRPOTrainer:
         for all its micro-batches (`logprobs.opening_pass`); its backward runs after
         theirs. In one process only: under DDP a backward after the synchronising one
         would go unreduced."""
-        if len(batches) < 2 or self.dist.active or not self.config.reuse_kv_cache:
+        if len(batches) < 2 or self.dist.active or not self.config.share_prompts:
             return None
         with self._autocast():
             return opening_pass(self.model, batches)
@@ -821,7 +823,7 @@ class GRPOTrainer:
             batch,
             temperature=cfg.temperature,
             chunk_tokens=cfg.logprob_chunk_tokens,
-            share_prompts=cfg.reuse_kv_cache and not self.dist.lockstep,
+            share_prompts=cfg.share_prompts and not self.dist.lockstep,
             opening=opening,
         )
 

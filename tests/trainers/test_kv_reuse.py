@@ -217,11 +217,19 @@ def test_the_cache_is_dropped_when_the_weights_change(tok) -> None:
 
 def test_out_of_memory_with_the_cache_samples_again_without_it(model, tok) -> None:
     policy = TransformersPolicy(model, tok, max_new_tokens=4, seed=0, reuse_cache=True)
+    kept: list[Any] = []  # the caches kept from an earlier turn
+    prefix_of = policy._prefix
+
+    def recording(*args: Any) -> Any:
+        prefix = prefix_of(*args)
+        kept.extend([prefix.cache] if prefix is not None else [])
+        return prefix
+
+    policy._prefix = recording  # type: ignore[method-assign]
 
     def short_of_memory(_m: Any, _a: Any, kw: dict[str, Any]) -> None:
         cached = kw.get("cache", kw.get("past_key_values"))  # the name depends on the transformers version
-        # a turn's first call, from a kept cache (a fresh prefill may be handed an empty one)
-        if cached is not None and cached.get_seq_length() > 0 and kw["input_ids"].shape[1] > 1:
+        if any(cached is c for c in kept) and kw["input_ids"].shape[1] > 1:  # a turn's first call, from a kept cache
             raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
 
     handle = model.register_forward_pre_hook(short_of_memory, with_kwargs=True)
@@ -271,3 +279,47 @@ def test_the_update_runs_without_the_rollouts_kv_cache_held(tmp_path, monkeypatc
     monkeypatch.setattr(trainer, "_update", lambda *a, **k: (held.append(trainer.policy._kv), update(*a, **k))[1])
     trainer.train_step()
     assert trainer.policy.reuse_cache and held == [None]  # every episode ended: its cache is freed first
+
+
+def _fed_per_phase(tmp_path: Any, reuse: bool, share: bool) -> tuple[int, int, list[list[int]]]:
+    """Tokens fed to the model in one step's sampling and in its update, and the ids a
+    second sampling (with the trained weights) draws."""
+    from agentenv.trainers import GRPOConfig, GRPOTrainer
+    from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    cfg = GRPOConfig(
+        output_dir=str(tmp_path / f"{reuse}-{share}"), max_new_tokens=6, max_seq_len=160, tensorboard=False,
+        batch_size=4, group_size=4, eval_episodes=0, reuse_kv_cache=reuse, share_prompts=share,
+    )  # fmt: skip
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
+    fed = {"sample": 0, "update": 0}
+    phase = ["sample"]
+
+    def count(_m: Any, args: Any, _o: Any) -> None:
+        fed[phase[0]] += args[0].numel()
+
+    trainer.model.get_input_embeddings().register_forward_hook(count)
+    update = trainer._update
+
+    def updating(*a: Any, **k: Any) -> Any:
+        phase[0] = "update"
+        return update(*a, **k)
+
+    trainer._update = updating  # type: ignore[method-assign]
+    assert not trainer.train_step().get("skipped_update")
+    phase[0] = "sample"
+    batch = trainer._collect(1, trainer.policy)
+    ids = [g.token_ids for t in batch.groups[0] for g in t.generations if g is not None]
+    return fed["sample"], fed["update"], ids
+
+
+def test_cross_turn_reuse_and_prompt_sharing_are_separate_switches(tmp_path) -> None:
+    """`reuse_kv_cache` keeps the cache between turns; `share_prompts` runs a group's
+    prompt once, in sampling and in the update. Each switch changes only what its own
+    part feeds the model, and neither changes what is sampled."""
+    both, no_reuse, no_share = (_fed_per_phase(tmp_path, *s) for s in ((True, True), (False, True), (True, False)))
+    assert no_reuse[0] > both[0] and no_reuse[1] == both[1]  # turns re-fed; the update shares as before
+    assert no_share[1] > both[1]  # each row runs its prompt in the update
+    assert no_share[0] > both[0]  # and in sampling: each row prefills the group's prompt
+    assert both[2] == no_reuse[2] == no_share[2]
