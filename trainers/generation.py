@@ -42,6 +42,9 @@ class KVPrefix:
     attention: torch.Tensor
     """[rows, cached positions]: 1 where a real token is, 0 at padding."""
     ids: list[list[int]]
+    shared: SharedHeads | None = None
+    """The prompts runs of rows open with, as `sample` prefilled them when it shared
+    them: every later call from this cache reads them once per run of rows too."""
 
     @property
     def tokens(self) -> int:
@@ -55,7 +58,8 @@ class KVPrefix:
         self.cache.batch_select_indices(index)  # an empty row holds a copy of row 0, masked out
         attention = self.attention[index]
         attention[[i for i, r in enumerate(rows) if r is None]] = 0
-        return KVPrefix(self.cache, attention, [self.ids[r] if r is not None else [] for r in rows])
+        ids = [self.ids[r] if r is not None else [] for r in rows]
+        return KVPrefix(self.cache, attention, ids, _reshared(self.shared, rows))
 
 
 @dataclass
@@ -108,7 +112,7 @@ def sample(
         raise ValueError(f"max_new_tokens must be at least 1 for each of the {len(prompts)} rows, got {max_new_tokens}")
     device = next(model.parameters()).device
     cache_arg = cache_argument(model)
-    shared = None
+    shared = prefix.shared if prefix is not None and share_prompts else None
     if prefix is None and share_prompts:
         prefix, shared = _shared_prompts(model, prompts, pad_id, cache_arg) or (None, None)
     past, attention, count, logits = _extend(model, prefix, prompts, pad_id, cache_arg)
@@ -169,7 +173,7 @@ def sample(
         result.logprobs.append(all_logps[row][:n])
         result.stopped.append(stopped[row])
     if keep_cache:
-        result.prefix = KVPrefix(past, attention, fed)
+        result.prefix = KVPrefix(past, attention, fed, shared)
     return result
 
 
@@ -241,19 +245,31 @@ def _shared_heads(cache: Any, rows: list[int]) -> SharedHeads | None:
     layers = getattr(cache, "layers", None) or []
     if not layers or not all(hasattr(layer, "keys") for layer in layers):
         return None
+    keys, values = [layer.keys for layer in layers], [layer.values for layer in layers]
+    return _in_blocks(keys, values, rows)
+
+
+def _in_blocks(keys: list[torch.Tensor], values: list[torch.Tensor], rows: list[int]) -> SharedHeads | None:
+    """`SharedHeads` for ``rows`` (the prompt each row opens with: an index into the
+    prompts' ``keys`` and ``values``), or None when they come in no blocks of two or more."""
     starts = [0] + [r for r in range(1, len(rows)) if rows[r] != rows[r - 1]] + [len(rows)]
     each = math.gcd(*(b - a for a, b in itertools.pairwise(starts)))
     if each < 2:
         return None
     block = rows[::each]
-    if block == list(range(len(block))):  # each prompt one block, in order: its own keys
-        return SharedHeads([layer.keys for layer in layers], [layer.values for layer in layers], each)
-    index = torch.tensor(block, device=layers[0].keys.device)
-    return SharedHeads(
-        [layer.keys.index_select(0, index) for layer in layers],
-        [layer.values.index_select(0, index) for layer in layers],
-        each,
-    )
+    if block == list(range(keys[0].shape[0])):  # each prompt one block, in order: its own keys
+        return SharedHeads(keys, values, each)
+    index = torch.tensor(block, device=keys[0].device)
+    return SharedHeads([k.index_select(0, index) for k in keys], [v.index_select(0, index) for v in values], each)
+
+
+def _reshared(shared: SharedHeads | None, rows: Sequence[int | None]) -> SharedHeads | None:
+    """``shared`` for a cache's rows ``rows`` (`KVPrefix.select`): the same prompts, in
+    the blocks the selected rows make; None when a row is new (None) or no blocks remain
+    (episodes of a group ended at different turns)."""
+    if shared is None or not rows or any(r is None for r in rows):
+        return None
+    return _in_blocks(shared.keys, shared.values, [r // shared.rows_each for r in rows if r is not None])
 
 
 COMMON_MIN_TOKENS = 16

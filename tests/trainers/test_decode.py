@@ -89,10 +89,10 @@ def _sample(model: torch.nn.Module, *, lean: bool, temperature: float = 1.0, **k
     )
 
 
-def _same(a: Any, b: Any) -> None:
+def _same(a: Any, b: Any, tolerance: float = 1e-5) -> None:
     assert a.token_ids == b.token_ids
     for x, y in zip(a.logprobs, b.logprobs, strict=True):
-        assert x == pytest.approx(y, abs=1e-5)
+        assert x == pytest.approx(y, abs=tolerance)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -178,6 +178,42 @@ def test_rows_sharing_prompts_sample_what_the_forward_samples(family: str, layou
     _same(*runs)
     assert any(len(ids) < 16 for ids in runs[0].token_ids)
     assert bool(calls) is (layout != "no blocks")
+
+
+KEPT = {  # the rows of the first call the next one goes on with
+    "every row": [0, 1, 2, 3, 4, 5],
+    "one group left": [3, 4, 5],
+    "groups swapped": [3, 4, 5, 0, 1, 2],
+    "a row gone": [0, 1, 3, 4, 5],
+    "a new row": [0, 1, 2, 3, 4, None],
+}
+
+
+@pytest.mark.parametrize("family", ["qwen2", "llama"])
+@pytest.mark.parametrize("kept", list(KEPT))
+def test_a_kept_cache_reads_shared_prompts_once_per_block_in_later_calls(family: str, kept: str, monkeypatch) -> None:
+    """A call from a kept cache (the next turn) reads the prompts its rows share once per
+    block while the rows still come in blocks, after episodes end or move, and reads
+    every row whole when they do not: the same tokens and log-probs as the forward."""
+    model = _model(family)
+    prompts = [PROMPTS[0] + PROMPTS[2], PROMPTS[1]]
+    batch = [prompts[i] for i in (0, 0, 0, 1, 1, 1)]
+    calls: list[int] = []
+    shared_attention = decode.LeanDecoder._shared_attention
+    monkeypatch.setattr(
+        decode.LeanDecoder, "_shared_attention", lambda self, *a: calls.append(1) or shared_attention(self, *a)
+    )
+    rows = KEPT[kept]
+    runs = []
+    for lean in (True, False):
+        first = _sample(model, lean=lean, prompts=batch, share_prompts=True, keep_cache=True, max_new_tokens=6)
+        prefix = first.prefix.select(rows)
+        nxt = [batch[r] + first.token_ids[r] + [4, 19] if r is not None else PROMPTS[2] for r in rows]
+        calls.clear()
+        runs.append(_sample(model, lean=lean, prompts=nxt, prefix=prefix, share_prompts=True, max_new_tokens=8))
+        if lean:
+            assert bool(calls) is (kept in ("every row", "one group left", "groups swapped"))
+    _same(*runs, tolerance=1e-4)  # float rounding, over the longer sequences of a second call
 
 
 def test_rows_that_stop_early_leave_the_others_unchanged() -> None:
