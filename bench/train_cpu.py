@@ -1,6 +1,6 @@
 """GRPO trainer speed on the CPU: the KV cache kept across turns, on and off.
 
-    .venv/bin/python bench/train_cpu.py                  # ~6 min on an idle 2-core machine
+    .venv/bin/python bench/train_cpu.py                  # ~2-4 min on a 2-core machine
     .venv/bin/python bench/train_cpu.py --turns 5 --steps 3
 
 Three `GRPOTrainer`s in one process, each with its own copy of one random-init
