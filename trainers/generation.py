@@ -102,9 +102,10 @@ def sample(
     the result carries the cache for the next call. ``share_prompts`` (without a
     prefix): rows with the same prompt (a GRPO group) prefill it once, after the opening
     all prompts share (a system prompt: `common_opening`), prefilled once for all; the
-    lean step then reads a group's prompt once per token for the group. ``lean``: decode
-    with `decode.LeanDecoder` where the model qualifies (the same logits up to float
-    rounding, faster on the CPU)."""
+    lean step then reads a group's prompt once per token for the group, and so does a
+    later call from the kept cache (its ``prefix``) while its rows still come in
+    groups. ``lean``: decode with `decode.LeanDecoder` where the model qualifies (the
+    same logits up to float rounding, faster on the CPU)."""
     if stop_strings and decode is None:
         raise ValueError("stop_strings needs decode")
     limits = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)

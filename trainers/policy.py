@@ -22,8 +22,9 @@ in place or replaced (an optimiser step, ``load_state_dict``; writes through
 ``.data`` go unseen: call `reset` after those), and when memory runs short (the
 turn is sampled again without it, and caching stays off until `reset`).
 Episodes that open with the same prompt (a GRPO group) prefill it once, and the
-opening every prompt shares (a system prompt) once for all (``share_prompts``; with
-the cache kept, at an episode's first turn, the others feed it nothing again).
+opening every prompt shares (a system prompt) once for all (``share_prompts``); with
+the cache kept, decoding reads a group's prompt once per token for the group in
+later turns too, while its episodes go on together.
 """
 
 from __future__ import annotations
