@@ -135,7 +135,7 @@ def main() -> None:
         trainers = {arm: make_trainer(copy.deepcopy(model), tokenizer, args, f"{out}/{arm}", arm) for arm in ARMS}
         for i in range(args.warmup + args.steps):
             for arm, trainer in trainers.items():
-                trainer.step = i  # the sampler draws tasks and seeds from it: the same for both
+                trainer.step = i  # the sampler draws tasks and seeds from it: the same for all
                 start = time.perf_counter()
                 m = trainer.train_step()
                 wall = time.perf_counter() - start
