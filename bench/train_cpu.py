@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/train_cpu.py                  # ~2-4 min on a 2-core machine
     .venv/bin/python bench/train_cpu.py --turns 5 --steps 3
+    .venv/bin/python bench/train_cpu.py --turns 5,10,15,20 --steps 3   # the curve, ~20 min
 
 Three `GRPOTrainer`s in one process, each with its own copy of one random-init
 Qwen2 (hidden 256, 4 layers): "kept" keeps each episode's KV cache across turns
@@ -16,6 +17,11 @@ ending is raised to match): a fixed load, the same for all. The format penalty i
 alternate between the trainers so that drift hits all alike; figures are
 medians over the measured steps. Sampling is the same with and without the cache
 (tests/trainers/test_kv_reuse.py), so the trainers train on the same episodes.
+
+Kept over off is 1 + S/K: S is the prefill the kept cache saves (each turn, the whole
+conversation before it again), which grows about with the square of the turns; K is
+the kept step, mostly its update (the same work in both), which grows more slowly.
+So the ratio rises with the turns: ``--turns`` takes a list, and prints the curve.
 
 Left out: the single-turn comparison with TRL (bench/train_vs_trl.py), GPUs (bench/train_gpu.py).
 """
@@ -52,7 +58,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for flag, default, help_ in (
         ("--steps", 4, "measured steps per trainer"),
         ("--warmup", 1, "steps per trainer run first, not measured"),
-        ("--turns", 10, "turns per episode"),
         ("--max-new-tokens", 16, "tokens per turn"),
         ("--batch-size", 16, "episodes per step"),
         ("--group-size", 4, "episodes per task"),
@@ -61,8 +66,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("--threads", 0, "torch threads (0: torch's default)"),
     ):
         p.add_argument(flag, type=int, default=default, help=f"{help_} (default {default})")
+    p.add_argument(
+        "--turns", type=_turn_counts, default=[10], help="turns per episode, or a comma-separated list (default 10)"
+    )
     p.add_argument("--tool-prompt", default="json", choices=["json", "compact"], help="how the tools are shown")
     return p.parse_args(argv)
+
+
+def _turn_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a turn count or a comma-separated list, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"every turn count must be at least 1, got {text!r}")
+    return counts
 
 
 def build_model(tokenizer: Any, hidden: int, layers: int) -> torch.nn.Module:
@@ -125,9 +143,19 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     tokenizer = build_tiny_tokenizer(oracle_corpus([ENV]), vocab_size=512)
     model = build_model(tokenizer, args.hidden, args.layers)
+    curve = []
+    for turns in args.turns:
+        run = argparse.Namespace(**{**vars(args), "turns": turns})
+        curve.append((turns, report(run, model, measure(run, model, tokenizer))))
+    if len(curve) > 1:
+        print("\nsteps/s, kept over off, by turns per episode: " + ", ".join(f"{t}: {r:.2f}x" for t, r in curve))
+
+
+def measure(args: argparse.Namespace, model: torch.nn.Module, tokenizer: Any) -> dict[str, list[dict[str, float]]]:
+    """Each trainer's measured steps at ``args.turns`` turns, steps alternating between them."""
     print(
         f"{len(ARMS) * (args.warmup + args.steps)} steps of {args.batch_size} episodes x {args.turns} turns; "
-        "about 4-10 s a step on an idle 2-core machine",
+        f"about {0.4 * args.turns:.0f}-{args.turns:.0f} s a step on an idle 2-core machine",
         flush=True,
     )
     rows: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
@@ -150,10 +178,11 @@ def main() -> None:
                             "tokens": m["gen_tokens_per_s"] * m["time/generate_s"],
                         }
                     )
-    report(args, model, rows)
+    return rows
 
 
-def report(args: argparse.Namespace, model: torch.nn.Module, rows: dict[str, list[dict[str, float]]]) -> None:
+def report(args: argparse.Namespace, model: torch.nn.Module, rows: dict[str, list[dict[str, float]]]) -> float:
+    """Print the figures; returns steps/s, kept over off."""
     med = {arm: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for arm, rs in rows.items()}
     c = model.config
     print("\n" + header("bench/train_cpu.py: GRPOTrainer.train_step, KV cache across turns kept vs off"))
@@ -183,6 +212,7 @@ def report(args: argparse.Namespace, model: torch.nn.Module, rows: dict[str, lis
             f"steps/s, kept over {other}: {speedup:.2f}x{target}; generation alone: {gen_speedup:.2f}x; "
             f"update: {med[other]['train'] / med['kept']['train']:.2f}x"
         )
+    return float(med["off"]["wall"] / med["kept"]["wall"])
 
 
 if __name__ == "__main__":
