@@ -300,13 +300,57 @@ def test_a_trajectory_that_pydantic_cannot_encode_is_still_written(tmp_path: Pat
     assert "bad \\udc80 prompt" in json.loads(line)["messages"][1]["content"]
 
 
-def test_registered_envs_survive_the_hostile_table():
-    for env_id in ("arithmetic-v0", "guess-number-v0"):
-        env = agentenv.make(env_id)
+AIMED_AT_EVERY_TOOL = (
+    "5,000-digit integer in the JSON",
+    "JSON nested 3,000 deep",
+    "lone surrogate in an argument",
+    "NaN",
+    "a ToolCall with a huge integer",
+    "a ToolCall with an object",
+)
+"""The part of `HOSTILE` aimed at each tool after an env's first, which gets all of it."""
+
+
+def _aimed(action: Any, tool: str) -> Any:
+    """``action`` (an entry of `HOSTILE`, aimed at ``submit``) aimed at ``tool``."""
+    if isinstance(action, str) and not isinstance(action, type(HOSTILE["a str subclass"])):
+        return action.replace('"submit', f'"{tool}')
+    if isinstance(action, ToolCall):
+        return ToolCall(tool, action.arguments)
+    if isinstance(action, dict) and isinstance(action.get("tool_calls"), list):
+        aimable = [isinstance(c, dict) and isinstance(c.get("function"), dict) for c in action["tool_calls"]]
+        calls = [
+            {**c, "function": {**c["function"], "name": tool}} if ok else c
+            for c, ok in zip(action["tool_calls"], aimable, strict=True)
+        ]
+        return {**action, "tool_calls": calls}
+    return action
+
+
+@pytest.mark.parametrize("env_id", [s.id for s in agentenv.registry.envs_list(namespaces=False)])
+def test_every_registered_env_takes_the_hostile_table_at_each_of_its_tools(env_id: str) -> None:
+    """Each built-in env (a new one too, once registered), the table aimed at its first
+    tool and a part of it at every other (at ``submit`` where it has none): each action
+    is the policy's format or tool error (in an answer-mode env, text may be a wrong
+    answer instead), never infra and never rewarded; every observation is UTF-8 text
+    and every episode serialises."""
+    env = agentenv.make(env_id)
+    try:
         env.reset(seed=0)
-        for action in HOSTILE.values():
-            if env.turn >= env.max_turns - 1 or env._ended:
-                env.reset(seed=1)
-            env.step(action)
+        episodes = 1
+        for i, tool in enumerate(env.tools or ["submit"]):  # an env without tools: calls to one it lacks
+            for name in HOSTILE if i == 0 else AIMED_AT_EVERY_TOOL:
+                if env._ended or env.turn >= env.max_turns - 1:
+                    _serialises(env)
+                    env.reset(seed=episodes)
+                    episodes += 1
+                obs, reward, _terminated, _truncated, info = env.step(_aimed(HOSTILE[name], tool))
+                where = f"{env_id}, {name} at {tool}: {info}"
+                assert info["failure"] != "infra", where
+                assert math.isfinite(reward) and reward <= 0, where
+                assert env.answer_mode or info["error_kind"] in ("format", "tool"), where
+                for message in obs:
+                    message["content"].encode("utf-8")
         _serialises(env)
+    finally:
         env.close()
