@@ -155,7 +155,7 @@ def measure(args: argparse.Namespace, model: torch.nn.Module, tokenizer: Any) ->
     """Each trainer's measured steps at ``args.turns`` turns, steps alternating between them."""
     print(
         f"{len(ARMS) * (args.warmup + args.steps)} steps of {args.batch_size} episodes x {args.turns} turns; "
-        f"about {0.4 * args.turns:.0f}-{args.turns:.0f} s a step on an idle 2-core machine",
+        f"about {0.45 * args.turns:.0f}-{max(args.turns, args.turns**2 / 12):.0f} s a step on an idle 2-core machine",
         flush=True,
     )
     rows: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}

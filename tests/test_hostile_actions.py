@@ -313,7 +313,7 @@ AIMED_AT_EVERY_TOOL = (
 
 def _aimed(action: Any, tool: str) -> Any:
     """``action`` (an entry of `HOSTILE`, aimed at ``submit``) aimed at ``tool``."""
-    if isinstance(action, str) and not isinstance(action, type(HOSTILE["a str subclass"])):
+    if type(action) is str:  # a str subclass stays as it is: its replace would return a plain str
         return action.replace('"submit', f'"{tool}')
     if isinstance(action, ToolCall):
         return ToolCall(tool, action.arguments)
