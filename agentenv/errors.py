@@ -88,3 +88,13 @@ class InfraError(AgentEnvError):
     `Env.step` ends the episode as truncated with ``info["failure"] == "infra"``;
     it is never scored as a failure of the policy.
     """
+
+
+def message_of(error: BaseException) -> str:
+    """``str(error)``, or a stand-in when that raises: an exception holding an integer past
+    the digit limit (``KeyError(10**5000)``) or with a hostile ``__str__`` must not turn the
+    report of one failure into a failure of the whole batch."""
+    try:
+        return str(error)
+    except Exception as failure:  # noqa: BLE001 - any failure to describe it is described instead
+        return f"<its message could not be read: {type(failure).__name__}>"

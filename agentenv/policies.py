@@ -18,6 +18,7 @@ from typing import Annotated, Any, Protocol, TextIO, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 
 from agentenv._admit import Refused
+from agentenv.errors import message_of
 from agentenv.parsers import tool_call_text
 from agentenv.task import Task
 from agentenv.types import Action, Message
@@ -119,7 +120,7 @@ class ScriptedPolicy:
         try:
             return self.fn(conv)
         except Exception as e:  # noqa: BLE001 - one conversation's failure, not the batch's
-            return PolicyFailure(error=f"{type(e).__name__}: {e}")
+            return PolicyFailure(error=f"{type(e).__name__}: {message_of(e)}")
 
 
 class HumanPolicy:

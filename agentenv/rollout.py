@@ -48,7 +48,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from agentenv import _admit, _safejson
 from agentenv.env import Env, Snapshot
-from agentenv.errors import InfraError
+from agentenv.errors import InfraError, message_of
 from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
 from agentenv.task import Task, did_you_mean
 from agentenv.trajectory import Trajectory
@@ -439,7 +439,7 @@ def _long_int(value: int) -> str:
 def _describe(e: BaseException) -> str:
     frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
     where = f" (at {Path(frame.filename).name}:{frame.lineno})" if frame else ""
-    return f"{type(e).__name__}: {e}{where}"
+    return f"{type(e).__name__}: {message_of(e)}{where}"
 
 
 def _close_quietly(env: Env) -> None:

@@ -279,6 +279,30 @@ def test_a_policy_that_raises_fails_its_episodes_as_infra_and_the_rollout_goes_o
     assert sorted(Trajectory.from_json(line).failure for line in lines) == sorted(failures)
 
 
+class Unspeakable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message for you")
+
+
+@pytest.mark.parametrize("error", [KeyError(10**5000), Unspeakable()], ids=["huge-int key", "hostile __str__"])
+def test_a_policy_error_whose_message_cannot_be_read_still_fails_only_its_episodes(error: Exception):
+    trajs = rollout(CounterEnv, Flaky(error), tasks=["t0"] * 4, concurrency=2)
+    assert [t.failure for t in trajs] == ["none", "none", "infra", "infra"]
+    assert trajs[2].error.startswith(f"policy: {type(error).__name__}: <its message could not be read")
+
+
+@pytest.mark.parametrize("error", [KeyError(10**5000), Unspeakable()], ids=["huge-int key", "hostile __str__"])
+def test_a_scripted_policy_error_whose_message_cannot_be_read_fails_only_its_episode(error: Exception):
+    def act(conv):
+        if conv.id == 1 and conv.turn == 1:
+            raise error
+        return tool_call_text("add", amount=1) if conv.turn < 2 else tool_call_text("submit")
+
+    trajs = rollout(CounterEnv, ScriptedPolicy(act), tasks=["t0"] * 3, concurrency=3)
+    assert [t.failure for t in trajs] == ["none", "infra", "none"]
+    assert "<its message could not be read" in trajs[1].error
+
+
 def test_keyboard_interrupt_still_stops_a_rollout(tmp_path: Path):
     out = tmp_path / "episodes.jsonl"
     with pytest.raises(KeyboardInterrupt):
