@@ -48,6 +48,7 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -56,6 +57,7 @@ import time
 import types
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from fractions import Fraction
 from typing import Any
 
 __all__ = ["ScoreReply", "Scorer", "shared_scorer"]
@@ -266,6 +268,10 @@ class _Child:
         utils.compute_decimal_reward = lambda answer, oracle_answer, strip_commas=True: float(
             real_decimal(answer, oracle_answer, strip_commas) == 1.0
         )
+        with contextlib.suppress(ImportError):  # a reasoning-gym without the dataset has nothing to fix
+            from reasoning_gym.probability.coin_flip import CoinFlipDataset
+
+            CoinFlipDataset.score_answer = _within_tolerance
         self._create = reasoning_gym.create_dataset
         self._datasets: OrderedDict[tuple[str, str, int, int], Any] = OrderedDict()
         self._entries: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
@@ -377,6 +383,27 @@ def _exact(self: Any, answer: Any, entry: dict[str, Any]) -> float:
     is taken out of ``utils.compute_decimal_reward`` (chain_sum, products), which keeps
     its equality of values ("+01,000.00" is 1000)."""
     return 1.0 if isinstance(answer, str) and answer and answer == entry["answer"] else 0.0
+
+
+_PLAIN_NUMBER = re.compile(r"[-+]?(\d{1,64}(\.\d{0,64})?|\.\d{1,64})([eE][-+]?\d{1,3})?(/\d{1,64})?")
+
+
+def _within_tolerance(self: Any, answer: Any, entry: dict[str, Any], tol: float = 1e-4) -> float:
+    """coin_flip's ``score_answer`` (0.1.25) without its partial credit, the share of the
+    shorter of the two numbers' digits that open both: it paid 1.0 to ``0.3`` for 0.3125 (and to
+    ``0`` for any probability below 1), so one significant digit solved most tasks. An
+    answer scores 1 when its value (a decimal or a fraction) is within ``tol`` of the
+    reference's and within 1% of it, so ``0`` is not the answer to a probability below ``tol``,
+    else 0. Exponents have at most three digits: ``Fraction("1e999999999")`` builds the power
+    before anything can refuse it."""
+    if not isinstance(answer, str) or not _PLAIN_NUMBER.fullmatch(answer.replace(",", "").strip()):
+        return 0.0
+    try:
+        value = float(Fraction(answer.replace(",", "")))
+        reference = float(Fraction(str(entry["answer"]).replace(",", "")))
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return 0.0
+    return 1.0 if abs(value - reference) <= min(tol, 0.01 * abs(reference)) or value == reference else 0.0
 
 
 def _strings(value: Any) -> Iterator[str]:

@@ -8,6 +8,7 @@ import random
 import re
 import signal
 import time
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -280,6 +281,35 @@ def test_an_answer_holding_the_reference_is_no_partial_credit(dataset):
             assert env.step(tagged(wrong))[4]["task_reward"] == 0.0, wrong
         env.reset(options={"task": task.id})
         assert env.step(reference(env))[4]["task_reward"] == 1.0
+
+
+def test_a_probability_cut_to_its_first_digits_is_no_answer():
+    # coin_flip's scorer paid the share of the shorter number's digits that open both:
+    # "0.3" for 0.3125 scored 1.0, so one significant digit solved most tasks.
+    env = ReasoningGymEnv("coin_flip", size=16)
+    cut = [t for t in env.tasks if len(str(t.payload["answer"])) > 4][:4]
+    assert cut
+    for task in cut:
+        answer = str(task.payload["answer"])
+        for wrong in (answer[:3], answer[:4]):
+            env.reset(options={"task": task.id})
+            assert env.step(tagged(wrong))[4]["task_reward"] == 0.0, (wrong, answer)
+        env.reset(options={"task": task.id})
+        assert env.step(tagged(str(Fraction(answer))))[4]["success"] is True  # the value, as a fraction
+
+
+def test_zero_is_not_the_answer_to_a_probability_below_the_tolerance():
+    # The scorer's tolerance is absolute (1e-4): "0" was within it of every tiny probability.
+    env = ReasoningGymEnv("coin_flip", size=400)
+    tiny = [t for t in env.tasks if float(Fraction(str(t.payload["answer"]))) < 1e-4][:2]
+    assert tiny
+    for task in tiny:
+        env.reset(options={"task": task.id})
+        assert env.step(tagged("0"))[4]["task_reward"] == 0.0
+        env.reset(options={"task": task.id})
+        assert env.step(tagged(str(task.payload["answer"])))[4]["success"] is True  # the exponent form
+        env.reset(options={"task": task.id})
+        assert env.step(tagged("1e999999999"))[4]["task_reward"] == 0.0  # refused, not computed
 
 
 FORGE = '__import__(\'os\').write(3, b\'{"score": 1.0, "decoys": [], "error": null}\\n\') or 1'
