@@ -39,6 +39,11 @@ _KEYS = frozenset(
 )  # fmt: skip
 """Key names Playwright presses (its US layout); any single printable ASCII character is a key
 too (the layout has no other: "é" fails in the browser, so it is refused here, to be typed)."""
+_CUT_COPY_PASTE = frozenset({"c", "x", "v", "keyc", "keyx", "keyv", "insert", "numpad0"})  # Numpad0 is Insert
+_CLIPBOARD = {"Control": _CUT_COPY_PASTE, "ControlOrMeta": _CUT_COPY_PASTE, "Meta": _CUT_COPY_PASTE,
+              "Shift": frozenset({"insert", "delete"})}  # fmt: skip
+"""Chromium's clipboard is the browser's, shared by every episode's context: a copy in one
+episode would be pasted in another. The agent types text instead."""
 
 
 def _error(kind: str, reason: str) -> PydanticCustomError:
@@ -77,6 +82,12 @@ def _key(value: str) -> str:
     bad = [m for m in modifiers if m not in _MODIFIERS]
     if bad:
         raise _error("key", f"unknown modifier {bad[0][:20]!r}; modifiers are {', '.join(sorted(_MODIFIERS))}")
+    if any(key.lower() in _CLIPBOARD.get(m, ()) for m in modifiers):
+        raise _error(
+            "key",
+            f"{value[:40]!r} uses the clipboard, which this browser does not offer (it would carry text "
+            "between episodes); put text in a field with fill",
+        )
     printable = len(key) == 1 and key.isascii() and key.isprintable()
     if key not in _KEYS and not printable:
         typed = " (type other characters into a field instead)" if len(key) == 1 else ""

@@ -11,8 +11,9 @@ Tools: ``click(ref)``, ``fill(ref, text)``, ``select(ref, option)``, ``press(key
 ``scroll(direction)``, ``goto(url)``, ``back()`` and ``answer(text)`` (terminal). No
 tool runs script the agent wrote. A ref that is not on the page (never issued, or
 from a page since left), text with control characters or past its limit, an unknown
-key, a URL off the site or of another scheme: each is refused before the browser is
-touched, as a ``format`` error with the format penalty. A navigation the page
+key or one that copies or pastes (Chromium's clipboard is shared by every episode), a
+URL off the site or of another scheme: each is refused before the browser is touched,
+as a ``format`` error with the format penalty. A navigation the page
 attempts off the site is blocked (session.py), and the action is a ``tool`` error
 with the ``valid_action`` penalty.
 

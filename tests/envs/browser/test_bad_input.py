@@ -128,6 +128,28 @@ def test_keys_that_do_not_exist(env, key):
     assert_format_error(info, reward, "argument 'key'")
 
 
+@pytest.mark.parametrize(
+    ("copy", "paste"),
+    [("Control+c", "Control+v"), ("Control+x", "Shift+Insert"), ("Control+Insert", "Control+Shift+KeyV"),
+     ("Shift+Delete", "ControlOrMeta+V")],
+)  # fmt: skip
+def test_no_clipboard_carries_text_between_episodes(make_env, copy, paste):
+    # Chromium's clipboard is the browser's, shared by every context: text copied in one
+    # episode was pasted in the next one, or in the rollout beside it.
+    first, second = make_env(SITE), make_env(SITE)
+    first.reset(seed=0, options={"task": "todo/add"})
+    second.reset(seed=0, options={"task": "todo/add"})
+    step(first, "fill", ref=ref(first.messages, "textbox", "Title"), text="from the other episode")
+    step(first, "press", key="Control+a")
+    _, reward, _, _, info = step(first, "press", key=copy)
+    assert_format_error(info, reward, "clipboard")
+    step(second, "click", ref=ref(second.messages, "textbox", "Title"))
+    obs, reward, _, _, info = step(second, "press", key=paste)
+    assert_format_error(info, reward, "clipboard")
+    obs, *_ = step(second, "press", key="x")
+    assert "from the other episode" not in text_of(obs[-1])
+
+
 def test_goto_another_origin(env, outside):
     for url in (f"{outside.origin}/x", "http://example.com/", "//example.com/x", "https://127.0.0.1/"):
         env.reset(seed=0, options={"task": "todo/add"})  # three invalid actions in a row would end the episode
