@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from agentenv.sandboxes._workspace import max_inodes
+
 __all__ = ["mount_tmpfs", "unmount"]
 
 _MS_NOSUID = 0x2
@@ -19,8 +21,9 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def mount_tmpfs(path: str, *, size_mb: int, uid: int, gid: int, mode: int) -> None:
-    """Mount a tmpfs of ``size_mb`` MiB at ``path``, its root owned by ``uid``:``gid`` with ``mode``."""
-    options = f"size={size_mb}m,mode={mode:o},uid={uid},gid={gid}".encode()
+    """Mount a tmpfs of ``size_mb`` MiB and `max_inodes` inodes at ``path``, its root
+    owned by ``uid``:``gid`` with ``mode``."""
+    options = f"size={size_mb}m,nr_inodes={max_inodes(size_mb)},mode={mode:o},uid={uid},gid={gid}".encode()
     flags = ctypes.c_ulong(_MS_NOSUID | _MS_NODEV)
     if _libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, options) != 0:
         err = ctypes.get_errno()

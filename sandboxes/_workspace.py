@@ -27,15 +27,14 @@ import errno
 import io
 import os
 import posixpath
-import shutil
 import stat
 import tarfile
 from collections.abc import Generator, Iterator
 
 from agentenv.sandboxes.base import Limits, SandboxError, workspace_path
-from agentenv.sandboxes.runner import ROOT_TIME_NS, run_xattrs
+from agentenv.sandboxes.runner import ROOT_TIME_NS, empty_dir, run_xattrs
 
-__all__ = ["max_archive_bytes", "read_file", "restore_tar", "snapshot_tar", "wipe", "write_file"]
+__all__ = ["max_archive_bytes", "max_inodes", "read_file", "restore_tar", "snapshot_tar", "wipe", "write_file"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _PATH_MAX = 4096  # Linux's, with the NUL: extracting a longer path fails
@@ -157,15 +156,26 @@ def wipe(root: str) -> None:
     and what a run can leave on ``root`` itself: the extended attributes it can set
     (``user.*``, POSIX ACLs) go and its atime and mtime become the epoch, as in the
     Docker runner's `settle`. The entries go whole, so only the root needs this."""
-    with os.scandir(root) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)  # fd-based on Linux: does not follow planted symlinks
-            else:
-                os.unlink(entry.path)
+    top = os.open(root, _DIR_FLAGS)
+    try:
+        empty_dir(top)  # by descriptor, iteratively: no planted symlink followed, no nesting too deep
+    finally:
+        os.close(top)
     for name in run_xattrs(root):
         os.removexattr(root, name, follow_symlinks=False)
     os.utime(root, ns=(ROOT_TIME_NS, ROOT_TIME_NS), follow_symlinks=False)
+
+
+INODES_PER_MB = 256  # one per 4 KiB page: as many files as the size holds, each with data
+
+
+def max_inodes(size_mb: int) -> int:
+    """The inodes (files, directories, symlinks) a sandbox's tmpfs of ``size_mb`` MiB may hold.
+    Empty files and directories take none of a tmpfs's size, but each costs kernel memory
+    (1 to 2 KiB with a long name, more with extended attributes), charged to the sandbox:
+    unbounded, one run making millions would pin all of its memory, and the runner's next
+    operation would be OOM-killed (an infra failure the policy chose)."""
+    return size_mb * INODES_PER_MB
 
 
 def max_archive_bytes(limits: Limits) -> int:

@@ -28,16 +28,20 @@ What it protects against, by default:
     a wall-clock timeout per run that kills its whole process group; a workspace
     snapshot is refused (`SandboxError`) past twice the workspace size, checked
     before each file is read, so sparse files cannot fill the runner's memory;
-  - leftovers: ``reset`` kills every process but init and the runner and wipes
+  - leftovers: every process of a run, even one that left its group, is killed
+    when the run ends (a daemon could otherwise fill the container's memory
+    with what no process holds, once the run was cleaned up after, and have
+    the runner OOM-killed); ``reset`` kills every process but init and the runner and wipes
     /workspace, /tmp, /dev/shm and /dev/mqueue, with the extended attributes and
     times a run can set on those directories themselves; init (``--init``) reaps
     orphans. /tmp, /dev/shm and /dev/mqueue last one run (emptied after each), as
     a `snapshot` keeps /workspace only: a resume finds what the original found.
     SysV IPC objects (shared memory segments, message queues, semaphore sets)
     last one run: the runner removes them after every run and in ``reset``, so
-    they carry no data to the next run and pin no memory past it (a segment still
-    attached by a process that left the run's group is freed when ``reset`` kills
-    that process).
+    they carry no data to the next run and pin no memory past it. The tmpfs
+    mounts have a bound on their inodes as well as their size (`max_inodes`):
+    empty files and directories take no size, but each costs kernel memory
+    charged to the container, and /workspace outlives the run that fills it.
 
 What it does not protect against: kernel exploits and container escapes (the
 kernel is shared with the host: use gVisor/Kata or VMs for hostile code at scale),
@@ -61,7 +65,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentenv.sandboxes._workspace import max_archive_bytes
+from agentenv.sandboxes._workspace import max_archive_bytes, max_inodes
 from agentenv.sandboxes.base import ExecResult, Limits, SandboxError, SandboxInfraError, workspace_path
 from agentenv.sandboxes.build import IMAGE
 from agentenv.sandboxes.runner import FRAME, PROTOCOL
@@ -210,8 +214,14 @@ def container_options(limits: Limits, image: str = IMAGE, labels: Mapping[str, s
         "read_only": True,
         "tmpfs": {
             # exec: Docker mounts tmpfs noexec unless told; agents build and run programs here.
-            "/workspace": f"rw,exec,nosuid,nodev,size={limits.workspace_mb}m,uid={RUN_UID},gid={RUN_UID},mode=0755",
-            "/tmp": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,uid={RUN_UID},gid={RUN_UID},mode=1777",
+            "/workspace": (
+                f"rw,exec,nosuid,nodev,size={limits.workspace_mb}m,nr_inodes={max_inodes(limits.workspace_mb)},"
+                f"uid={RUN_UID},gid={RUN_UID},mode=0755"
+            ),
+            "/tmp": (
+                f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,nr_inodes={max_inodes(limits.tmp_mb)},"
+                f"uid={RUN_UID},gid={RUN_UID},mode=1777"
+            ),
         },
         "mem_limit": memory,
         "memswap_limit": memory,  # equal: no swap

@@ -30,12 +30,17 @@ run's memory. The runner touches the workspace only with the run uid as its
 effective uid: a symlink or a FIFO planted by a run gets it no further than the
 run itself could go. A wall-clock timeout kills the run's process group; output
 is read through pipes up to a byte cap and the rest is discarded as it arrives.
-``reset`` kills every process of the run uid and wipes the workspace and /tmp.
+In a container (``--kill-all``) a run ends with every process of the run uid killed,
+not only its group: a daemon left behind (a new session) could otherwise, once the
+runner has cleaned up after the run, make what no process holds (a SysV segment,
+files in /tmp or /dev/shm) and fill the container's memory with it, so that the
+runner's next operation is OOM-killed: the container dead, an infra failure the
+policy chose. As the process backend's PID namespace per run does, nothing of a run
+outlives it. ``reset`` kills every process of the run uid and wipes the workspace and /tmp.
 
 /tmp, /dev/shm and /dev/mqueue are scratch that lasts one run: emptied after every
 run (and in ``reset``), as a snapshot keeps only the workspace, so a resumed episode
-finds what the original found at that turn. A process that left the run's group can
-still write there until ``reset`` kills it. Emptying a directory leaves the directory
+finds what the original found at that turn. Emptying a directory leaves the directory
 itself, so each of these roots is also *settled*: the extended attributes a run can
 set on it (``user.*``, POSIX ACLs) removed and its atime and mtime set to the epoch,
 or a run's ``setxattr``/``utime`` on /workspace would reach the next episode. A root
@@ -47,9 +52,8 @@ unattached segment would outlive every run, keep its memory charged to the
 container (the next runner op OOM-killed, the container dead) and carry data to the
 next episode. After each run, once its group is killed, and in ``reset``, the
 runner removes every object listed in ``/proc/sysvipc`` (IPC_RMID, acting as the
-run uid, which owns them: runs create them all); a segment still attached by a
-process that escaped the group is only marked, and freed when ``reset`` kills it.
-A sandbox holding any is not clean.
+run uid, which owns them: runs create them all), once every process of the run
+uid is dead, so each is freed at once. A sandbox holding any is not clean.
 
 Without ``--run-uid`` (tests on a host) every process keeps the runner's uid:
 the same protocol, none of the separation. What a forked run shares with the
@@ -73,7 +77,6 @@ import json
 import marshal
 import os
 import select
-import shutil
 import signal
 import socket
 import stat
@@ -569,6 +572,8 @@ def run(req: dict[str, Any], cfg: Config, zygote: Zygote) -> dict[str, Any]:
         )
     finally:
         _kill_group(pid, cfg)
+        if cfg.kill_all:  # what left the group too: nothing of a run outlives it (module docstring)
+            kill_others(cfg)
         remove_sysv_ipc(cfg)  # they last one run: see the module docstring
         _clear_scratch_after_run(cfg)
     duration_s = time.monotonic() - start
@@ -792,27 +797,75 @@ def wipe(root: str, cfg: Config, *, own_root: bool = True) -> None:
     """Remove everything under ``root`` (not root itself), even unwritable directories.
     ``own_root``: the root is the run uid's (its mode is set back and it is `settle`d);
     else it is the system's (/dev/shm), and only what the runs made in it goes."""
-
-    def retry(func: Any, path: str, _exc: Any) -> None:
-        os.chmod(os.path.dirname(path), 0o700)
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.chmod(path, 0o700)
-            shutil.rmtree(path, onerror=retry)
-        else:
-            func(path)
-
     if own_root:
         os.chmod(root, 0o755 if root != "/tmp" else 0o1777)
-    for entry in os.scandir(root):
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, onerror=retry)
-            else:
-                os.unlink(entry.path)
-        except FileNotFoundError:
-            pass
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        empty_dir(fd)
+    finally:
+        os.close(fd)
     if own_root:
         settle(root, cfg)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def empty_dir(top: int) -> None:
+    """Remove everything in the directory open at ``top``, directories a run made
+    unreadable or unwritable too, never following a symlink. Iterative, one descriptor
+    per level: a run can nest directories past Python's recursion limit (where
+    ``shutil.rmtree``, recursive up to Python 3.12, raises RecursionError) and past PATH_MAX.
+    Also the host's (`agentenv.sandboxes._workspace.wipe`)."""
+    stack: list[tuple[int, str, list[str]]] = [(top, "", _sweep(top))]  # (fd, its name, subdirectories left)
+    try:
+        while stack:
+            fd, name, subdirs = stack[-1]
+            if subdirs:
+                child = subdirs.pop()
+                child_fd = _open_to_empty(fd, child)
+                if child_fd >= 0:
+                    stack.append((child_fd, child, []))  # before the sweep: closed if it fails
+                    stack[-1][2].extend(_sweep(child_fd))
+                continue
+            stack.pop()
+            if stack:  # an emptied subdirectory: remove it from its parent
+                os.close(fd)
+                os.rmdir(name, dir_fd=stack[-1][0])
+    finally:
+        for fd, _, _ in stack[1:]:
+            os.close(fd)
+
+
+def _open_to_empty(parent: int, name: str) -> int:
+    """The directory ``name`` of ``parent``, opened and made writable by its owner; -1 when gone."""
+    try:
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        except PermissionError:  # a run took its own permissions away: its owner may give them back
+            os.chmod(name, 0o700, dir_fd=parent)
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        return -1
+    try:
+        os.fchmod(fd, 0o700)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _sweep(fd: int) -> list[str]:
+    """Unlink every entry but the subdirectories of the directory open at ``fd``; their names."""
+    subdirs = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.name)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.name, dir_fd=fd)
+    return subdirs
 
 
 # The atime and mtime `settle` gives every root (the epoch): a run may utime() a

@@ -189,6 +189,20 @@ def test_an_endless_test_fails_alone_and_ends_the_run(env):
     assert info["task_reward"] == 0.0
 
 
+# What a run can leave that breaks the sandbox's own clean-up after it: directories
+# nested past Python's recursion limit (the runner's wipe raised RecursionError, an
+# error of the sandbox's, and so infra: a way to dodge the penalty of any episode).
+BREAKS_THE_CLEAN_UP = "import os\nos.chdir('/tmp')\nfor _ in range(3000):\n    os.mkdir('d'); os.chdir('d')\n"
+
+
+def test_a_run_that_leaves_what_the_clean_up_chokes_on_is_the_policys_failure_never_infra(env):
+    env.reset(seed=0, options={"task": ADD_TASK})
+    *_, truncated, info = env.step(tool_call_text("run_python", code=BREAKS_THE_CLEAN_UP))
+    assert info.get("failure") != "infra" and not truncated, info
+    info = submit(env, BREAKS_THE_CLEAN_UP + "def add(a, b):\n    return 0\n")
+    assert info["failure"] == "policy" and info["task_reward"] == 0.0, info
+
+
 # -- the secrets of a run: unreachable from the solution's process ----------------------
 
 # The solution searches everything its process can reach for the hidden tests and the

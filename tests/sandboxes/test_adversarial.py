@@ -213,6 +213,85 @@ print(json.dumps(report))
     assert tmp_error is not None and tmp_written <= LIMITS.tmp_mb
 
 
+# Past Python's recursion limit: shutil.rmtree (recursive up to Python 3.12) raised
+# RecursionError on it, in the runner an error of the sandbox's own (infra).
+NEST_PAST_THE_RECURSION_LIMIT = r"""
+import os, tempfile
+for where in (os.getcwd(), tempfile.gettempdir()):
+    os.chdir(where)
+    for _ in range(3000):
+        os.mkdir("d")
+        os.chdir("d")
+print("nested")
+"""
+
+
+def test_directories_nested_past_the_recursion_limit_are_still_wiped(sandbox: Sandbox) -> None:
+    # /tmp is emptied after the run and the workspace at reset: neither may fail on what a
+    # run can make, or the policy could end its episodes as infra at will.
+    made = sandbox.run_python(NEST_PAST_THE_RECURSION_LIMIT, timeout_s=20)
+    assert made.stdout == "nested\n", made
+    after = sandbox.run_python("import os, tempfile; print('d' in os.listdir(tempfile.gettempdir()), os.listdir('.'))")
+    assert after.stdout == "False ['d']\n", after
+    sandbox.reset()
+    assert sandbox.run_python("import os; print(os.listdir('.'))").stdout == "[]\n"
+
+
+# Empty files with long names: none takes any of the tmpfs's size, each takes kernel memory.
+FILL_INODES = r"""
+import os
+made = 0
+try:
+    while made < LIMIT:
+        os.close(os.open("f" * 200 + str(made), os.O_CREAT | os.O_WRONLY))
+        made += 1
+except OSError as exc:
+    print(made, exc.strerror)
+"""
+
+
+def test_empty_files_cannot_fill_the_sandboxs_memory(sandbox: Sandbox) -> None:
+    # The workspace outlives the run: inodes past the memory would leave the sandbox's next
+    # operation (the runner's own) out of memory, an infra failure the policy chose.
+    needs(sandbox, "disk_quota")
+    made = sandbox.run_python(FILL_INODES.replace("LIMIT", str(LIMITS.memory_mb * 1024)), timeout_s=30)
+    assert made.ok and made.stdout.endswith("No space left on device\n"), made
+    first = "f" * 200 + "0"  # no inode is left for a new file: the host writes an existing one
+    sandbox.write_files({first: "x" * (4 << 20)})
+    assert len(sandbox.read_file(first)) == 4 << 20
+    assert sandbox.run_python("print(1)").stdout == "1\n"
+
+
+# A daemon (its own session: out of the run's group) that waits until the run has been
+# cleaned up after, then fills the sandbox's memory with a SysV segment no process holds.
+PIN_MEMORY_AFTER_THE_RUN = r"""
+import ctypes, os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(1)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmat.restype = ctypes.c_void_p
+        size = MIB << 20
+        sid = libc.shmget(0, ctypes.c_size_t(size), 0o600)
+        addr = libc.shmat(sid, None, 0) if sid >= 0 else None
+        if addr not in (None, ctypes.c_void_p(-1).value):
+            ctypes.memset(addr, 1, size)  # OOM-killed midway: the segment stays, full
+    os._exit(0)
+os.wait()
+print("left")
+"""
+
+
+def test_a_daemon_cannot_fill_the_sandboxs_memory_once_its_run_is_over(sandbox: Sandbox) -> None:
+    left = sandbox.run_python(PIN_MEMORY_AFTER_THE_RUN.replace("MIB", str(2 * LIMITS.memory_mb)))
+    assert left.stdout == "left\n", left
+    time.sleep(3)  # the daemon's moment, were it alive
+    sandbox.write_files({"after.txt": "x" * (4 << 20)})
+    assert len(sandbox.read_file("after.txt")) == 4 << 20
+    assert sandbox.run_python("print(1)").stdout == "1\n"
+
+
 # --- network -----------------------------------------------------------------------
 
 
