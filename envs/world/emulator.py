@@ -22,7 +22,10 @@ For an emulated tool `Emulator.call`:
    a request the model's provider refuses for its content (``content_policy``: a
    content filter flagged what the agent wrote) and a request or reply too long for
    the model (``too_long``) when the agent's part of the request is at least the
-   model's ``reply_tokens`` characters: the actions set it.
+   model's ``reply_tokens`` characters, or more than `START_SLACK` characters past
+   its size at the episode's start (``start_chars``): the actions set it. Only a
+   request the task alone makes too long (the world or the model's context too
+   small for it) is infra.
 
 The canonical state is never touched here: the caller swaps it for
 ``Accepted.state``. Code tools go through `run_code`: the function gets a copy of
@@ -50,12 +53,15 @@ from agentenv.envs.world.prompt import HistoryItem, WorldRequest
 from agentenv.envs.world.validate import Accepted, Rejected, validate, validate_change
 from agentenv.envs.world.world import World, WorldTool
 
-__all__ = ["CallRefused", "Emulator", "run_code"]
+__all__ = ["START_SLACK", "CallRefused", "Emulator", "run_code", "start_chars"]
 
 logger = logging.getLogger("agentenv.envs.world")
 _FEEDBACK_CHARS = 400
 HISTORY_CHARS = 2000
 """Each earlier observation is cut to this many characters in a prompt."""
+START_SLACK = 256
+"""Characters a request's agent part may pass its episode's start by (a first call's
+arguments) and still be the task's size: past that, the agent's calls grew it."""
 
 
 class CallRefused(ToolError):
@@ -113,9 +119,11 @@ class Emulator:
         *,
         task: str,
         policy: str,
+        start_chars: int | None = None,
     ) -> Outcome:
         """The accepted change of one emulated call (see the module docstring); `CallRefused`
-        or `InfraError` otherwise."""
+        or `InfraError` otherwise. ``start_chars``: `start_chars` of the episode's first
+        state, when the caller knows it."""
         self.metrics.request()
         writes = bind_all(tool.writes, args)
         digest = state_hash(state)
@@ -145,7 +153,12 @@ class Emulator:
                 key=key,
                 state_hash=digest,
             )
-            accepted, rejected = self._ask(request, tool, writes, state, args, task=task, policy=policy)
+            large_from = getattr(self.model, "reply_tokens", 0)
+            if start_chars is not None:
+                large_from = min(large_from, start_chars + START_SLACK)
+            accepted, rejected = self._ask(
+                request, tool, writes, state, args, task=task, policy=policy, large_from=large_from
+            )
             self.cache.put(key, self.world_key, tool.name, model_id, canonical_json(_reply(accepted)))
             return Outcome(accepted, False, rejected)
 
@@ -174,12 +187,13 @@ class Emulator:
         *,
         task: str,
         policy: str,
+        large_from: int,
     ) -> tuple[Accepted, int]:
         reasons: list[str] = []
         for attempt in range(self.max_attempts):
             request = request.model_copy(update={"attempt": attempt, "rejected_attempts": list(reasons)})
             try:
-                text = self._reply(request, attempt, task=task, policy=policy)
+                text = self._reply(request, attempt, task=task, policy=policy, large_from=large_from)
                 accepted = validate(text, self.world, tool, writes, state, args)
             except Rejected as e:
                 self.metrics.reject(e.kind, task, policy)
@@ -194,8 +208,9 @@ class Emulator:
             rejected=len(reasons),
         )
 
-    def _reply(self, request: WorldRequest, attempt: int, *, task: str, policy: str) -> Any:
-        """The model's reply text, asked in a worker thread under the deadline."""
+    def _reply(self, request: WorldRequest, attempt: int, *, task: str, policy: str, large_from: int) -> Any:
+        """The model's reply text, asked in a worker thread under the deadline. ``large_from``:
+        the agent part's size (`_agent_chars`) from which a request too long is the agent's."""
         box: dict[str, Any] = {}
 
         def ask() -> None:
@@ -229,7 +244,7 @@ class Emulator:
                     f"{request.tool} cannot be carried out here: the world model's provider refused the call's "
                     "content (a content filter)"
                 )
-            if error.kind in ("too_long", "cut") and _agent_chars(request) >= getattr(self.model, "reply_tokens", 0):
+            if error.kind in ("too_long", "cut") and _agent_chars(request) >= large_from:
                 # The prompt past the model's context, or its reply past its token limit, on a
                 # request the agent made large (its arguments, the state its calls built, their
                 # history): as infra, one long write would leave any episode unscored. On a small
@@ -275,6 +290,12 @@ def run_code(world: World, tool: WorldTool, state: dict[str, Any], args: BaseMod
         return validate_change(observation, patch, world, tool, bind_all(tool.writes, arguments), state, arguments)
     except Rejected as e:
         raise RuntimeError(f"code tool {tool.name!r} made a change it may not make: {e}") from None
+
+
+def start_chars(state: dict[str, Any]) -> int:
+    """`_agent_chars` of a request on ``state`` with no arguments and no history: an
+    episode's floor, given its first state."""
+    return len(json.dumps([{}, state, []], ensure_ascii=True, separators=(",", ":"), default=str))
 
 
 def _agent_chars(request: WorldRequest) -> int:

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, tool_call_text
 from agentenv.envs.world.cache import WorldCache, open_cache
-from agentenv.envs.world.emulator import CallRefused, Emulator, run_code
+from agentenv.envs.world.emulator import CallRefused, Emulator, run_code, start_chars
 from agentenv.envs.world.keys import canonical_json
 from agentenv.envs.world.metrics import WorldMetrics, world_metrics
 from agentenv.envs.world.models import ScriptedWorldModel, WorldModel
@@ -65,6 +65,9 @@ class WorldEnvState(State):
     """The share of the task's sub-goals that hold now (the step reward's potential)."""
     start_potential: float = 0.0
     """The share at the episode's start: a failed episode gives back what it earned beyond it."""
+    start_chars: int | None = None
+    """The size of the episode's first state in a world model's request (`start_chars`): a
+    request too long for the model and well past it, the agent's calls made so."""
 
 
 class Finish(Args):
@@ -149,7 +152,9 @@ class WorldEnv(Env[WorldEnvState]):
         start = self.world.task_start(task)
         self._rejections = 0
         potential = self._potential(task, start)
-        return WorldEnvState(world=start, potential=potential, start_potential=potential)
+        return WorldEnvState(
+            world=start, potential=potential, start_potential=potential, start_chars=start_chars(start)
+        )
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         rejections, self._rejections = self._rejections, 0
@@ -182,7 +187,15 @@ class WorldEnv(Env[WorldEnvState]):
         if tool.emulated:
             history = self.state.history[-self.history_turns :] if self.history_turns else []
             try:
-                outcome = self.emulator.call(tool, args, state, history, task=self.task.id, policy=self.policy_id)
+                outcome = self.emulator.call(
+                    tool,
+                    args,
+                    state,
+                    history,
+                    task=self.task.id,
+                    policy=self.policy_id,
+                    start_chars=self.state.start_chars,
+                )
             except CallRefused as e:
                 self._rejections += e.rejected
                 raise

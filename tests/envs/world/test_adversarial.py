@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 import agentenv
 from agentenv import tool_call_text
-from agentenv.envs.world import WorldCache, WorldMetrics, WorldRequest
+from agentenv.envs.world import WorldCache, WorldMetrics, WorldRequest, emulator
+from agentenv.envs.world.models import WorldModelError
 from tests.envs.world.conftest import FakeModel
 from tests.fuzz_strategies import ActionStrategies, Fuzzed
 from tests.test_fuzz_actions import FUZZ, _play
@@ -207,3 +208,43 @@ def test_a_reply_that_copies_the_state_into_itself_is_a_rejected_attempt() -> No
     assert info["error_kind"] == "tool" and info["failure"] is None and not (terminated or truncated)
     assert dict(metrics.rejected) == {"too_large": 1} and env.state.world == before and reward <= 0
     env.close()
+
+
+class TightContext(FakeModel):
+    """Writes each note asked for, while the agent's part of the request fits ``room``
+    characters; past that, the provider's "too long" (a 4k-context model serving replies
+    of up to 2,048 tokens: less room than twice the reply budget)."""
+
+    reply_tokens = 2048
+
+    def __init__(self, room: int) -> None:
+        def reply(request: WorldRequest) -> str:
+            if emulator._agent_chars(request) > room:
+                raise WorldModelError("the prompt is past the model's context", kind="too_long")
+            title, text = request.arguments["title"], request.arguments["text"]
+            count = request.state["count"] + 1
+            patch = [
+                {"op": "add", "path": f"/notes/{title}", "value": text},
+                {"op": "replace", "path": "/count", "value": count},
+            ]
+            return json.dumps({"observation": "saved", "state_patch": patch})
+
+        super().__init__(reply)
+
+
+def test_a_request_the_agents_calls_grew_past_a_tight_context_is_its_tool_error_never_infra(make_env) -> None:
+    # Each note grows the state and the history; the agent's part stays far below the reply
+    # budget, so "at least reply_tokens characters" alone called the overflow the world's.
+    env = make_env(model=TightContext(room=900), max_turns=12)
+    env.reset(options={"task": "todo"})
+    infos = [env.step(tool_call_text("add_note", title=f"n{i}", text="x" * 90))[4] for i in range(8)]
+    assert all(info["failure"] != "infra" for info in infos)
+    refused = [info for info in infos if info["error_kind"] == "tool"]
+    assert refused and "too large for this world" in refused[0]["error"]
+
+
+def test_a_task_too_long_for_the_model_at_its_start_is_infra(make_env) -> None:
+    env = make_env(model=TightContext(room=0))
+    env.reset(options={"task": "todo"})
+    *_, truncated, info = env.step(tool_call_text("add_note", title="todo", text="buy milk"))
+    assert truncated and info["failure"] == "infra"
