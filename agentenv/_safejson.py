@@ -15,10 +15,21 @@ Left out: schema checks (pydantic does those), size limits on whole documents
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
-__all__ = ["MAX_INT_BITS", "UnsafeJSON", "clean_text", "harmless", "is_unicode", "loads", "problem", "scan"]
+__all__ = [
+    "MAX_INT_BITS",
+    "UnsafeJSON",
+    "clean_text",
+    "first_non_finite",
+    "harmless",
+    "is_unicode",
+    "loads",
+    "problem",
+    "scan",
+]
 
 MAX_INT_BITS = 4096
 """Longer integers are refused: ``str()`` of one past ~4,300 digits raises (Python's limit)."""
@@ -150,6 +161,21 @@ def _locate(value: Any, max_depth: int) -> tuple[str, str] | None:
                 stack.append((name, v, depth + 1))
         elif not (item is None or kind is bool or kind is float):
             return path, f"a value of type {kind.__name__}, which is not JSON"
+    return None
+
+
+def first_non_finite(value: Any) -> str | None:
+    """The path of the first NaN or infinity in ``value`` (JSON data), in document order, or
+    None. `json.loads` and pydantic's parser read them (``NaN``, ``Infinity``, ``1e309``), but
+    JSON cannot write them back: a record holding one is written with null there. Without
+    recursion, so any depth the parser let through is safe to walk."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path
+        children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        stack.extend(reversed([(f"{path}.{key}" if path else str(key), v) for key, v in children]))
     return None
 
 

@@ -33,8 +33,8 @@ __all__ = ["Task", "TaskMeta", "TaskSet"]
 
 
 def _printable(label: str) -> str:
-    """Families and tags are printed as they are by the CLIs (``agentenv miner show``, eval
-    tables): a control character from a task file could clear the terminal or forge a row."""
+    """Ids, families and tags are printed as they are by the CLIs (``agentenv miner show``,
+    eval tables): a control character from a task file could clear the terminal or forge a row."""
     bad = next((c for c in label if unicodedata.category(c) == "Cc"), None)
     if bad is not None:
         raise ValueError(f"control character U+{ord(bad):04X} in {label[:40]!r}; use printable text")
@@ -42,6 +42,8 @@ def _printable(label: str) -> str:
 
 
 Label = Annotated[str, AfterValidator(_printable)]
+MAX_ID_CHARS = 256
+"""The longest task id; a task the miner derives from another (`agentenv.miner`) stays within it."""
 
 
 class TaskMeta(BaseModel):
@@ -60,7 +62,7 @@ class Task(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str = Field(min_length=1, max_length=256)
+    id: Label = Field(min_length=1, max_length=MAX_ID_CHARS)
     prompt: str
     payload: dict[str, Any] = Field(default_factory=dict)
     metadata: TaskMeta = Field(default_factory=TaskMeta)
@@ -273,7 +275,7 @@ def _json_record(line: str, where: str) -> dict[str, Any]:
         field, what = found
         raise TaskFileError(f"{where}: field {field or '(record)'!r}: {what}")
     if non_finite:
-        field = _first_non_finite(record) or "(record)"
+        field = _safejson.first_non_finite(record) or "(record)"
         raise TaskFileError(
             f"{where}: field {field!r}: {non_finite[0]} is not a finite number; JSON has no NaN or infinity "
             "(written back, the task would hold null there): use a finite number, a string or null"
@@ -300,16 +302,3 @@ class _Floats(_NonFiniteLiterals):
         if not math.isfinite(value):
             self.seen.append(literal if len(literal) <= 40 else literal[:37] + "...")
         return value
-
-
-def _first_non_finite(value: Any) -> str | None:
-    """The path of the first NaN or infinity in ``value``, in the file's order, or None.
-    Without recursion: ``value`` passed `_safejson.problem`, so it is at most `MAX_DEPTH` deep."""
-    stack: list[tuple[str, Any]] = [("", value)]
-    while stack:
-        path, item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return path
-        children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
-        stack.extend(reversed([(f"{path}.{key}" if path else str(key), v) for key, v in children]))
-    return None

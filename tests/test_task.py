@@ -215,3 +215,13 @@ def test_control_characters_in_a_family_or_tag_are_refused_naming_the_field(tmp_
     with pytest.raises(TaskFileError, match=rf"tasks.jsonl:1: field '{field}': .*control character U\+00"):
         TaskSet.from_jsonl(path)
     assert Task(id="a", prompt="p", metadata={"family": "数学 café", "tags": ["a b"]}).metadata.family == "数学 café"
+
+
+@pytest.mark.parametrize("task_id", ["t\x1b]0;owned\x07\x1b[2J", "t\nfake row │ solved", "t\x00"])
+def test_control_characters_in_a_task_id_are_refused(tmp_path, task_id):
+    # `agentenv miner show` printed such an id as it is: a terminal escape ran, a newline forged a row.
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({"id": task_id, "prompt": "p"}) + "\n")
+    with pytest.raises(TaskFileError, match=r"tasks.jsonl:1: field 'id': .*control character U\+00"):
+        TaskSet.from_jsonl(path)
+    assert Task(id="数学/café #1", prompt="p").id == "数学/café #1"
