@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
+from agentenv import _safejson
 from agentenv.env import Snapshot, Transition
 from agentenv.policies import Generation
 from agentenv.task import Task
@@ -49,6 +50,19 @@ class Trajectory(BaseModel):
     duration_s: float = 0.0
     error: str | None = None
     """For ``infra`` failures: what broke."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _finite_in_json(cls, data: Any, info: ValidationInfo) -> Any:
+        """Read from JSON, a NaN or an infinity (``NaN``, ``Infinity``, ``1e309``, which the
+        parser accepts) is refused: written back it would be null, and the trajectory would
+        no longer read (nor would an evaluation scored from it)."""
+        if info.mode == "json" and (where := _safejson.first_non_finite(data)) is not None:
+            raise ValueError(
+                f"{where or '(record)'} is NaN or infinity, which JSON cannot hold (written back it would be "
+                "null): use a finite number"
+            )
+        return data
 
     @property
     def turns(self) -> int:
