@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
+from agentenv import _safejson
 from agentenv.miner.config import MinerConfig
 from agentenv.ray_workers import RayConfig
 from agentenv.task import did_you_mean
@@ -93,7 +94,8 @@ class GRPOConfig(BaseModel):
     max_seq_len: int = Field(2048, ge=1)
     """Longest training sequence (prompt + all turns); longer episodes stop generating."""
     stop: list[str] = Field(default_factory=list)
-    """Strings that end a turn besides the end-of-turn token, e.g. ["</tool_call>"] (one call per turn)."""
+    """Strings that end a turn besides the end-of-turn token, e.g. ["</tool_call>"] (one call
+    per turn). Not empty: "" is in every text, so every turn would end at its first token."""
     temperature: float = Field(1.0, gt=0.0, le=10.0)
     """Sampling temperature (log-probs are computed at the same temperature). Above 0:
     a group sampled greedily is G copies of one episode, with no signal to learn from."""
@@ -327,6 +329,23 @@ class GRPOConfig(BaseModel):
             raise ValueError("the env weights sum to infinity; use smaller ones (only their ratios matter), e.g. 1.0")
         return envs
 
+    @field_validator("stop")
+    @classmethod
+    def _check_stop(cls, stop: list[str]) -> list[str]:
+        if "" in stop:
+            raise ValueError(f"stop holds an empty string, which every text contains; drop it, got {stop!r}")
+        return stop
+
+    @field_validator("env_kwargs")
+    @classmethod
+    def _check_env_kwargs(cls, env_kwargs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        # allow_inf_nan covers typed fields only: a NaN here reached the env (max_turns=nan
+        # ran with no turn limit) and config.json recorded null in its place.
+        where = _safejson.first_non_finite(env_kwargs)
+        if where is not None:
+            raise ValueError(f"env_kwargs.{where} must be a finite number, got NaN or infinity")
+        return env_kwargs
+
     @field_validator("model")
     @classmethod
     def _check_model(cls, model: str) -> str:
@@ -479,7 +498,7 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     else (a directory, bytes that are not UTF-8, bad syntax, an integer past Python's digit
     limit, nesting deeper than the parser's recursion)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte order mark (Notepad writes one) is not TOML
     except UnicodeDecodeError as e:
         raise ValueError(
             f"{path}: not UTF-8 text: byte {e.object[e.start]:#04x} at byte {e.start + 1}; save the file as UTF-8"

@@ -371,3 +371,23 @@ def test_a_file_that_cannot_be_read_as_a_config_is_a_value_error_naming_it(tmp_p
 
 def test_env_weights_that_each_are_finite_but_sum_to_infinity_are_refused() -> None:
     assert "env weights sum to infinity" in _problem(envs={"arithmetic-v0": 1e308, "guess-number-v0": 1e308})
+
+
+def test_an_empty_stop_string_is_refused() -> None:
+    # "" is in every text: every turn ended at its first token, and nothing said why.
+    with pytest.raises(ValueError, match="stop holds an empty string"):
+        GRPOConfig(stop=["</tool_call>", ""])
+
+
+def test_nan_or_infinity_in_env_kwargs_is_refused_naming_the_argument(tmp_path) -> None:
+    # It reached the env (max_turns=nan ran with no turn limit) and config.json recorded null.
+    path = tmp_path / "run.yaml"
+    path.write_text("env_kwargs: {arithmetic-v0: {max_turns: .nan, x: [1, .inf]}}\n")
+    with pytest.raises(ValueError, match=r"env_kwargs\.arithmetic-v0\.max_turns must be a finite number"):
+        GRPOConfig.from_file(path)
+
+
+def test_a_toml_file_with_a_byte_order_mark_loads(tmp_path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_bytes(b"\xef\xbb\xbfsteps = 3\n")  # as Notepad saves UTF-8; tomllib read it as a bad statement
+    assert GRPOConfig.from_file(path).steps == 3
