@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 
 from agentenv.env import Snapshot
-from agentenv.task import Task, TaskMeta
+from agentenv.task import MAX_ID_CHARS, Task, TaskMeta
 from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
 
@@ -91,7 +91,7 @@ def resume_task(traj: Trajectory, point: BreakPoint) -> tuple[Task, Snapshot] | 
     meta = original.metadata
     task = original.model_copy(
         update={
-            "id": f"{root_id(traj.task.id)}{RESUME_MARK}{point.turn}.{state_digest(snap)}",
+            "id": _resume_id(root_id(traj.task.id), f"{RESUME_MARK}{point.turn}.{state_digest(snap)}"),
             "metadata": TaskMeta(
                 family=meta.family,
                 difficulty=meta.difficulty,
@@ -100,3 +100,13 @@ def resume_task(traj: Trajectory, point: BreakPoint) -> tuple[Task, Snapshot] | 
         }
     )
     return task, snap
+
+
+def _resume_id(root: str, suffix: str) -> str:
+    """``root + suffix``, within `MAX_ID_CHARS`: past it, the task would not read back
+    from a checkpoint (nor its trajectories from their file). A long root is cut, and a
+    hash of the whole root keeps two roots that share the cut part apart."""
+    if len(root) + len(suffix) <= MAX_ID_CHARS:
+        return root + suffix
+    digest = hashlib.blake2b(root.encode(), digest_size=4).hexdigest()
+    return f"{root[: MAX_ID_CHARS - len(suffix) - len(digest) - 1]}~{digest}{suffix}"

@@ -88,6 +88,10 @@ def make_variant(env: Env, task: Task, rng: np.random.Generator, validate: Valid
         return None, f"mutate raised {type(e).__name__}: {e}"
     if variant is None:
         return None, "the env makes no variants"
+    try:  # made with model_copy, nothing checked it: an id past its bound would not read back
+        variant = Task.model_validate(variant.model_dump())
+    except (AttributeError, ValueError) as e:  # ValidationError is a ValueError
+        return None, f"mutate made an invalid task: {e}"
     if variant.id == task.id:
         return None, f"the variant kept the id {task.id!r}"
     if (variant.prompt, variant.payload) == (task.prompt, task.payload):

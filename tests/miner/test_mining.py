@@ -9,6 +9,7 @@ from agentenv.envs.arithmetic import ArithmeticEnv
 from agentenv.envs.guess_number import GuessNumberEnv
 from agentenv.miner import OracleValidator, break_point, make_variant, resume_task
 from agentenv.miner.breakpoints import state_digest
+from agentenv.task import MAX_ID_CHARS
 from tests.miner.helpers import step, traj
 
 T = Task(id="t", prompt="p")
@@ -107,3 +108,18 @@ def test_validation_rejects_a_broken_variant():
 
     variant, why = make_variant(Same(), GuessNumberEnv().tasks[0], np.random.default_rng(0), guess)
     assert variant is None and "again under a new id" in why
+
+
+def test_tasks_mined_from_a_task_with_the_longest_id_still_read_back():
+    # Suffixed past 256 characters (ID@tK.HASH, ID~vN), they saved in a checkpoint that no
+    # longer loaded, and their trajectories did not read back from their file.
+    task = GuessNumberEnv().tasks[1].model_copy(update={"id": "x" * MAX_ID_CHARS})
+    [failed] = rollout(lambda: GuessNumberEnv(max_turns=3), _wrong_then_guess(), tasks=[task], keep_snapshots=True)
+    resume, _ = resume_task(failed, break_point(failed))
+    assert Task.model_validate(resume.model_dump()) == resume and len(resume.id) == MAX_ID_CHARS
+    longer = failed.model_copy(update={"task": task.model_copy(update={"id": "x" * 255 + "y"})})
+    other, _ = resume_task(longer, break_point(longer))
+    assert other.id != resume.id  # two long roots that share their start stay apart
+    guess = OracleValidator(GuessNumberEnv, agentenv.spec("guess-number-v0").make_oracle)
+    variant, why = make_variant(GuessNumberEnv(), task, np.random.default_rng(0), guess)
+    assert variant is None and "invalid task" in why
