@@ -370,8 +370,22 @@ def reusable(model: torch.nn.Module) -> bool:
 def _ends_with(decode: Callable[[list[int]], str], ids: list[int], stops: Sequence[str], longest: int) -> bool:
     """Whether a stop string now appears in the row's last tokens. Checked after every
     token, so the first appearance is in the newest token, which may go on past it
-    (``"</tool_call>\n"`` as one token): the row stops there, the token kept whole."""
-    tail = decode(ids[-(longest + 2) :])  # a few tokens more than the longest stop string's characters
+    (``"</tool_call>\n"`` as one token): the row stops there, the token kept whole.
+    A token can give less than one character (one byte of "。"; a special token gives
+    none), so the tokens before the newest one are read back until they give the
+    longest stop string's characters and three more (a window may open inside a
+    character). A token that adds no text ends no stop string: a run of special
+    tokens costs a short decode each, not a read back over the whole run."""
+    n = longest + 2
+    before, tail = decode(ids[-n:-1]), decode(ids[-n:])
+    if tail == before:
+        return False
+    widened = False
+    while n < len(ids) and len(before) < longest + 3:
+        n, widened = 2 * n, True
+        before = decode(ids[-n:-1])
+    if widened:
+        tail = decode(ids[-n:])
     return any(s in tail for s in stops)
 
 

@@ -243,6 +243,43 @@ def test_a_stop_string_that_ends_inside_a_token_ends_the_row_at_that_token(model
     assert [len(ids) for ids in stopped.token_ids] == [2] * len(prompts)
 
 
+@pytest.mark.parametrize("spelled", ["bytes", "special"])
+def test_a_stop_string_is_found_whatever_each_of_its_tokens_decodes_to(model, tok, prompts, spelled) -> None:
+    # A token can give less than a character: "答案" is six byte tokens to the tiny
+    # tokenizer, and a special token the model slips inside "</tool_call>" decodes to
+    # nothing. The stop string still ends the row, at the token that completes it.
+    def ids(text: str) -> list[int]:
+        return list(tok(text, add_special_tokens=False)["input_ids"])
+
+    special = tok.convert_tokens_to_ids("<|im_start|>")
+    stop, script = {
+        "bytes": ("答案", ids("x 答案") + ids(" and more text after it")),
+        "special": ("</tool_call>", ids("x </tool_") + [special] * 16 + ids("call>") + ids(" and more text after it")),
+    }[spelled]
+    upto = next(n for n in range(1, len(script) + 1) if stop in tok.decode(script[:n], skip_special_tokens=True))
+    calls = iter(range(len(script) + 1))
+
+    def force(_module: Any, _inputs: Any, logits: torch.Tensor) -> torch.Tensor:
+        logits = logits.clone()
+        logits[:, -1, script[min(next(calls), len(script) - 1)]] += 1e4
+        return logits
+
+    handle = model.get_output_embeddings().register_forward_hook(force)
+    try:
+        out = sample(
+            model,
+            prompts[:1],
+            stop_ids=[],
+            pad_id=tok.pad_token_id,
+            max_new_tokens=len(script),
+            stop_strings=[stop],
+            decode=lambda i: tok.decode(i, skip_special_tokens=True),
+        )
+    finally:
+        handle.remove()
+    assert out.stopped == [True] and out.token_ids[0] == script[:upto]
+
+
 def test_decoding_writes_into_the_cache_in_place_and_samples_as_the_copying_cache(
     model, tok, prompts, monkeypatch
 ) -> None:
