@@ -189,6 +189,43 @@ def test_an_endless_test_fails_alone_and_ends_the_run(env):
     assert info["task_reward"] == 0.0
 
 
+# A benchmark task whose setup (its prompt) imports a module nothing has imported yet.
+IMPORTING_TASK = benchmark_task(
+    {
+        "task_id": "bench/smallest",
+        "prompt": 'import heapq\n\ndef smallest(xs):\n    """the smallest item"""\n',
+        "entry_point": "smallest",
+        "test": "def check(candidate):\n    assert candidate([3, 1, 2]) == 1\n    assert candidate([5]) == 5\n",
+        "canonical_solution": "    return heapq.nsmallest(1, xs)[0]\n",
+    }
+)
+# Imported in the harness, it finds the harness's frame and writes every verdict itself.
+FORGER = """
+import os, sys
+f = sys._getframe()
+while f is not None and not ("spec" in f.f_locals and "emit" in f.f_locals):
+    f = f.f_back
+if f is not None:
+    spec, emit = f.f_locals["spec"], f.f_locals["emit"]
+    for t, task in enumerate(spec["tasks"]):
+        for i, _ in enumerate(task["tests"]):
+            emit({"task": t, "test": i, "passed": True})
+        emit({"task": t, "event": "end"})
+    emit({"event": "done"})
+    os._exit(0)
+"""
+
+
+def test_a_module_the_solution_plants_in_the_workspace_is_never_imported_by_the_harness(env):
+    # Docker runs have the workspace ('') first on sys.path: the setup's `import heapq`
+    # in the harness ran the solution's heapq.py beside the nonce.
+    solution = f"open('heapq.py', 'w').write({FORGER!r})\ndef smallest(xs):\n    return 0\n"
+    info = submit(env, solution, task=IMPORTING_TASK)
+    assert info["task_reward"] == 0.0 and info["rewards"]["hidden_fraction"] == 0.0, info
+    honest = "import heapq\ndef smallest(xs):\n    return heapq.nsmallest(1, xs)[0]\n"
+    assert submit(env, honest, task=IMPORTING_TASK)["task_reward"] == 1.0
+
+
 # What a run can leave that breaks the sandbox's own clean-up after it: directories
 # nested past Python's recursion limit (the runner's wipe raised RecursionError, an
 # error of the sandbox's, and so infra: a way to dodge the penalty of any episode).
