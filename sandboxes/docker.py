@@ -22,7 +22,7 @@ What it protects against, by default:
     (see `sandboxes/runner.py`); the host bounds every frame it reads, so a
     broken runner cannot flood its memory;
   - changing the image or the host's files: read-only root; writable only the
-    size-capped tmpfs mounts /workspace and /tmp, gone with the container; no host
+    size-capped tmpfs mounts /workspace, /tmp and /dev/shm, gone with the container; no host
     mounts, no host environment variables;
   - exhaustion: memory (no swap), process count, CPU quota, output bytes per run,
     a wall-clock timeout per run that kills its whole process group; a workspace
@@ -222,6 +222,9 @@ def container_options(limits: Limits, image: str = IMAGE, labels: Mapping[str, s
                 f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,nr_inodes={max_inodes(limits.tmp_mb)},"
                 f"uid={RUN_UID},gid={RUN_UID},mode=1777"
             ),
+            # Docker's own /dev/shm (--shm-size) has no inode bound: a run's empty directories
+            # there pinned the container's memory, and the runner's clean-up was OOM-killed.
+            "/dev/shm": f"rw,nosuid,nodev,noexec,size={limits.tmp_mb}m,nr_inodes={max_inodes(limits.tmp_mb)},mode=1777",
         },
         "mem_limit": memory,
         "memswap_limit": memory,  # equal: no swap

@@ -262,6 +262,40 @@ def test_empty_files_cannot_fill_the_sandboxs_memory(sandbox: Sandbox) -> None:
     assert sandbox.run_python("print(1)").stdout == "1\n"
 
 
+# Empty directories with long names in /dev/shm (scratch every run may write), made until
+# no inode is left or the memory is all but full: the run then ends of itself, and the
+# clean-up after it (the runner's own, on Docker) needs memory the inodes hold.
+FILL_SHM_WITH_DIRECTORIES = r"""
+import os
+def room():  # what the memory cgroup has left, where the run can read it
+    for used, limit in (("memory.usage_in_bytes", "memory.limit_in_bytes"), ("memory.current", "memory.max")):
+        for cgroup in ("/sys/fs/cgroup/memory/", "/sys/fs/cgroup/"):
+            try:
+                return int(open(cgroup + limit).read()) - int(open(cgroup + used).read())
+            except (OSError, ValueError):
+                pass
+    return 1 << 62
+os.chdir("/dev/shm")
+made = 0
+try:
+    while made < LIMIT and (made % 500 or room() > 40 << 20):
+        os.mkdir("d" * 240 + str(made))
+        made += 1
+except OSError as exc:
+    print(exc.strerror)
+"""
+
+
+def test_directories_in_dev_shm_cannot_fill_the_sandboxs_memory(sandbox: Sandbox) -> None:
+    # Docker's own /dev/shm had no inode bound: the container was OOM-killed in the
+    # runner's clean-up after the run, an infra failure the policy chose.
+    code = FILL_SHM_WITH_DIRECTORIES.replace("LIMIT", str(LIMITS.memory_mb * 1024))
+    made = sandbox.run_python(code, timeout_s=30)
+    assert made.stdout == "No space left on device\n", made
+    after = "import os; print([name for name in os.listdir('/dev/shm') if name.startswith('ddd')])"
+    assert sandbox.run_python(after).stdout == "[]\n"
+
+
 # A daemon (its own session: out of the run's group) that waits until the run has been
 # cleaned up after, then fills the sandbox's memory with a SysV segment no process holds.
 PIN_MEMORY_AFTER_THE_RUN = r"""

@@ -85,7 +85,8 @@ def test_hardening_options_are_set_on_the_container(sb: Sandbox) -> None:
     assert host["NanoCpus"] == int(LIMITS.cpus * 1e9)
     assert host["Init"] is True
     assert not host.get("Binds") and not attrs["Mounts"]
-    assert set(host["Tmpfs"]) == {"/workspace", "/tmp"}
+    assert set(host["Tmpfs"]) == {"/workspace", "/tmp", "/dev/shm"}
+    assert all("nr_inodes=" in options for options in host["Tmpfs"].values())
     assert f"size={LIMITS.workspace_mb}m" in host["Tmpfs"]["/workspace"]
     assert "noexec" in host["Tmpfs"]["/tmp"]
     assert config["User"] == "0:0"  # init and the runner; runs drop to uid 1000
