@@ -250,7 +250,7 @@ def _member(rel: str, parent: int, name: str, st: os.stat_result) -> tarfile.Tar
     (FIFOs, sockets, devices, symlinks that lead out of the workspace)."""
     member = tarfile.TarInfo(rel)
     member.mode = stat.S_IMODE(st.st_mode)
-    member.mtime = int(st.st_mtime)
+    member.mtime = st.st_mtime  # a float: PAX keeps the fraction (make-like tools compare them)
     if stat.S_ISREG(st.st_mode):
         member.size = st.st_size
     elif stat.S_ISDIR(st.st_mode):
@@ -288,35 +288,63 @@ def restore_tar(root: str, archive: bytes, owner: Owner) -> None:
     """Replace the contents of ``root`` with ``archive``, refusing members that escape it."""
     try:
         tar = tarfile.open(fileobj=io.BytesIO(archive), mode="r:")
+        members = tar.getmembers()  # reads to the end: a truncated archive fails here, before the wipe
     except tarfile.TarError as exc:
         raise SandboxError(f"expected a tar archive from snapshot(), got unreadable bytes: {exc}") from exc
     with tar:
-        members = tar.getmembers()
+        kinds: dict[str, str] = {}  # what the archive makes at each path, in order
         for member in members:
-            _check_member(member)
+            _check_member(member, kinds)
         wipe(root)
         try:
-            tar.extractall(root, members=[m for m in members if _norm(m.name) != "."], filter="data")
+            tar.extractall(root, members=[m for m in members if _norm(m.name) != "."], filter=_keep_modes)
+            if owner is not None:
+                _chown_tree(root, owner)
         except tarfile.FilterError as exc:
             raise SandboxError(f"archive member refused: {exc}") from exc
-    if owner is not None:
-        _chown_tree(root, owner)
+        except OSError as exc:  # what the archive asks for and the filesystem refuses (a path past PATH_MAX)
+            raise SandboxError(f"the archive cannot be restored: {exc.strerror or exc}") from exc
+
+
+def _keep_modes(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """tarfile's "data" filter, but with the permission bits the snapshot saw (it would
+    give directories the default mode and files owner read-write, without group or
+    others write): a resumed run finds the modes the original did. Never setuid,
+    setgid or sticky bits."""
+    checked = tarfile.data_filter(member, dest)
+    return checked if member.issym() else checked.replace(mode=stat.S_IMODE(member.mode) & 0o777, deep=False)
 
 
 def _norm(name: str) -> str:
     return posixpath.normpath(name) if name else "."
 
 
-def _check_member(member: tarfile.TarInfo) -> None:
+def _check_member(member: tarfile.TarInfo, kinds: dict[str, str]) -> None:
+    """Refuse ``member`` unless it lands inside the workspace without going through
+    anything but a directory of the archive's own: ``kinds`` maps each path the members
+    before it make to "dir", "file" or "symlink". A lexical check of a symlink's target
+    counts the levels of the member's name, which on disk may go through earlier
+    symlinks that lead elsewhere, and tarfile's "data" filter, which resolves them, stops
+    resolving past PATH_MAX (CVE-2025-4517, Python < 3.11.13): a hand-edited snapshot
+    could write anywhere the host may. An archive from `snapshot_tar` never needs more:
+    it walks the real tree, so no name in it goes through a symlink or comes twice."""
     if _norm(member.name) == ".":
         return
     rel = workspace_path(member.name)
     if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
         raise SandboxError(f"archive member {member.name!r} is not a file, directory or link; refused")
-    if member.islnk():
-        workspace_path(member.linkname)
+    if member.islnk() and kinds.get(workspace_path(member.linkname)) != "file":
+        raise SandboxError(f"archive hard link {member.name!r} -> {member.linkname!r} is not to a file before it")
     if member.issym() and not _link_stays_inside(rel, member.linkname):
         raise SandboxError(f"archive symlink {member.name!r} -> {member.linkname!r} points outside the workspace")
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        if kinds.setdefault("/".join(parts[:i]), "dir") != "dir":
+            raise SandboxError(f"archive member {member.name!r} goes through a non-directory; refused")
+    kind = "dir" if member.isdir() else "symlink" if member.issym() else "file"
+    if rel in kinds and (kind, kinds[rel]) != ("dir", "dir"):
+        raise SandboxError(f"archive member {member.name!r} comes twice; refused")
+    kinds[rel] = kind
 
 
 def _chown_tree(root: str, owner: tuple[int, int]) -> None:

@@ -7,7 +7,9 @@ import io
 import logging
 import os
 import tarfile
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -140,16 +142,59 @@ def test_restore_refuses_symlinks_that_point_out(sb: ProcessSandbox) -> None:
         sb.restore(_tar({}, extra=[link]))
 
 
-def _tar(files: dict[str, bytes], extra: list[tarfile.TarInfo] | None = None) -> bytes:
+def test_restore_never_writes_through_the_archives_own_symlinks(sb: ProcessSandbox, tmp_path: Path) -> None:
+    # A hand-edited snapshot (a miner checkpoint on disk): each symlink's target stays inside
+    # on paper, but a chain of them nested past PATH_MAX leads `escape` to the host's root,
+    # where tarfile's "data" filter stops resolving (CVE-2025-4517); then a file is written
+    # through `escape`. As root, that is any file on the host.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the host's")
+    comp, steps, path, members = "d" * 247, "abcdefghijklmnop", "", []
+    for step in steps:
+        members.append(_info(os.path.join(path, comp), tarfile.DIRTYPE))
+        members.append(_info(os.path.join(path, step), tarfile.SYMTYPE, comp))
+        path = os.path.join(path, comp)
+    deep = os.path.join(*steps, "l" * 254)
+    members.append(_info(deep, tarfile.SYMTYPE, "../" * (len(steps) - 1)))
+    members.append(_info("escape", tarfile.SYMTYPE, deep + "/.." * len(steps) + str(victim)))
+    with pytest.raises(SandboxError, match=r"goes through|comes twice"):
+        sb.restore(_tar({"escape": b"written by the archive"}, extra=members, extra_first=True))
+    assert victim.read_text() == "the host's"
+
+
+def _info(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, linkname
+    return info
+
+
+def _tar(files: dict[str, bytes], extra: list[tarfile.TarInfo] | None = None, *, extra_first: bool = False) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        entries: list[tuple[tarfile.TarInfo, bytes | None]] = []
         for name, data in files.items():
             info = tarfile.TarInfo(name)
             info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        for info in extra or []:
-            tar.addfile(info)
+            entries.append((info, data))
+        others = [(info, None) for info in extra or []]
+        for info, data in others + entries if extra_first else entries + others:
+            tar.addfile(info, None if data is None else io.BytesIO(data))
     return buf.getvalue()
+
+
+@pytest.mark.parametrize("interrupt", ["reset", "close"])
+def test_a_run_killed_by_a_reset_or_close_is_infra_not_oom(interrupt: str) -> None:
+    # A pool recycling a lease returned mid-step, or closing: the run dies of a SIGKILL the
+    # command did not ask for. Reported as the command's OOM kill, the agent would carry it.
+    sandbox = ProcessSandbox(LIMITS)
+    try:
+        timer = threading.Timer(0.5, getattr(sandbox, interrupt))
+        timer.start()
+        with pytest.raises(SandboxInfraError, match="during the run"):
+            sandbox.run("sleep 2")
+        timer.join()
+    finally:
+        sandbox.close()
 
 
 def test_large_code_runs(sb: ProcessSandbox) -> None:
