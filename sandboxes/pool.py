@@ -44,9 +44,13 @@ class PooledSandbox:
 
     @property
     def sandbox(self) -> Sandbox:
-        """The sandbox itself; `SandboxError` once the lease was returned."""
+        """The sandbox itself; `SandboxError` once the lease was returned, `SandboxInfraError`
+        once the pool was closed under the lease (which closes its sandbox): not the doing
+        of whoever holds the lease, whose agent would otherwise be blamed for the failure."""
         if self._sandbox is None:
             raise SandboxError("this sandbox was returned to its pool; acquire another")
+        if self._pool.closed:
+            raise SandboxInfraError("the sandbox pool was closed while this sandbox was on loan")
         return self._sandbox
 
     def run_python(self, code: str, *, timeout_s: float | None = None, stdin: str | None = None) -> ExecResult:
@@ -183,6 +187,10 @@ class SandboxPool:
                 if remaining <= 0:
                     raise SandboxInfraError(f"the pool was not warm within {timeout_s} s")
                 self._cond.wait(remaining)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         """Close every sandbox, on loan or not; idempotent."""

@@ -211,6 +211,7 @@ class ProcessSandbox:
             logger.warning("process sandbox: the network is NOT isolated (%s)", support.why)
         python = host_python()
         self._closed = False
+        self._interrupts = 0  # resets and closes so far: one during a run killed it, not the command
         self._held = _Held(root=tempfile.mkdtemp(prefix="agentenv-sandbox-"))
         self._root = self._held.root
         # What is held is released by close(), or when garbage-collected, or at exit.
@@ -297,7 +298,7 @@ class ProcessSandbox:
         timeout = self.limits.timeout_s if timeout_s is None else timeout_s
         if timeout <= 0:
             raise SandboxError(f"expected timeout_s > 0, got {timeout_s}")
-        started = time.monotonic()
+        started, interrupts = time.monotonic(), self._interrupts
         # The launcher's own failures come back on a pipe the command never holds:
         # stderr and the exit status are the command's to forge.
         report_r, report_w = os.pipe()
@@ -314,6 +315,8 @@ class ProcessSandbox:
             os.close(report_r)
         if setup_failure:
             raise SandboxInfraError(setup_failure)
+        if self._interrupts != interrupts:  # not the command's doing, nor an OOM kill
+            raise SandboxInfraError("the sandbox was reset or closed (from another thread) during the run")
         timed_out = got.timed_out or killed_late
         if not self.isolation.namespaces:
             self._kill_strays()
@@ -427,8 +430,11 @@ class ProcessSandbox:
         return _workspace.snapshot_tar(self.workspace, _workspace.max_archive_bytes(self.limits))
 
     def restore(self, archive: bytes) -> None:
-        """Replace the workspace with a `snapshot`; members that would escape it are refused."""
+        """Replace the workspace with a `snapshot`; members that would escape it are refused.
+        The workspace gets its owner and mode back too (a run may have chmod-ed it to 0):
+        a resumed episode finds what the original found."""
         self._check_open()
+        self._dirs[0].set_owner_and_mode()  # first: without root, emptying a 0500 workspace fails
         _workspace.restore_tar(self.workspace, archive, self._owner)
 
     def _put_private(self, name: str, data: bytes) -> None:
@@ -445,6 +451,7 @@ class ProcessSandbox:
         """Kill anything left from earlier runs, give the workspace and /tmp back their
         owners and modes (a run may chmod its workspace to 0) and empty them."""
         self._check_open()
+        self._interrupts += 1
         self._kill_strays()
         for d in self._dirs:
             d.set_owner_and_mode()
@@ -455,6 +462,7 @@ class ProcessSandbox:
         if self._closed:
             return
         self._closed = True
+        self._interrupts += 1
         if getattr(self, "isolation", None) is not None:
             self._kill_strays()
         self._finalizer()

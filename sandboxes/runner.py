@@ -748,6 +748,10 @@ def snapshot(req: dict[str, Any], cfg: Config) -> tuple[dict[str, Any], bytes]:
     buf = io.BytesIO()
 
     def admit(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if member.islnk():  # a second name of a file archived before: restore takes no hard
+            # links, so it goes in as a file of its own (as on the host), not left out
+            member.type, member.linkname = tarfile.REGTYPE, ""
+            member.size = os.lstat(os.path.join(cfg.workspace, member.name)).st_size
         # Checked before the member's data is read: a sparse file costs a run no
         # quota, but its archive would cost this container its full length in memory.
         if member.size + 3 * tarfile.BLOCKSIZE + buf.tell() > limit:

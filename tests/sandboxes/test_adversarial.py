@@ -776,6 +776,55 @@ def test_tmp_lasts_one_run_as_a_snapshot_keeps_only_the_workspace(new_sandbox: N
     assert original.run_python(read).stdout == resumed.run_python(read).stdout == "[True, False]\n"
 
 
+# What a resumed run can see of the workspace: each entry's permission bits and mtime.
+STAT_WORKSPACE = r"""
+import json, os
+seen = {}
+for top, dirs, files in os.walk("."):
+    for name in dirs + files:
+        st = os.lstat(os.path.join(top, name))
+        seen[os.path.join(top, name)] = [oct(st.st_mode), round(st.st_mtime, 3)]
+print(json.dumps(seen, sort_keys=True))
+"""
+
+
+def test_a_restored_workspace_has_the_modes_and_times_the_original_had(new_sandbox: NewSandbox) -> None:
+    # The design promises the exact state: a directory made read-only, a file others may
+    # write, one nobody may read, or the order of two mtimes within one second (what make
+    # compares) must read the same after a resume, or the resumed episode runs differently.
+    original = new_sandbox()
+    made = original.run_python(
+        "import os\nos.mkdir('ro', 0o500); os.mkdir('priv', 0o700)\n"
+        "for name, mode in (('shared', 0o666), ('mine', 0o400)):\n"
+        "    open(name, 'w').write(name); os.chmod(name, mode)\n"
+        "os.utime('shared', (1e9 + 0.25, 1e9 + 0.25)); os.utime('mine', (1e9 + 0.75, 1e9 + 0.75))\n"
+    )
+    assert made.ok, made.stderr
+    resumed = new_sandbox()
+    resumed.restore(original.snapshot())
+    assert last_json(resumed.run_python(STAT_WORKSPACE)) == last_json(original.run_python(STAT_WORKSPACE))
+
+
+def test_a_snapshot_keeps_every_name_of_a_hard_linked_file(new_sandbox: NewSandbox) -> None:
+    # Restore takes no hard links, so the snapshot must not leave the second name out:
+    # `os.link("draft.py", "solution.py")` would make the resumed episode lose its solution.
+    original = new_sandbox()
+    assert original.run_python("import os; open('draft.py', 'w').write('x = 1'); os.link('draft.py', 'sol.py')").ok
+    resumed = new_sandbox()
+    resumed.restore(original.snapshot())
+    assert resumed.read_file("sol.py") == resumed.read_file("draft.py") == b"x = 1"
+
+
+def test_restore_gives_the_workspace_back_its_mode(sandbox: Sandbox) -> None:
+    # Restoring into a sandbox whose last run made its workspace read-only (a miner
+    # restarting at an earlier turn): the resumed run must be able to write, as the original could.
+    archive = sandbox.snapshot()
+    assert sandbox.run_python("import os; os.chmod('.', 0o500)").ok
+    sandbox.restore(archive)
+    written = sandbox.run_python("open('new.txt', 'w').write('x')")
+    assert written.ok, written.stderr
+
+
 # --- snapshots of what a run made ------------------------------------------------------
 
 LEAVE_IN_WORKSPACE = {

@@ -185,6 +185,16 @@ def test_close_closes_every_sandbox_and_refuses_acquire(made: list[FakeSandbox])
     lease.close()  # returning after close is harmless
 
 
+def test_a_lease_whose_pool_was_closed_fails_as_infra(pool: SandboxPool) -> None:
+    # Closing a shared pool closes the sandboxes on loan too: an episode's next step must end
+    # as infra, not as the agent's error ("this sandbox is closed" shown as a tool failure).
+    lease = pool.acquire()
+    pool.close()
+    with pytest.raises(SandboxInfraError, match="pool was closed"):
+        lease.run_python("print(1)")
+    lease.close()
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(SandboxError):
         SandboxPool(FakeSandbox, size=0)
