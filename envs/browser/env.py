@@ -28,12 +28,14 @@ Faults: a crashed page or browser, a hung navigation, a stopped site server or a
 lost database is `InfraError` (truncated as ``infra``; `step` never raises for it);
 the next reset relaunches what died. Snapshots carry the database, the URL and the
 pages visited, cookies and localStorage, the form fields' values and focus (session.py
-says what is not kept).
+says what is not kept); a restore refuses (ValueError) a database without the site's
+schema (a trigger added by hand never runs) and pages off the site.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import dataclasses
 import importlib
@@ -97,6 +99,24 @@ class BrowserPayload(BaseModel):
     check_args: dict[str, Any] = {}
     writes: bool = True
     subgoals: list[tuple[str, dict[str, Any]]] = []
+
+
+class _Saved(BaseModel):
+    """What `BrowserEnv.snapshot_external` saves, checked on restore: a snapshot on disk may
+    have been edited, so its database must have the site's schema and its pages be on the site."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    db: str
+    """The episode's database, serialised and base64-encoded."""
+    storage: dict[str, Any] | None = None
+    form: dict[str, Any] | None = None
+    refs: dict[str, Any] | None = None
+
+
+def _site_path(url: str) -> bool:
+    """Whether ``url`` is a path on the site: the browser opens it as the site's origin + ``url``."""
+    return url.startswith("/") and not url.startswith("//")
 
 
 class _ViewSpace(MessagesSpace):
@@ -346,8 +366,8 @@ class BrowserEnv(Env[BrowserState]):
             return None
         captured = self._run(lambda s: s.capture(), self.settings.navigation_timeout_s, "saving the page")
         db = sqlite3.connect(f"file:{self._db_path(self.state.site)}?mode=ro", uri=True)
-        try:
-            data = db.serialize()
+        try:  # a site with no tables has an empty file, which SQLite refuses to serialise
+            data = db.serialize() if db.execute("PRAGMA page_count").fetchone()[0] else b""
         finally:
             db.close()
         return {**captured, "db": base64.b64encode(data).decode("ascii"), "refs": session.book.export(session.view)}
@@ -355,9 +375,20 @@ class BrowserEnv(Env[BrowserState]):
     def restore_external(self, data: Any) -> None:
         if data is None:
             return
-        state = self.state
+        saved, state = _Saved.model_validate(data), self.state
+        site = self.sites.get(state.site)
+        if site is None:
+            raise ValueError(f"the snapshot is of site {state.site!r}, not one of {sorted(self.sites)}")
+        for url in (state.url, *state.history):
+            if not _site_path(url):
+                raise ValueError(f"the snapshot's page {url[:100]!r} is not a path on the site (such as /cart)")
+        try:
+            database = base64.b64decode(saved.db, validate=True)
+        except binascii.Error:
+            raise ValueError("the snapshot's database is not base64") from None
+        servers.check_saved_database(database, servers.seeds().path(site, state.db_seed))
         self._progress = 0
-        self._open(self.sites[state.site], state.db_seed, state.url, restore=data)
+        self._open(site, state.db_seed, state.url, restore={**saved.model_dump(), "db": database})
 
     def on_close(self) -> None:
         session, self._session = self._session, None
@@ -390,7 +421,7 @@ class BrowserEnv(Env[BrowserState]):
             start.unlink(missing_ok=True)
             os.link(seed_db, start)  # survives the seed's eviction from the cache
             if restore is not None:
-                db.write_bytes(base64.b64decode(restore["db"]))
+                db.write_bytes(restore["db"])
             else:
                 shutil.copyfile(seed_db, db)
             db.chmod(0o600)
@@ -554,7 +585,7 @@ class BrowserEnv(Env[BrowserState]):
         return ref
 
     def _check_url(self, tool_name: str, url: str) -> str:
-        if url.startswith("/") and not url.startswith("//"):
+        if _site_path(url):
             return url
         origin = self._server.origin if self._server is not None else ""
         try:

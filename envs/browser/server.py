@@ -19,7 +19,8 @@ Databases (`SeedCache`): a site's seed database is built once per (site, seed) b
 running ``site.schema`` and ``site.seed(db, seed)`` on an empty SQLite file, kept
 read-only, and copied for each episode; the episode's start copy is a hard link to
 it (the check reads it beside the episode's database). All of it lives in one
-temporary directory per process, removed by `shutdown_all` (atexit).
+temporary directory per process, removed by `shutdown_all` (atexit). A snapshot's
+database is restored only with its seed's schema (`check_saved_database`).
 
 The server runs on a thread with its own event loop, not in a subprocess: sites are
 Python objects (a test's or a notebook's site has no import path a subprocess could
@@ -49,10 +50,20 @@ from urllib.parse import urljoin, urlsplit
 
 import uvicorn
 
+from agentenv.envs._sqlite import check_same_schema
 from agentenv.envs.browser.site import Site
 from agentenv.errors import InfraError
 
-__all__ = ["EPISODE_HEADER", "Dispatcher", "SeedCache", "SiteServer", "acquire", "seeds", "shutdown_all"]
+__all__ = [
+    "EPISODE_HEADER",
+    "Dispatcher",
+    "SeedCache",
+    "SiteServer",
+    "acquire",
+    "check_saved_database",
+    "seeds",
+    "shutdown_all",
+]
 
 EPISODE_HEADER = "x-agentenv-episode"
 START_TIMEOUT_S = 10.0
@@ -238,6 +249,12 @@ def _build(site: Site, seed: int, path: Path) -> None:
         db.close()
     partial.chmod(0o444)
     os.replace(partial, path)
+
+
+def check_saved_database(data: bytes, seed_db: Path) -> None:
+    """Refuse a saved episode database (a snapshot's) that is not SQLite, is damaged, or whose
+    schema is not its seed's (`agentenv.envs._sqlite`)."""
+    check_same_schema(data, seed_db.read_bytes())
 
 
 def safe_name(name: str) -> str:

@@ -34,19 +34,24 @@ database, raises `InfraError` (the episode is truncated as ``infra``, never
 scored; `step` never raises for it); every call has ``timeout_s``. What an action
 can cause (any argument value) is a ``format`` or tool error, never ``infra``:
 request models bound their integers and pydantic refuses lone surrogates. Snapshots
-carry the episode database (serialised, base64). Left out: user simulation (the
-task prompt is the whole request), concurrent writers to one episode.
+carry the episode database (serialised, base64); a restore refuses (ValueError) one that
+is not SQLite or lacks the seed's exact schema (a trigger added by hand never runs).
+Left out: user simulation (the task prompt is the whole request), concurrent writers
+to one episode.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
 
 from agentenv import CallOutcome, Env, InfraError, ScriptedPolicy, State, Task, TaskSet, ToolError
 from agentenv.envs.tools import service as services
@@ -82,6 +87,17 @@ class ToolsState(State):
     writes: list[str] = []
     violations: list[str] = []
     server_errors: int = 0
+
+
+class _Saved(BaseModel):
+    """What `ToolsEnv.snapshot_external` saves (checked on restore: a snapshot on disk may have been edited)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    domain: str | None = None
+    """The domain's name (None: this env's)."""
+    db: str
+    """The episode database, serialised and base64-encoded; restored only with the seed's schema."""
 
 
 class ToolsEnv(Env[ToolsState]):
@@ -181,18 +197,22 @@ class ToolsEnv(Env[ToolsState]):
     def restore_external(self, data: Any) -> None:
         # initial_state does not run on a resume: drop what an infra step left
         self._step_faults, self._fresh = [], set()
+        saved = None if data is None else _Saved.model_validate(data)
         # Every domain's env is a ToolsEnv: the class cannot tell, the domain name can.
-        domain = self.domain.name if data is None else data.get("domain", self.domain.name)
-        if domain != self.domain.name:
-            raise ValueError(f"a snapshot of a {domain} episode cannot be restored into a {self.domain.name} env")
+        if saved is not None and saved.domain not in (None, self.domain.name):
+            raise ValueError(f"a snapshot of a {saved.domain} episode cannot be restored into a {self.domain.name} env")
         self.domain.check_task(self.task)  # a snapshot's task is as untrusted as one in reset options
         self._subject = _Subject.of(self.domain, self.task)
-        if data is None:
+        if saved is None:
             return
+        try:
+            database = base64.b64decode(saved.db, validate=True)
+        except binascii.Error:
+            raise ValueError("the snapshot's database is not base64") from None
         service = self._live_service()
         if self._episode is None:
             self._episode = service.new_episode()
-        service.write_episode(self._episode, base64.b64decode(data["db"]))
+        service.write_episode(self._episode, database)
 
     def on_close(self) -> None:
         if self._service is not None:

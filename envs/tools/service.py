@@ -13,7 +13,8 @@ Every call is signed and every answer must prove it came from the process this
 env started (auth.py) and have the wire shape (`{"result": ...}` on 200, `{"error",
 "message", "rule"?}` otherwise); anything else (an impostor on a dead service's
 port, a garbled answer, a lost episode file) is `InfraError`, never a crash. The
-episode databases are files the env writes; the service only opens them.
+episode databases are files the env writes; the service only opens them. A snapshot's
+database is written only with the seed's schema (`Service.write_episode`).
 
 A subprocess rather than a thread: a route that hangs or crashes cannot take the
 trainer down, and "the service died" is a real, testable event (kill the pid).
@@ -45,6 +46,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentenv import InfraError
+from agentenv.envs._sqlite import check_same_schema
 from agentenv.envs.tools import auth
 from agentenv.envs.tools.app import EPISODE_HEADER, MAX_BODY_BYTES
 from agentenv.envs.tools.domain import Domain, load_domain
@@ -128,6 +130,12 @@ class Service:
             os.replace(tmp, self.db_path(episode))  # atomic: the service never sees half a file
 
     def write_episode(self, episode: str, data: bytes) -> None:
+        """Put a saved database (a snapshot's) in place; `ValueError` when it is not SQLite or its
+        schema is not the seed's: a snapshot on disk may have been edited, and a trigger or a view
+        put there would run in the service as the routes or the verifier read and write."""
+        with self._files("read the seed database"):
+            seed = self.seed_db.read_bytes()
+        check_same_schema(data, seed, f"the snapshot's {self.domain.name} database")
         with self._files("write an episode database"):
             tmp = self.db_path(episode).with_suffix(".tmp")
             tmp.write_bytes(data)

@@ -1,6 +1,7 @@
 """The tools env: HTTP services over per-episode SQLite databases, verified by final state."""
 
 import ast
+import base64
 import json
 import os
 import signal
@@ -305,6 +306,23 @@ def test_snapshot_and_restore_include_the_database(env):
             calendar.restore(blob)
     finally:
         calendar.close()
+
+
+def test_a_restore_refuses_a_database_that_is_not_the_domains(env):
+    """A snapshot on disk may be edited: SQL put in its database (a trigger) must never run."""
+    env.reset(options={"task": "retail-cancel-O1001"})
+    snap = env.snapshot().model_dump(mode="json")
+    db = sqlite3.connect(":memory:")
+    db.deserialize(base64.b64decode(snap["external"]["db"]))
+    db.execute("CREATE TRIGGER t AFTER INSERT ON session BEGIN UPDATE orders SET status = 'cancelled'; END")
+    db.commit()
+    for data, match in ((db.serialize(), "schema"), (b"not a database" * 100, "not a SQLite database")):
+        snap["external"]["db"] = base64.b64encode(data).decode()
+        with pytest.raises(ValueError, match=match):
+            env.restore(snap)
+    email, zip_code = _customer("O1001")
+    env.step(tool_call_text("authenticate", email=email, zip=zip_code))
+    assert '"pending"' in env.step(tool_call_text("get_order", order_id="O1001"))[0][0]["content"]
 
 
 def test_a_killed_service_is_an_infra_failure_and_the_next_reset_recovers(env):

@@ -195,6 +195,47 @@ def test_snapshot_carries_the_database_the_page_and_unsubmitted_form_text(make_e
         assert target.state.url == "/" and rows(target)[-1] == ("Half typed", "Normal", 0)
 
 
+def test_a_restore_refuses_a_database_that_is_not_the_sites(make_env):
+    """A snapshot on disk may be edited: SQL put in its database (a trigger) must never run."""
+    env = make_env(SITE)
+    env.reset(seed=0, options={"task": "todo/add"})
+    snap = env.snapshot().model_dump(mode="json")
+    db = sqlite3.connect(":memory:")
+    db.deserialize(base64.b64decode(snap["external"]["db"]))
+    db.execute("CREATE TRIGGER t AFTER INSERT ON todos BEGIN UPDATE todos SET done = 1; END")
+    db.commit()
+    fresh = make_env(SITE)
+    for data, match in ((db.serialize(), "schema"), (b"not a database" * 100, "not a SQLite database")):
+        snap["external"]["db"] = base64.b64encode(data).decode()
+        with pytest.raises(ValueError, match=match):
+            fresh.restore(snap)
+
+
+@pytest.mark.parametrize("url", ["@example.com/", "javascript:alert(1)", "//example.com/"])
+def test_a_restore_refuses_pages_off_the_site(make_env, url):
+    env = make_env(SITE)
+    env.reset(seed=0, options={"task": "todo/add"})
+    snap = env.snapshot().model_dump(mode="json")
+    for field, value in (("url", url), ("history", [url, "/"])):
+        edited = {**snap, "state": {**snap["state"], field: value}}
+        with pytest.raises(ValueError, match="not a path on the site"):
+            make_env(SITE).restore(edited)
+
+
+def test_a_site_without_tables_snapshots_and_restores(make_env):
+    from agentenv.envs.browser import static_site
+
+    page = "<input aria-label='Note'><script>window.agentenvReward = () => 0</script>"
+    site = static_site("plain", {"/": page}, tasks=[SiteTask(id="t", prompt="p", golden=[], check="page")])
+    env = make_env(site)
+    obs, _ = env.reset(seed=0)
+    step(env, "fill", ref=ref(obs, "textbox", "Note"), text="kept")
+    fresh = make_env(site)
+    fresh.restore(env.snapshot().model_dump_json())
+    assert fresh._view().render(0, 10_000) == env._view().render(0, 10_000)
+    assert fresh._run(lambda s: s.evaluate("document.querySelector('input').value"), 5, "reading") == "kept"
+
+
 def rows_of_seed() -> list[tuple[Any, ...]]:
     db = sqlite3.connect(":memory:")
     db.executescript(todo_site.SCHEMA)
