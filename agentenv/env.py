@@ -637,11 +637,10 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         snap = _as_snapshot(snapshot)
         if snap.env != _qualname(type(self)):
             raise ValueError(f"snapshot is of env {snap.env!r}, cannot restore it into {_qualname(type(self))!r}")
-        bit_generator = getattr(np.random, snap.rng["bit_generator"])()
-        bit_generator.state = snap.rng
-        self._np_random = np.random.Generator(bit_generator)
-        self._task = snap.task
+        rng = _rng_of(snap.rng)
         state = self.state_type.model_validate(snap.state)
+        self._np_random = rng
+        self._task, self._payload = snap.task, None  # the typed payload is the snapshot task's, read anew
         self._state = state  # type: ignore[assignment]
         self._state_json = state.model_dump(mode="json")
         self._turn = snap.turn
@@ -655,7 +654,13 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             else None
         )
         self.transitions = []
-        self.restore_external(snap.external)
+        try:
+            self.restore_external(snap.external)
+        except BaseException:
+            # Half restored (the state of one episode, the outside world of another): no
+            # episode at all, so a step before the next reset or restore is refused.
+            self._state, self._task, self._payload, self.messages = None, None, None, []
+            raise
         return list(self.messages)
 
     @property
@@ -896,6 +901,24 @@ _HOOK_ERRORS = (Exception, SystemExit)
 """What an env's own code may raise on an action and be caught for: SystemExit too (a
 tool that parses a command line with argparse exits on a bad one), never
 KeyboardInterrupt."""
+
+
+_BIT_GENERATORS = ("MT19937", "PCG64", "PCG64DXSM", "Philox", "SFC64")
+
+
+def _rng_of(saved: Mapping[str, Any]) -> np.random.Generator:
+    """The generator a snapshot saved (its bit generator's state); `ValueError` for
+    anything else: a snapshot on disk may have been edited, and its name picks a class
+    to call (``"seed"`` would reseed numpy's global generator)."""
+    name = saved.get("bit_generator")
+    if name not in _BIT_GENERATORS:
+        raise ValueError(f"snapshot rng: unknown bit generator {str(name)[:40]!r}; expected one of {_BIT_GENERATORS}")
+    bit_generator = getattr(np.random, name)()
+    try:
+        bit_generator.state = dict(saved)
+    except (TypeError, ValueError, KeyError, OverflowError) as e:
+        raise ValueError(f"snapshot rng: not a {name} state ({type(e).__name__}: {str(e)[:200]})") from None
+    return np.random.Generator(bit_generator)
 
 
 def _finite(value: Any, where: str) -> float:

@@ -272,6 +272,55 @@ def test_restore_rejects_a_snapshot_of_another_env(counter):
         counter.restore(other.snapshot())
 
 
+@pytest.mark.parametrize("how", ["restore", "reset"])
+def test_a_restored_episode_reads_its_own_tasks_payload(how: str):
+    # An env that had read another task's typed payload kept it: the resumed episode
+    # (the failure miner's) was verified against that task's secret.
+    env = agentenv.make("guess-number-v0")
+    first, second = list(env.default_tasks())[:2]
+    assert first.payload != second.payload
+    env.reset(options={"task": first.id})
+    snap = env.snapshot()
+    env.reset(options={"task": second.id})
+    assert env.payload.secret == second.payload["secret"]
+    if how == "restore":
+        env.restore(snap)
+    else:
+        env.reset(options={"snapshot": snap})
+    assert env.payload.secret == first.payload["secret"]
+
+
+@pytest.mark.parametrize(
+    "rng",
+    [{"bit_generator": "seed"}, {"bit_generator": "PCG64", "state": "x"}, {}],
+    ids=["a function", "bad state", "none"],
+)
+def test_an_edited_snapshot_rng_is_refused_and_calls_nothing(counter, rng):
+    counter.reset(seed=1, options={"task": "t0"})
+    blob = {**counter.snapshot().model_dump(mode="json"), "rng": rng}
+    np.random.seed(7)
+    expected = np.random.random()
+    np.random.seed(7)
+    with pytest.raises(ValueError, match="snapshot rng"):
+        counter.restore(blob)
+    assert np.random.random() == expected  # numpy's global generator untouched
+
+
+def test_a_restore_whose_outside_world_fails_leaves_no_episode():
+    class Fragile(CounterEnv):
+        def restore_external(self, data):
+            raise ValueError("the saved database is damaged")
+
+    env = Fragile()
+    env.reset(options={"task": "t0"})
+    snap = env.snapshot()
+    env.reset(options={"task": "t1"})
+    with pytest.raises(ValueError, match="damaged"):
+        env.restore(snap)
+    with pytest.raises(EnvStateError):
+        env.step(ADD1)
+
+
 def test_lifecycle_errors():
     env = CounterEnv()
     with pytest.raises(EnvStateError, match="before reset"):
