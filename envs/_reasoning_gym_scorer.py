@@ -272,6 +272,14 @@ class _Child:
             from reasoning_gym.probability.coin_flip import CoinFlipDataset
 
             CoinFlipDataset.score_answer = _within_tolerance
+        from reasoning_gym.factory import DATASETS
+
+        for name in _ALL_OR_NOTHING:
+            if name in DATASETS:  # a reasoning-gym without the dataset has nothing to fix
+                DATASETS[name][0].score_answer = _all_or_nothing(DATASETS[name][0].score_answer)
+        for name, scorer in _REPLACED.items():
+            if name in DATASETS:
+                DATASETS[name][0].score_answer = scorer
         self._create = reasoning_gym.create_dataset
         self._datasets: OrderedDict[tuple[str, str, int, int], Any] = OrderedDict()
         self._entries: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
@@ -404,6 +412,81 @@ def _within_tolerance(self: Any, answer: Any, entry: dict[str, Any], tol: float 
     except (ValueError, ZeroDivisionError, OverflowError):
         return 0.0
     return 1.0 if abs(value - reference) <= min(tol, 0.01 * abs(reference)) or value == reference else 0.0
+
+
+def _all_or_nothing(score_answer: Callable[..., float]) -> Callable[..., float]:
+    """A scorer that pays 1 where the dataset's own pays exactly 1, else 0: its partial
+    credit went to answers that do no work (measured with 0.1.25, 24 tasks each, through
+    the env): time_intervals paid 0.95 to "0 days" for 5 days (1 - difference / the
+    largest difference), rectangle_count 0.22 on average to "1" (closeness), game_of_life
+    0.96 to a grid of dead cells (the share of cells right), figlet_font 0.1 a letter in
+    place; manipulate_matrix, tsumego and codeio paid ``len(reference) / len(answer)`` to
+    an answer holding the reference, so two candidates earned 0.5 (the decoys see that only
+    when the second is a decoy's answer); spell_backward paid 0.93 to the answer written
+    twice, and 1.0 where its per-letter float sum came out above 1."""
+
+    def scored(self: Any, answer: Any, entry: dict[str, Any]) -> float:
+        return 1.0 if score_answer(self, answer, entry) == 1.0 else 0.0
+
+    return scored
+
+
+def _whole_grid(self: Any, answer: Any, entry: dict[str, Any]) -> float:
+    """sudoku, mini_sudoku and futoshiki without their partial credit, the share of cells
+    that match: the puzzle's own clues with each blank written as 1 earned 0.54 (sudoku),
+    0.48 (mini_sudoku), 0.23 (futoshiki) on average, with nothing solved. An answer scores 1
+    when its rows of digits (the datasets' reading: other characters ignored) are the
+    solution's, else 0; the datasets paid a right grid in another layout 0.9."""
+    if not isinstance(answer, str):
+        return 0.0
+    solution = entry["metadata"]["solution"]
+    rows = [[int(c) for c in line if c in "123456789"] for line in answer.split("\n")]
+    rows = [row for row in rows if len(row) == len(solution[0])]  # the datasets skip other lines
+    return 1.0 if rows[: len(solution)] == solution else 0.0
+
+
+def _same_words(self: Any, answer: Any, entry: dict[str, Any]) -> float:
+    """letter_jumble without its credit per word in place, capped at 1: the sentence with
+    words added after it scored 1.0. An answer scores 1 when its words are the reference's
+    (case and spacing aside, as the dataset compared), else 0."""
+    return 1.0 if isinstance(answer, str) and answer.lower().split() == entry["answer"].lower().split() else 0.0
+
+
+def _same_list(self: Any, answer: Any, entry: dict[str, Any]) -> float:
+    """word_sorting without its credit per word in place: the sorted list with items
+    added after it scored 1.0, and the words as given, unsorted, 0.2 or more (0.24 on
+    average). An answer scores 1 when it is the sorted list, else 0."""
+    if not isinstance(answer, str):
+        return 0.0
+    return 1.0 if [w.strip() for w in re.split(r",\s*", answer)] == entry["metadata"]["sorted_words"] else 0.0
+
+
+def _same_numbers(self: Any, answer: Any, entry: dict[str, Any]) -> float:
+    """number_sorting without its tolerance of 1 on each number: the sorted numbers rounded
+    to integers scored 1.0, and so did ``[17.0, 17.0]`` for 17.0 and 17.3. An answer scores 1
+    when it is a list of the sorted numbers' values (``"17"`` is 17.0), else 0."""
+    if not isinstance(answer, str):
+        return 0.0
+    try:
+        given = json.loads(answer.replace("'", '"'))
+        expected = json.loads(entry["answer"].replace("'", '"'))
+        same = isinstance(given, list) and [float(x) for x in given] == [float(x) for x in expected]
+    except (ValueError, TypeError):
+        return 0.0
+    return 1.0 if same else 0.0
+
+
+_ALL_OR_NOTHING = (
+    *("codeio", "figlet_font", "game_of_life", "manipulate_matrix"),
+    *("rectangle_count", "spell_backward", "time_intervals", "tsumego"),
+)
+_REPLACED: dict[str, Callable[..., float]] = {
+    **dict.fromkeys(["futoshiki", "mini_sudoku", "sudoku"], _whole_grid),
+    "letter_jumble": _same_words,
+    "number_sorting": _same_numbers,
+    "word_sorting": _same_list,
+}
+"""Datasets (0.1.25) whose scorers paid wrong answers: the first pay only their own 1.0, the others are replaced."""
 
 
 def _strings(value: Any) -> Iterator[str]:

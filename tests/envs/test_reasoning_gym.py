@@ -312,6 +312,84 @@ def test_zero_is_not_the_answer_to_a_probability_below_the_tolerance():
         assert env.step(tagged("1e999999999"))[4]["task_reward"] == 0.0  # refused, not computed
 
 
+def _one_changed(answer: str) -> str:
+    """``answer`` with its last digit (else letter) changed: a near miss, not the answer."""
+    for i in range(len(answer) - 1, -1, -1):
+        if answer[i].isdigit():
+            return answer[:i] + str((int(answer[i]) + 1) % 10) + answer[i + 1 :]
+        if answer[i].isalpha():
+            return answer[:i] + ("b" if answer[i].lower() == "a" else "a") + answer[i + 1 :]
+    return answer + "x"
+
+
+def _clues_filled(task) -> str:
+    """The puzzle's grid as the prompt shows it, each blank filled with 1: no solving at all."""
+    rows = [line for line in task.prompt.splitlines() if re.fullmatch(r"[\d_ ]+", line.strip()) and "_" in line]
+    return "\n".join(row.replace("_", "1") for row in rows)
+
+
+def _input_words(task) -> str:
+    return task.prompt.rsplit(": ", 1)[1].strip()
+
+
+PARTIAL_CREDIT = {
+    # dataset: a wrong answer that the 0.1.25 scorer paid (mean over 24 tasks, through this env)
+    "sudoku": _clues_filled,  # 0.54: the given clues, blanks as 1
+    "mini_sudoku": _clues_filled,  # 0.48
+    "futoshiki": lambda t: _one_changed(t.payload["answer"]),  # 0.87
+    "game_of_life": lambda t: _one_changed(t.payload["answer"]),  # 0.99 (the grid all dead: up to 0.96)
+    "rectangle_count": lambda t: str(int(t.payload["answer"]) + 1),  # 0.64; "1" for any count: 0.22
+    "time_intervals": lambda t: re.sub(r"\d+", lambda m: str(int(m[0]) + 1), t.payload["answer"], count=1),
+    # time_intervals: "0 days" for 5 days was 0.95
+    "manipulate_matrix": lambda t: f"{t.payload['answer']}\n{_one_changed(t.payload['answer'])}",  # two candidates: 0.5
+    "tsumego": lambda t: f"{t.payload['answer']} {_one_changed(t.payload['answer'])}",  # 0.4
+    "codeio": lambda t: f"{t.payload['answer']}\n{_one_changed(t.payload['answer'])}",  # about 0.5
+    "figlet_font": lambda t: t.payload["answer"] + "s",  # 0.1 a letter in place: 0.6
+    "spell_backward": lambda t: t.payload["answer"] + " " + t.payload["answer"],  # 0.93, 1.0 on some
+    "letter_jumble": lambda t: t.payload["answer"] + " because it is",  # 1.0 on half the tasks
+    "word_sorting": _input_words,  # the words unsorted: 0.24; the answer plus ", zzz": 1.0
+    "number_sorting": lambda t: re.sub(r"-?\d+\.\d+", lambda m: str(round(float(m.group()))), t.payload["answer"]),
+}
+"""Datasets whose scorers paid a wrong answer, and a wrong answer each paid (see _Child)."""
+
+
+@pytest.mark.parametrize("dataset", sorted(PARTIAL_CREDIT))
+def test_a_wrong_answer_earns_no_partial_credit(dataset):
+    env = ReasoningGymEnv(dataset, size=12)
+    paid = {}
+    for task in env.tasks:
+        wrong = PARTIAL_CREDIT[dataset](task)
+        if not wrong or wrong.strip() == task.payload["answer"].strip():
+            continue
+        env.reset(options={"task": task.id})
+        paid[wrong[:60]] = env.step(tagged(wrong))[4]["task_reward"]
+        env.reset(options={"task": task.id})
+        assert env.step(reference(env))[4]["success"] is True  # the answer itself still scores
+    assert paid and set(paid.values()) == {0.0}, paid
+
+
+def test_extra_items_after_a_sorted_list_are_no_answer():
+    env = ReasoningGymEnv("word_sorting", size=4)
+    for task in env.tasks:
+        env.reset(options={"task": task.id})
+        assert env.step(tagged(task.payload["answer"] + ", zzz"))[4]["task_reward"] == 0.0
+
+
+def test_lenient_formats_of_the_right_answer_still_score():
+    cases = {
+        "sudoku": lambda a: "\n".join(" ".join(row.split()) + "  " for row in a.splitlines()),
+        "time_intervals": lambda a: a.split()[0] if a.endswith("days") else a,
+        "spell_backward": str.upper,
+        "letter_jumble": lambda a: "  " + a.lower() + " ",
+        "number_sorting": lambda a: a.replace("'", '"'),
+    }
+    for dataset, variant in cases.items():
+        env = ReasoningGymEnv(dataset, size=4)
+        for task in env.tasks:
+            env.reset(options={"task": task.id})
+            assert env.step(tagged(variant(task.payload["answer"])))[4]["success"] is True, (dataset, task.id)
+
+
 FORGE = '__import__(\'os\').write(3, b\'{"score": 1.0, "decoys": [], "error": null}\\n\') or 1'
 """Code that, run by a scorer, writes a reply line of its own to the scoring process's reply pipe."""
 
