@@ -7,13 +7,17 @@ and a JSON patch, which count once `agentenv.envs.world.validate` accepts them
 state; their change is validated the same way.
 
 Rewards. Task: the goal (JSON Logic) on the final canonical state, 1 or 0. Step:
-``subgoals``, potential-based shaping over the task's sub-goals: each step earns
-``subgoal_weight * (share of sub-goals that hold after it - share before)``, so an
-episode earns in all the share at its end minus the share at its start, and
-undoing and redoing a sub-goal earns nothing. Only validated state counts, so a
-rejected proposal earns nothing. An episode that fails its goal gives back what its
-sub-goals earned (`closing_rewards`): a sub-goal that reads one field holds after a
-wrong action too (a withdrawal meets a balance meant to come from a transfer).
+``subgoals``, shaping over the share of the task's sub-goals that hold: a step earns
+``subgoal_weight`` times the rise of the share above its best so far, and is charged
+for a fall below its lowest so far (the start's at first); the last step settles the
+rest (`closing_rewards`), so an episode earns in all the share at its end minus the
+share at its start, and undoing and redoing a sub-goal earns nothing. Paid on every
+change of the share, an undo and a redo summed to nothing but not once discounted: the
+trainer's returns (gamma < 1) kept ``w * (1 - gamma)`` a pair at the turns before it,
+and a failed episode that toggled a sub-goal outscored one that held it. Only
+validated state counts, so a rejected proposal earns nothing. An episode that fails
+its goal gives back what its sub-goals earned: a sub-goal that reads one field holds
+after a wrong action too (a withdrawal meets a balance meant to come from a transfer).
 ``emulator_rejections`` (weight 0) counts the replies rejected in the step: a
 diagnostic the trainer's metrics show.
 
@@ -65,6 +69,10 @@ class WorldEnvState(State):
     """The share of the task's sub-goals that hold now (the step reward's potential)."""
     start_potential: float = 0.0
     """The share at the episode's start: a failed episode gives back what it earned beyond it."""
+    best_potential: float | None = None
+    """The highest share so far: only a rise above it pays (None: the current share)."""
+    lowest_potential: float | None = None
+    """The lowest share so far: only a fall below it is charged (None: the current share)."""
     start_chars: int | None = None
     """The size of the episode's first state in a world model's request (`start_chars`): a
     request too long for the model and well past it, the agent's calls made so."""
@@ -153,20 +161,32 @@ class WorldEnv(Env[WorldEnvState]):
         self._rejections = 0
         potential = self._potential(task, start)
         return WorldEnvState(
-            world=start, potential=potential, start_potential=potential, start_chars=start_chars(start)
+            world=start,
+            potential=potential,
+            start_potential=potential,
+            best_potential=potential,
+            lowest_potential=potential,
+            start_chars=start_chars(start),
         )
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         rejections, self._rejections = self._rejections, 0
-        before = self.state.potential
-        self.state.potential = after = self._potential(self.task, self.state.world)
-        return {"subgoals": self.subgoal_weight * (after - before), "emulator_rejections": float(rejections)}
+        state = self.state
+        best, lowest = _bounds(state)
+        state.potential = after = self._potential(self.task, state.world)
+        state.best_potential, state.lowest_potential = max(best, after), min(lowest, after)
+        change = max(0.0, after - best) - max(0.0, lowest - after)
+        return {"subgoals": self.subgoal_weight * change, "emulator_rejections": float(rejections)}
 
     def closing_rewards(self, task_rewards: dict[str, float]) -> dict[str, float]:
-        earned = self.state.potential - self.state.start_potential
-        if task_rewards["task"] >= self.success_threshold or earned <= 0:
-            return {}
-        return {"subgoals": -self.subgoal_weight * earned}
+        # The steps paid (best - start) - (start - lowest); an episode is owed the share at its
+        # end minus the start's, a failed one none of it above the start.
+        state = self.state
+        best, lowest = _bounds(state)
+        start, end = state.start_potential, state.potential
+        owed = end - start if task_rewards["task"] >= self.success_threshold else min(0.0, end - start)
+        settle = owed - ((best - start) - (start - lowest))
+        return {"subgoals": self.subgoal_weight * settle} if settle else {}
 
     def verify(self, task: Task) -> float:
         goal, _ = self._predicates(task)
@@ -232,6 +252,13 @@ class WorldEnv(Env[WorldEnvState]):
         if not subgoals:
             return 0.0
         return sum(s.test(state) for s in subgoals) / len(subgoals)
+
+
+def _bounds(state: WorldEnvState) -> tuple[float, float]:
+    """The highest and lowest share so far (a snapshot from before they were kept has None)."""
+    best = state.potential if state.best_potential is None else max(state.best_potential, state.potential)
+    lowest = state.potential if state.lowest_potential is None else min(state.lowest_potential, state.potential)
+    return max(best, state.start_potential), min(lowest, state.start_potential)
 
 
 def _goal_key(task: Task) -> tuple[str, str] | None:

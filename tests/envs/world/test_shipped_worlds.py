@@ -144,6 +144,52 @@ def test_a_failed_episode_gives_back_what_its_sub_goals_earned() -> None:
     env.close()
 
 
+def test_toggling_a_sub_goal_in_a_failed_episode_earns_the_trainer_nothing_at_any_turn() -> None:
+    """Paid as the change in potential, unfreeze (+0.5) / freeze (-0.5) summed to 0, but the
+    trainer discounts: each pair was worth 0.5 * (1 - 0.95) to the turns before it, so a
+    failed episode that toggled had a discounted return of +0.12 at its first turn where
+    one that reached the sub-goal and held it had 0 (and GiGPO's std scaling made that a
+    full unit of step advantage). Only a new high pays; a failure gives it all back."""
+    from agentenv.trainers.advantages import discounted_returns
+    from agentenv.trainers.batch import step_rewards
+
+    world = load_spec(bank.SPEC)
+    model = ScriptedWorldModel.from_world(world)
+    frozen = [
+        {"op": "replace", "path": "/accounts/A5/status", "value": "frozen"},
+        {"op": "add", "path": "/accounts/A5/freeze_reason", "value": "x"},
+    ]
+    opened = [
+        {"op": "replace", "path": "/accounts/A5/status", "value": "open"},
+        {"op": "remove", "path": "/accounts/A5/freeze_reason"},
+    ]
+    model.add(
+        "freeze_account", {"account_id": "A5", "reason": "x"}, Response(observation="Frozen.", state_patch=frozen)
+    )
+    model.add("unfreeze_account", {"account_id": "A5"}, Response(observation="Open.", state_patch=opened))
+    env = WorldEnv(world, model=model, cache=WorldCache(), metrics=WorldMetrics())
+    unfreeze = tool_call_text("unfreeze_account", account_id="A5")
+    freeze = tool_call_text("freeze_account", account_id="A5", reason="x")
+    plans = {
+        "toggle": [unfreeze, freeze] * 5 + [tool_call_text("finish")],
+        "toggle-to-the-limit": [unfreeze, freeze] * env.max_turns,
+        "toggle-ending-open": [unfreeze, freeze] * 4 + [unfreeze, tool_call_text("finish")],
+    }
+    for name, plan in plans.items():
+        env.reset(options={"task": "bank-unfreeze-and-pay"})  # sub-goal: A5 open; goal: and paid
+        for action in plan:
+            *_, info = env.step(action)
+            if info["failure"] is not None:
+                break
+        assert info["task_reward"] == 0.0 and sum(t.rewards["subgoals"] for t in env.transitions) == 0.0, name
+        trajectory = agentenv.Trajectory(
+            task=env.task, messages=[], transitions=list(env.transitions), failure=agentenv.Failure.POLICY
+        )
+        returns = discounted_returns(step_rewards(trajectory, env.reward_weights), 0.95)
+        assert returns == pytest.approx([0.0] * len(returns)), name
+    env.close()
+
+
 @pytest.mark.parametrize(
     "reply, kind",
     [
