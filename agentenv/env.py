@@ -632,7 +632,10 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         )
 
     def restore(self, snapshot: Snapshot | str | bytes | Mapping[str, Any]) -> list[Message]:
-        """Rebuild the episode saved by `snapshot`; returns the conversation so far."""
+        """Rebuild the episode saved by `snapshot`; returns the conversation so far. A
+        snapshot refused (`ValueError`) before any of it was read in leaves the env as it
+        was; one whose outside world (a database, a workspace) fails to restore leaves it
+        with no episode: reset or restore again."""
         self._check_open()
         snap = _as_snapshot(snapshot)
         if snap.env != _qualname(type(self)):

@@ -19,7 +19,7 @@ pytest.importorskip("uvicorn")
 import httpx
 
 import agentenv
-from agentenv import ToolCall, check_env, tool_call_text
+from agentenv import EnvStateError, ToolCall, check_env, tool_call_text
 from agentenv.envs.tools import ToolsEnv, db_hash, oracle
 from agentenv.envs.tools.domains import calendar, retail
 from tests.envs._oracle import oracle_plan
@@ -320,8 +320,11 @@ def test_a_restore_refuses_a_database_that_is_not_the_domains(env):
         snap["external"]["db"] = base64.b64encode(data).decode()
         with pytest.raises(ValueError, match=match):
             env.restore(snap)
+        with pytest.raises(EnvStateError):  # a refused restore leaves no half-restored episode
+            env.step(tool_call_text("get_order", order_id="O1001"))
+    env.reset(options={"task": "retail-cancel-O1001"})
     email, zip_code = _customer("O1001")
-    env.step(tool_call_text("authenticate", email=email, zip=zip_code))
+    env.step(tool_call_text("authenticate", email=email, zip=zip_code))  # an insert into session
     assert '"pending"' in env.step(tool_call_text("get_order", order_id="O1001"))[0][0]["content"]
 
 
