@@ -7,8 +7,8 @@ for integrity:
 1. make this process non-dumpable, so no process of the same uid (the worker,
    or anything an earlier run left behind) can read its memory, open its
    descriptors through /proc or ptrace it; before the worker exists, so there is
-   no moment to attach in; and take off ``sys.path`` the directories the run can
-   write, so no module the solution plants is ever imported here (`_trusted_path`);
+   no moment to attach in; and take off ``sys.path`` the workspace and the scratch
+   directories, so no module the solution plants is ever imported here (`_trusted_path`);
 2. read the first line (a count, nothing secret), then fork the worker
    (`_worker.py`) with no file descriptor but its two pipes, or, for a batch of
    tasks, the forker that will fork one worker per task (`_batch.py`); either
@@ -235,11 +235,21 @@ def run_task(t, task, worker, emit):
 
 
 def _trusted_path():
-    """Take off ``sys.path`` every entry the run could write: the current directory (the
-    workspace; Docker runs put ``''`` first), relative, missing or writable ones. A solution
-    can write ``heapq.py`` there, and a task's setup or code test that then imports heapq
-    in this process would run it beside the nonce, free to write any verdict."""
-    sys.path[:] = [p for p in sys.path if os.path.isabs(p) and os.path.exists(p) and not os.access(p, os.W_OK)]
+    """Take off ``sys.path`` every entry the run could plant a module in: relative ones
+    (``''``, the current directory: Docker runs put it first) and any inside the
+    workspace (the current directory) or a scratch directory. A solution can write
+    ``heapq.py`` there, and a task's setup or code test that then imports heapq in this
+    process would run it beside the nonce, free to write any verdict. Not "every
+    writable entry": run as its owner, a Python installed in a home directory (uv,
+    pyenv, conda) would lose its standard library."""
+    planted = [os.path.realpath(d) for d in (os.getcwd(), "/tmp", "/dev/shm", os.environ.get("TMPDIR") or "/tmp")]
+    planted = [d for d in planted if d != os.sep]
+
+    def trusted(entry):
+        real = os.path.realpath(entry)
+        return os.path.isabs(entry) and not any(real == d or real.startswith(d + os.sep) for d in planted)
+
+    sys.path[:] = [entry for entry in sys.path if trusted(entry)]
 
 
 def main():
