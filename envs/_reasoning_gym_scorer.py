@@ -268,10 +268,6 @@ class _Child:
         utils.compute_decimal_reward = lambda answer, oracle_answer, strip_commas=True: float(
             real_decimal(answer, oracle_answer, strip_commas) == 1.0
         )
-        with contextlib.suppress(ImportError):  # a reasoning-gym without the dataset has nothing to fix
-            from reasoning_gym.probability.coin_flip import CoinFlipDataset
-
-            CoinFlipDataset.score_answer = _within_tolerance
         from reasoning_gym.factory import DATASETS
 
         for name in _ALL_OR_NOTHING:
@@ -482,6 +478,7 @@ _ALL_OR_NOTHING = (
 )
 _REPLACED: dict[str, Callable[..., float]] = {
     **dict.fromkeys(["futoshiki", "mini_sudoku", "sudoku"], _whole_grid),
+    "coin_flip": _within_tolerance,
     "letter_jumble": _same_words,
     "number_sorting": _same_numbers,
     "word_sorting": _same_list,
