@@ -20,7 +20,9 @@ scores it as a loss, and so does this env.
 Rewards. The task reward is the agent's TextArena reward at the end of the game,
 mapped to [0, 1]: single-player games clip it to [0, 1] (1 is solved; games that give
 partial credit on a loss, such as the share of pegs right, keep it; -1 for a forfeit
-becomes 0); two-player games map a win to 1, a draw to 0.5 and a loss to 0. A game
+becomes 0); two-player games compare it with the opponent's: higher (a win) is 1, equal
+(a draw) 0.5 and lower (a loss) 0. Some games pay a tie as a shared win, 1 each
+(MarketEntryGame, PublicGoodsGame): it is a draw here, or matching the opponent would pay. A game
 that ends on the agent's invalid move scores 0 whatever credit the game gives: kept,
 one good guess and then a repeated one would lock in GuessTheNumber's credit for
 closeness without searching. An episode cut by ``max_turns`` before the game ended
@@ -361,6 +363,8 @@ class ArenaState(State):
     done: bool = False
     game_reward: float | None = None
     """The agent's reward as TextArena gave it, at the end of the game."""
+    opponent_reward: float | None = None
+    """The opponent's, in a two-player game: a draw is a tie of the two, whatever their value."""
     reason: str | None = None
     """Why the game ended, in the game's words."""
     crashed: str | None = None
@@ -522,9 +526,11 @@ class TextArenaEnv(Env[ArenaState]):
         state = self.state
         if not state.done or state.crashed is not None or state.game_reward is None or state.forfeit:
             return {"task": 0.0}
-        reward = state.game_reward
+        reward, other = state.game_reward, state.opponent_reward
         if self.game.players == 1:
             return {"task": min(max(reward, 0.0), 1.0)}
+        if other is not None:  # a tie of 1 each (MarketEntryGame, PublicGoodsGame) is a draw, not a win
+            return {"task": 1.0 if reward > other else 0.5 if reward == other else 0.0}
         return {"task": (min(max(reward, -1.0), 1.0) + 1.0) / 2.0}
 
     def snapshot_external(self) -> dict[str, Any]:
@@ -577,6 +583,8 @@ class TextArenaEnv(Env[ArenaState]):
         if game.done:
             state.done = True
             state.game_reward, state.reason = game.result(agent)
+            if self.game.players == 2:
+                state.opponent_reward = game.result(1 - agent)[0]
             info = game.env.state.game_info
             state.forfeit = bool(isinstance(info, dict) and (info.get(agent) or {}).get("invalid_move"))
             told = _render(game.waiting(agent), agent)

@@ -186,6 +186,16 @@ def test_a_draw_is_worth_half():
     assert env.state.reason == "The game is a draw!" and info["task_reward"] == 0.5 and not info["success"]
 
 
+@pytest.mark.parametrize(("game", "move"), [("MarketEntryGame-v0", "[S]"), ("PublicGoodsGame-v0", "[20]")])
+def test_a_tie_the_game_pays_as_a_shared_win_is_a_draw(game, move):
+    # These games give each tied player 1: matching the opponent's every move would be a win.
+    env = TextArenaEnv(game=game, opponent=lambda observation: move, max_turns=200)
+    env.reset(seed=0)
+    *_, info = play(env, [move] * 200)
+    assert info["task_reward"] == 0.5 and not info["success"]
+    assert "tied" in env.state.reason and (env.state.game_reward, env.state.opponent_reward) == (1.0, 1.0)
+
+
 def test_single_player_rewards_keep_the_games_partial_credit_but_not_on_a_forfeit():
     env = TextArenaEnv(game="GuessTheNumber-v0")
     env.reset(seed=3)
