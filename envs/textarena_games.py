@@ -54,7 +54,8 @@ Tasks: one per game seed (``num_tasks`` seeds); the metadata's family is the gam
 (sizes, lengths) are tags. Snapshots hold the game's seed and every move played,
 and restore replays them (games are deterministic given both: each game's use of
 Python's global ``random`` is kept to its own state); a game that does not replay to
-the same log is reported by name, never faked.
+the same log is reported by name, never faked, and a snapshot of another game or whose
+state (seed, side, outcome) is not what its moves replay to is refused.
 
 Left out: games that need the network or data not in the wheel (NLTK corpora, an
 OpenRouter jury, missing files), games for three or more players, games whose
@@ -305,6 +306,14 @@ class _Game:
             reward = None
         return (None if reward is None else float(reward)), (None if reason is None else str(reason)[:1000])
 
+    def outcome(self, player: int) -> dict[str, Any]:
+        """What `ArenaState` keeps of the ended game, by field, for ``player`` (see `_NOT_OVER`)."""
+        reward, reason = self.result(player)
+        info = self.env.state.game_info
+        forfeit = bool(isinstance(info, dict) and (info.get(player) or {}).get("invalid_move"))
+        other = self.result(1 - player)[0] if self.info.players == 2 else None
+        return {"game_reward": reward, "reason": reason, "forfeit": forfeit, "opponent_reward": other}
+
     def fingerprint(self) -> str:
         """A digest of the game's log: what replaying the moves must reproduce."""
         digest = hashlib.blake2b(digest_size=16)
@@ -350,6 +359,34 @@ class GamePayload(BaseModel):
 
     seed: int = Field(ge=0, lt=2**63)
     player: Literal[0, 1] = 0
+
+
+class _SavedMessage(BaseModel):
+    """One message of a `Policy` opponent's conversation, as a snapshot keeps it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class _Saved(BaseModel):
+    """A snapshot's game (`TextArenaEnv.snapshot_external`), checked before it is replayed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    game: str | None = None
+    """The TextArena id (None in snapshots taken before it was kept)."""
+    moves: list[Annotated[str, Field(max_length=4 * MAX_MOVE_CHARS)]]
+    """Every move the game was sent, both sides, in order."""
+    log: str
+    """`_Game.fingerprint` of the game when the snapshot was taken."""
+    opponent: list[_SavedMessage] = []
+    """A `Policy` opponent's conversation."""
+
+
+_NOT_OVER: dict[str, Any] = {"game_reward": None, "reason": None, "forfeit": False, "opponent_reward": None}
+"""`ArenaState`'s outcome fields while the game goes on (`_Game.outcome` once it ended)."""
 
 
 class ArenaState(State):
@@ -465,10 +502,7 @@ class TextArenaEnv(Env[ArenaState]):
     # -- the episode -----------------------------------------------------------------
 
     def initial_state(self, task: Task) -> ArenaState:
-        payload = GamePayload.model_validate(task.payload)
-        seed, player = payload.seed, payload.player
-        if player not in range(self.game.players):
-            raise ValueError(f"task {task.id!r}: player {player} does not exist in {self.game.ta_id}")
+        seed, player = self._seed_and_side(task)
         self._live = None  # a failure below leaves no game to step
         self._opponent_messages = []
         self._live = _Game(self.game, seed, collect_moves=self.opponent == "random")
@@ -535,30 +569,62 @@ class TextArenaEnv(Env[ArenaState]):
 
     def snapshot_external(self) -> dict[str, Any]:
         game = self._game()
-        return {"moves": list(game.moves), "log": game.fingerprint(), "opponent": list(self._opponent_messages)}
+        opponent = [_SavedMessage.model_validate(message) for message in self._opponent_messages]
+        return _Saved(
+            game=self.game.ta_id, moves=list(game.moves), log=game.fingerprint(), opponent=opponent
+        ).model_dump()
 
     def restore_external(self, data: Any) -> None:
-        """Rebuild the game by replaying the snapshot's moves from its seed."""
-        state = self.state
+        """Rebuild the game by replaying the snapshot's moves from its seed. Refused (`ValueError`):
+        a snapshot of another game, or one whose state the replay does not give back (another
+        seed or side than its task's, another outcome than the game's)."""
+        saved, state = _Saved.model_validate(data), self.state
         self._live = None
+        if saved.game is not None and saved.game != self.game.ta_id:
+            raise ValueError(f"a snapshot of a {saved.game} game cannot be restored into a {self.game.ta_id} env")
+        seed, player = self._seed_and_side(self.task)
+        if (state.seed, state.player) != (seed, player):
+            raise ValueError(
+                f"the snapshot's state plays seed {state.seed} as player {state.player}, its task "
+                f"{self.task.id!r} seed {seed} as player {player}"
+            )
         game = _Game(self.game, state.seed, collect_moves=self.opponent == "random")
-        for move in data["moves"]:
+        for i, move in enumerate(saved.moves):
+            if game.done:
+                raise ValueError(f"the snapshot's moves go on after the game ended (move {i} of {len(saved.moves)})")
             game.observe()
-            game.play(move)
+            try:
+                game.play(move)
+            except Exception as e:  # a game that played never logged a move it crashed on
+                raise ValueError(f"the snapshot's move {i} ({move!r:.80}) does not replay: {type(e).__name__}") from e
         if not game.done:
             game.observe()  # the agent had read these when the snapshot was taken
-        if game.fingerprint() != data["log"]:
+        if game.fingerprint() != saved.log:
             raise ValueError(
                 f"TextArena game {self.game.ta_id} did not replay to the snapshot's state from its seed and "
                 "moves: it is not deterministic, so its snapshots cannot be restored"
             )
+        # What verify reads must be the replayed game's, never the snapshot's word for it.
+        expected = game.outcome(state.player) if game.done else _NOT_OVER
+        kept = {field: getattr(state, field) for field in expected}
+        if (state.done, state.moves, kept) != (game.done, len(game.moves), expected):
+            raise ValueError(
+                f"the snapshot's state (done {state.done}, {state.moves} moves, {kept}) is not what its moves "
+                f"replay to (done {game.done}, {len(game.moves)} moves, {expected})"
+            )
         self._live = game
-        self._opponent_messages = list(data.get("opponent") or [])
+        self._opponent_messages = [{"role": m.role, "content": m.content} for m in saved.opponent]
 
     def on_close(self) -> None:
         self._live = None
 
     # -- internals ---------------------------------------------------------------------
+
+    def _seed_and_side(self, task: Task) -> tuple[int, int]:
+        payload = GamePayload.model_validate(task.payload)
+        if payload.player not in range(self.game.players):
+            raise ValueError(f"task {task.id!r}: player {payload.player} does not exist in {self.game.ta_id}")
+        return payload.seed, payload.player
 
     def _game(self) -> _Game:
         if self._live is None:
@@ -582,11 +648,8 @@ class TextArenaEnv(Env[ArenaState]):
             raise InfraError(f"the opponent made {self.max_opponent_moves} moves in a row without the game ending")
         if game.done:
             state.done = True
-            state.game_reward, state.reason = game.result(agent)
-            if self.game.players == 2:
-                state.opponent_reward = game.result(1 - agent)[0]
-            info = game.env.state.game_info
-            state.forfeit = bool(isinstance(info, dict) and (info.get(agent) or {}).get("invalid_move"))
+            for field, value in game.outcome(agent).items():
+                setattr(state, field, value)
             told = _render(game.waiting(agent), agent)
             return f"{told}\n[GAME] Game over: {state.reason}" if state.reason else told
         return _render(game.observe(), agent)

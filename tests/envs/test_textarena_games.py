@@ -276,6 +276,34 @@ def test_a_game_that_does_not_replay_is_named_not_faked(monkeypatch):
         env.restore(snap)
 
 
+def _forge_a_win(snap: dict) -> None:
+    snap["state"].update(done=True, game_reward=1.0, reason="Player 0 has won!")
+
+
+@pytest.mark.parametrize(
+    ("edit", "into", "why"),
+    [
+        (_forge_a_win, "TicTacToe-v0", "is not what its moves replay to"),
+        (lambda snap: snap["state"].update(player=1), "TicTacToe-v0", "plays seed 0 as player 1, its task"),
+        (lambda snap: snap["external"]["moves"].extend(["[5]", "[2]", "[3]"]), "TicTacToe-v0", "after the game"),
+        (lambda snap: snap["external"].update(moves=[4]), "TicTacToe-v0", "valid string"),
+        (lambda snap: snap.update(external=None), "TicTacToe-v0", "valid dictionary"),
+        (lambda snap: None, "ConnectFour-v0", "a TicTacToe-v0 game cannot be restored into a ConnectFour-v0 env"),
+    ],
+    ids=["forged-win", "other-side", "moves-after-the-end", "moves-not-text", "no-game", "other-game"],
+)
+def test_an_edited_snapshot_is_refused_and_says_why(edit, into, why):
+    env = TextArenaEnv([make_tasks("TicTacToe-v0", 1)[0]], game="TicTacToe-v0", opponent=first_free([0, 1, 2]))
+    env.reset(seed=0)
+    play(env, ["[4]", "[8]"])
+    snap = env.snapshot().model_dump(mode="json")
+    edit(snap)
+    other = TextArenaEnv(game=into, opponent=first_named_move)
+    other.reset(seed=0)
+    with pytest.raises(ValueError, match=re.escape(why)):
+        other.restore(snap)
+
+
 # -- the policy as an adversary -------------------------------------------------------
 
 
