@@ -85,7 +85,6 @@ _SUPPORTED: dict[str, tuple[int, tuple[str, ...]]] = {
     "Tak": (2, ("", "medium", "hard")),
     "TicTacToe": (2, ("",)),
     "TruthAndDeception": (2, ("", "long", "extreme")),
-    "UltimateTicTacToe": (2, ("",)),
     "WildTicTacToe": (2, ("",)),
 }
 
@@ -139,6 +138,10 @@ EXCLUDED: dict[str, str] = {
     "ThreePlayerTicTacToe": _MANY,
     "TwentyQuestions": _JURY,
     "UltimateTexasHoldem": _PY312,
+    "UltimateTicTacToe": (
+        "never ends a full board in textarena 0.7.4: a drawn small board leaves its cell of the big "
+        "board open, so a board can be left with no legal move; the side to move can only forfeit"
+    ),
     "UsedCar": "is missing from the textarena 0.7.4 wheel (no module)",
     "UsedCarNegotiation": "lacks its data file (blue_book.txt) in the textarena 0.7.4 wheel",
     "WordChains": _NLTK,

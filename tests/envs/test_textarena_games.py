@@ -125,6 +125,8 @@ def test_unknown_and_excluded_games_and_a_two_player_game_without_opponent_say_w
         # "[Propose] $1.00" reached the game as "[Propose]": the agent could never propose.
         ("TwoDollar-v0", "the agent could only accept or reject"),
         ("NewRecruit-v0", "the agent could only accept or reject"),
+        # A full board with a drawn small board never ended: the side to move could only forfeit.
+        ("UltimateTicTacToe-v0", "no legal move"),
     ],
 )
 def test_games_the_agent_cannot_win_fairly_are_left_out_with_the_reason(game, why):
