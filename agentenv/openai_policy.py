@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
+from agentenv import _admit, _safejson
 from agentenv._admit import Refused
 from agentenv.policies import Conversation, Generation, PolicyFailure, PolicyOutput
 
@@ -314,7 +315,10 @@ def _api_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     it answers a ``tool_calls`` id of the assistant message before it; otherwise
     (the model wrote its call as text) it becomes a ``user`` message. Likewise an
     assistant's structured call that no ``tool`` message answers, or that has no
-    id, is moved into its text, since servers refuse unanswered calls.
+    id, is moved into its text, since servers refuse unanswered calls; and so is
+    one whose arguments are not a JSON object, since servers that parse them for
+    the chat template (vLLM) refuse the whole conversation, which would make a
+    malformed call of the model's an infra failure instead of its format error.
     """
     out: list[dict[str, Any]] = []
     open_ids: set[str] = set()
@@ -349,8 +353,8 @@ def _answered_ids(messages: Sequence[Mapping[str, Any]], index: int) -> set[str]
 def _assistant_message(message: Mapping[str, Any], answered: set[str]) -> dict[str, Any]:
     sent = _known_keys(message, "assistant")
     calls = [_api_tool_call(call) for call in sent.pop("tool_calls", None) or [] if isinstance(call, Mapping)]
-    kept = [call for call in calls if call["id"] in answered]
-    moved = [call for call in calls if call["id"] not in answered]
+    kept = [call for call in calls if call["id"] in answered and _json_object(call["function"]["arguments"])]
+    moved = [call for call in calls if call not in kept]
     if kept:
         sent["tool_calls"] = kept
     if moved:
@@ -379,9 +383,13 @@ def _api_tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
 
 def _arguments(arguments: str) -> Any:
     try:
-        return json.loads(arguments)
-    except json.JSONDecodeError:
+        return _safejson.loads(arguments, max_depth=_admit.MAX_MESSAGE_DEPTH)
+    except _safejson.UnsafeJSON:
         return arguments
+
+
+def _json_object(arguments: str) -> bool:
+    return isinstance(_arguments(arguments), dict)
 
 
 def _known_keys(message: Mapping[str, Any], role: Any) -> dict[str, Any]:

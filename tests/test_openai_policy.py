@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import json
 import re
 import socket
 from collections.abc import Iterator
@@ -419,6 +420,51 @@ def test_unanswered_structured_calls_are_sent_as_text(server: OpenAIServer) -> N
     sent = server.requests[0].messages
     assert sent[2] == {"role": "assistant", "content": tool_call_text("submit", answer=2)}
     assert sent[3] == {"role": "user", "content": "[tool result: submit]\nsubmitted"}
+
+
+def parses_earlier_calls(then: Any) -> Any:
+    """A script that first does as vLLM does with the conversation: every earlier
+    structured call's arguments go through ``json.loads`` (the chat template wants a
+    dict), and a ValueError is HTTP 400."""
+
+    def script(request: Request) -> Reply:
+        for message in request.messages:
+            for call in message.get("tool_calls") or []:
+                try:
+                    json.loads(call["function"]["arguments"])
+                except ValueError as e:
+                    return Reply({"object": "error", "message": f"{e} None", "code": 400}, status=400)
+        return then(request)
+
+    return script
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"a": 1, "op": "+", "b": ', '{"a": ' + "9" * 5000 + "}", '"1 + 1"', "[1, 2]"],
+    ids=["truncated", "long-int", "a-string", "a-list"],
+)
+def test_a_structured_call_whose_arguments_are_no_json_object_goes_back_as_text(
+    server: OpenAIServer, arguments: str
+) -> None:
+    """The env answers such a call with a format error; sent back structured, a server that
+    parses the arguments (vLLM) refuses every later turn, which ended the episode as infra:
+    a model could dodge its format penalty, and the episode's training, by writing them."""
+
+    def play(request: Request) -> Reply:
+        if sum(m["role"] == "assistant" for m in request.messages) == 0:
+            call = {"id": "c1", "type": "function", "function": {"name": "calculate", "arguments": arguments}}
+            return chat_reply(None, tool_calls=[call], finish_reason="tool_calls")
+        return chat_reply("no idea")
+
+    server.script = parses_earlier_calls(play)
+    with make_policy(server, max_retries=0) as policy:
+        [traj] = agentenv.rollout("arithmetic-v0", policy, n=1)
+    assert traj.error is None
+    assert traj.failure is Failure.FORMAT
+    second = server.requests[1].messages
+    assert "tool_calls" not in second[2] and "<tool_call>" in second[2]["content"]
+    assert second[3]["role"] == "user"
 
 
 # -- construction and lifecycle -------------------------------------------------
