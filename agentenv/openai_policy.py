@@ -19,8 +19,9 @@ messages instead (see `_api_messages`).
 
 Left out on purpose: token ids and log-probs (a trainer that needs them uses the
 transformers policy, or a server-specific ``extra_body``), streaming, ``n > 1``
-sampling, the legacy ``/completions`` endpoint, and reading credentials from
-environment variables (pass ``api_key`` explicitly).
+sampling, the legacy ``/completions`` endpoint, compressed responses (asked for
+and accepted only as sent: a chat completion is small), and reading credentials
+from environment variables (pass ``api_key`` explicitly).
 """
 
 from __future__ import annotations
@@ -285,8 +286,13 @@ class OpenAIPolicy:
         # httpx's timeout bounds each network read, not the whole response; the
         # deadline below keeps a server that trickles bytes from holding a worker forever.
         deadline = time.monotonic() + self.timeout_s
-        headers = {"Content-Type": "application/json"}
+        # The body as sent: httpx would inflate a compressed one chunk by chunk before
+        # MAX_RESPONSE_BYTES counts it, and stacked gzip turns 1 KiB into gigabytes.
+        headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         with self._client.stream("POST", self.url, content=body, headers=headers) as response:
+            encoding = response.headers.get("content-encoding", "identity")
+            if encoding.strip().lower() not in ("", "identity"):
+                raise _Failed(f"response from {self.url} has Content-Encoding {encoding!r}; asked for 'identity'")
             chunks: list[bytes] = []
             size = 0
             for chunk in response.iter_bytes():

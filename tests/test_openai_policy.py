@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import gzip
 import json
 import re
 import socket
@@ -314,6 +315,20 @@ def test_malformed_response_is_a_clear_failure(server: OpenAIServer, body: Any, 
     assert isinstance(output, PolicyFailure)
     assert expected in output.error
     assert len(server.requests) == 1
+
+
+def test_a_compressed_body_is_refused_before_it_is_inflated(server: OpenAIServer) -> None:
+    """MAX_RESPONSE_BYTES counts the bytes as they arrive; a few hundred bytes of
+    stacked gzip inflate to gigabytes in one chunk before any count. The policy asks
+    for the body as is and refuses one that comes encoded anyway."""
+    bomb = gzip.compress(gzip.compress(b" " * 2**24))  # 16 MiB in a few hundred bytes
+    assert len(bomb) < 2**10
+    server.script = lambda request: Reply(bomb, headers={"Content-Encoding": "gzip, gzip"})
+    with make_policy(server) as policy:
+        output = act_one(policy)
+    assert server.requests[0].headers["accept-encoding"] == "identity"
+    assert isinstance(output, PolicyFailure)
+    assert "Content-Encoding 'gzip, gzip'" in output.error
 
 
 def test_one_bad_item_does_not_fail_the_batch(server: OpenAIServer) -> None:
