@@ -31,6 +31,7 @@ import json
 import math
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -163,7 +164,7 @@ class OpenAIPolicy:
                 models without tool calling: the env's system prompt describes the
                 tools as text either way.
             timeout_s: Limit on one attempt: on connecting, on each read, and on the
-                whole response (checked as its bytes arrive).
+                whole attempt, from the request to the response's last byte.
             max_retries: Further attempts after a timeout, connection error, 429 or 5xx.
             backoff_s: Wait before the first retry; doubles each retry, with jitter.
             max_backoff_s: Cap on any wait, a server's ``Retry-After`` included.
@@ -283,9 +284,33 @@ class OpenAIPolicy:
         raise _Failed(f"gave up after {attempts} attempt{'s' * (attempts > 1)}: {error}")
 
     def _post(self, body: bytes) -> tuple[int, httpx.Headers, bytes]:
-        # httpx's timeout bounds each network read, not the whole response; the
-        # deadline below keeps a server that trickles bytes from holding a worker forever.
+        """One attempt, bounded by ``timeout_s`` as a whole. httpx's timeout bounds each
+        network read, not the response: a server that trickles its status line and
+        headers, a byte per read, would hold the conversation for hours. So the attempt
+        runs in a worker thread the caller waits on; one still reading past the deadline
+        is left to end on its own (its next read past it, a read timeout, or `close`)."""
+        box: dict[str, Any] = {}
         deadline = time.monotonic() + self.timeout_s
+
+        def attempt() -> None:
+            try:
+                box["reply"] = self._read(body, deadline)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
+                box["error"] = e
+
+        worker = threading.Thread(target=attempt, name="agentenv-openai-request", daemon=True)
+        worker.start()
+        worker.join(self.timeout_s)
+        if worker.is_alive():
+            raise httpx.ReadTimeout("no complete response in time")
+        if "error" in box:
+            raise box["error"]
+        reply: tuple[int, httpx.Headers, bytes] = box["reply"]
+        return reply
+
+    def _read(self, body: bytes, deadline: float) -> tuple[int, httpx.Headers, bytes]:
+        # The body is checked against the deadline as it arrives too, so an attempt the
+        # caller gave up on stops reading (and frees its connection) at its next chunk.
         # The body as sent: httpx would inflate a compressed one chunk by chunk before
         # MAX_RESPONSE_BYTES counts it, and stacked gzip turns 1 KiB into gigabytes.
         headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}

@@ -44,6 +44,9 @@ class Reply:
     """Wait this long before answering (cut short when the server stops)."""
     drop: bool = False
     """Close the connection without answering (a server that died mid-request)."""
+    drip_s: float = 0.0
+    """Send the status line and headers one byte at a time, this long apart, then hang up
+    (a server stuck in its reply: each byte comes within a read timeout, the reply never)."""
 
 
 Script = Callable[[Request], Reply]
@@ -153,6 +156,9 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return
             payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+            if reply.drip_s:
+                self._drip(reply, payload)
+                return
             try:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
@@ -163,6 +169,19 @@ def _handler_class(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True  # the client gave up (a timeout test)
+
+        def _drip(self, reply: Reply, payload: bytes) -> None:
+            lines = [f"HTTP/1.1 {reply.status} Reply", f"Content-Length: {len(payload)}"]
+            lines += [f"{name}: {value}" for name, value in reply.headers.items()]
+            head = ("\r\n".join(lines) + "\r\n\r\n").encode()
+            try:
+                for i in range(len(head)):
+                    if server._stopping.wait(reply.drip_s):
+                        return
+                    self.wfile.write(head[i : i + 1])
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output clean

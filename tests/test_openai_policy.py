@@ -283,6 +283,17 @@ def test_timeout_is_a_failure_after_retries(server: OpenAIServer) -> None:
     assert len(server.requests) == 2
 
 
+def test_a_server_that_trickles_its_headers_times_out(server: OpenAIServer) -> None:
+    """timeout_s bounds the whole attempt: httpx's bounds each read, and a status line and
+    headers sent a byte at a time, each within it, held the conversation (and the rollout
+    waiting on it) for as long as the server went on (here, until it hangs up)."""
+    server.script = lambda request: Reply(chat_reply("too late").body, drip_s=0.05)
+    with make_policy(server, timeout_s=0.3, max_retries=0) as policy:
+        output = act_one(policy)
+    assert isinstance(output, PolicyFailure)
+    assert "timed out" in output.error
+
+
 def test_unreachable_server_is_a_failure_not_an_exception() -> None:
     with socket.socket() as sock:  # a port nothing listens on once closed
         sock.bind(("127.0.0.1", 0))
