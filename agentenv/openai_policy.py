@@ -463,7 +463,7 @@ def _generation(content: bytes, conv: Conversation) -> Generation:
 def _completion(content: bytes) -> _Completion:
     try:
         data = json.loads(content)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # bad JSON or bytes, a number past the digit limit, deep nesting
         raise _Failed(f"server returned invalid JSON: {e}; body: {_snippet(content)}") from None
     if not isinstance(data, dict):
         raise _Failed(f"server returned JSON {type(data).__name__}, expected an object; body: {_snippet(content)}")

@@ -316,8 +316,10 @@ def test_unreachable_server_is_a_failure_not_an_exception() -> None:
         ([1, 2], "expected an object"),
         ({"error": {"message": "model 'x' not found"}}, "server returned an error: model 'x' not found"),
         ({"choices": [{"message": {"content": 42}}]}, "invalid response: choices.0.message.content"),
+        (b"[" * 10**5 + b"]" * 10**5, "server returned invalid JSON"),
+        (b'{"choices": [], "usage": ' + b"9" * 5000 + b"}", "server returned invalid JSON"),
     ],
-    ids=["not-json", "no-choices", "no-message", "not-an-object", "error-body", "bad-content"],
+    ids=["not-json", "no-choices", "no-message", "not-an-object", "error-body", "bad-content", "deep", "long-int"],
 )
 def test_malformed_response_is_a_clear_failure(server: OpenAIServer, body: Any, expected: str) -> None:
     server.script = lambda request: Reply(body)
