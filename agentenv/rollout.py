@@ -353,17 +353,22 @@ def checked_output(output: PolicyOutput) -> PolicyOutput:
     read, or holds a token id that is no vocabulary index or a log-prob that is not a
     finite number, is the policy's failure (``infra``, as a policy that raises), never
     data a trajectory file would refuse. A bare action goes to the env, which refuses
-    whatever is no action as a format error."""
+    whatever is no action as a format error. An output that raises when it is looked at
+    (its ``__class__``, or a failure's ``error``) is the policy's failure too."""
+    try:
+        return _checked(output)
+    except Exception as e:  # noqa: BLE001 - any failure to read it is the policy's
+        return PolicyFailure(error=f"the policy's output is malformed: {_safejson.clean_text(_describe(e))[:500]}")
+
+
+def _checked(output: PolicyOutput) -> PolicyOutput:
     if isinstance(output, PolicyFailure):
         error = getattr(output, "error", None)
         text = _safejson.clean_text(error) if type(error) is str else _admit.safe_repr(error)
         return output if text is error else PolicyFailure(error=text)
     if not isinstance(output, Generation):
         return output
-    try:
-        return Generation.model_validate({name: getattr(output, name) for name in Generation.model_fields})
-    except Exception as e:  # noqa: BLE001 - any failure to read it is the policy's
-        return PolicyFailure(error=f"the policy's Generation is malformed: {_safejson.clean_text(_describe(e))[:500]}")
+    return Generation.model_validate({name: getattr(output, name) for name in Generation.model_fields})
 
 
 def _copied(value: Any) -> Any:

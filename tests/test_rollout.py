@@ -71,6 +71,19 @@ class _Unreadable(Generation):
         return super().__getattribute__(name)
 
 
+class _NoClass:
+    @property
+    def __class__(self):  # isinstance() reads it: whatever it raises, raises there
+        raise RuntimeError("no class here")
+
+
+class _FailureUnread(PolicyFailure):
+    def __getattribute__(self, name):
+        if name == "error":
+            raise RuntimeError("no error here")
+        return super().__getattribute__(name)
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -81,6 +94,8 @@ class _Unreadable(Generation):
             lambda: Generation.model_construct(action="x", token_ids=[10**5000]), id="token-id-past-any-vocab"
         ),
         pytest.param(lambda: PolicyFailure.model_construct(), id="failure-without-error"),
+        pytest.param(_NoClass, id="class-that-raises"),
+        pytest.param(lambda: _FailureUnread(error="x"), id="failure-whose-error-raises"),
     ],
 )
 def test_a_policy_output_that_cannot_be_taken_fails_its_episode_alone_and_every_line_reads_back(tmp_path, bad):
