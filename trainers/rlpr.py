@@ -19,25 +19,33 @@ The paper adapts beta: an exponential moving average of each step's mean group s
 (decay 0.99), times a factor (0.5 for Qwen in its scripts); `StdThreshold` offers
 that ("ema"), a fixed beta ("fixed"), or no filter ("off").
 
-Token layout. Each scored sequence is the episode's context before its final reply
-(every earlier turn and observation, token-exact, as the trainer trains on them),
-then the reasoning's text tokenised, then the answer marker, then the reference:
+Token layout. The sequence with the reasoning is the episode's context before its
+final reply (every earlier turn and observation, token-exact, as the trainer trains on
+them), then the reasoning's text tokenised, then the answer marker, then the reference;
+the one without is the episode's opening (the prompt before the policy's first token)
+and the same marker and reference:
 
     with reasoning:    context | z | marker | y*      (r: mean prob of the y* tokens)
-    without reasoning: context | marker | y*          (r_0)
+    without reasoning: opening | marker | y*          (r_0)
+
+In a single-turn episode the context is the opening. In a multi-turn one, r_0 is not
+read after the policy's own earlier turns: there a wrong first answer (the model then
+expects it again) lowered r_0, so answering wrong and then right paid more than
+answering right at once. The baseline is the prompt's, as in the paper, and every
+episode of a group shares it.
 
 The marker (``"<answer>"`` by default) and the reference are tokenised on their own,
 so both sequences score the very same reference tokens. The reasoning is
 re-tokenised from the reply's text with special tokens split, so text that spells
 ``<|im_end|>`` stays text. A sequence longer than ``max_seq_len`` loses reasoning
-from its start (the end of the reasoning stays next to the answer), then context
-from its start; the reference is never cut.
+from its start (the end of the reasoning stays next to the answer), then context (or
+opening) from its start; the reference is never cut.
 
 The forward pass is the trainer's: `policy_logprobs` with the reference tokens as the
 mask (shared prompts, chunked ``lm_head`` projection, the same temperature), under
 ``torch.no_grad`` with the model in eval mode, ``micro_batch_size`` rows at a time. The
-rows of a group open with one context, which runs once (``prompt_lengths``), and
-usually share the no-reasoning sequence, which is scored once.
+rows of a group open with one prompt, which runs once (``prompt_lengths``), and
+share the no-reasoning sequence, which is scored once.
 
 Left out: the paper's other aggregations of token probabilities (it reports the
 mean as best), and any check of the answer itself: the verifier still runs and the
@@ -138,12 +146,14 @@ class Layout:
     reasoning: list[int]
     marker: list[int]
     reference: list[int]
+    opening: list[int]
+    """The episode's prompt before the policy's first token: r_0's context."""
 
     def with_reasoning(self) -> list[int]:
         return [*self.context, *self.reasoning, *self.marker, *self.reference]
 
     def without_reasoning(self) -> list[int]:
-        return [*self.context, *self.marker, *self.reference]
+        return [*self.opening, *self.marker, *self.reference]
 
 
 def build_layout(
@@ -186,7 +196,8 @@ def build_layout(
         reasoning, over = reasoning[cut:], over - cut
     if over > 0:
         context = context[over:]
-    return Layout(context, reasoning, marker_ids, reference)
+    room = max_seq_len - len(marker_ids) - len(reference)
+    return Layout(context, reasoning, marker_ids, reference, list(gens[0].prompt_ids or [])[-room:])
 
 
 # --- the reward, from per-token log-probs -------------------------------------------------
@@ -313,16 +324,16 @@ def score_trajectories(
     contexts: list[int] = []  # each row's context length: the prompt its group shares
     wanted: dict[int, tuple[int, int]] = {}
 
-    def row(ids: list[int], lay: Layout) -> int:
+    def row(ids: list[int], lay: Layout, context: list[int]) -> int:
         key = (tuple(ids), len(lay.reference))
         if key not in rows:
             rows[key] = len(rows)
-            contexts.append(len(lay.context))
+            contexts.append(len(context))
         return rows[key]
 
     for i, lay in layouts.items():
-        with_row = row(lay.with_reasoning(), lay)
-        wanted[i] = (with_row, row(lay.without_reasoning(), lay) if debias else with_row)
+        with_row = row(lay.with_reasoning(), lay, lay.context)
+        wanted[i] = (with_row, row(lay.without_reasoning(), lay, lay.opening) if debias else with_row)
     probs = _row_probabilities(
         model,
         list(rows),

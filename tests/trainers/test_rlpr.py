@@ -99,7 +99,7 @@ def test_reward_equals_a_plain_forward_of_the_reference_after_the_reasoning_minu
         context += _encode(tok, earlier) + _prompt_ids(tok, FRANCE)
     reasoning = _encode(tok, split_reply(replies[-1])[0])
     r = _direct_prob(model, context + reasoning + marker + ref, len(ref), temperature)
-    r0 = _direct_prob(model, context + marker + ref, len(ref), temperature)
+    r0 = _direct_prob(model, _prompt_ids(tok, FRANCE) + marker + ref, len(ref), temperature)  # the prompt alone
     assert scores.prob[0] == pytest.approx(r, abs=1e-5)
     assert scores.base[0] == pytest.approx(r0, abs=1e-5)
     assert scores.reward[0] == pytest.approx(min(max(r - r0, 0.0), 1.0), abs=1e-5)
@@ -112,6 +112,16 @@ def test_without_debiasing_the_reward_is_the_probability_itself(tok, model) -> N
     ids = _prompt_ids(tok, PERU) + _encode(tok, "Lima, I think. ") + _encode(tok, "<answer>") + ref
     assert scores.reward[0] == pytest.approx(_direct_prob(model, ids, len(ref)), abs=1e-5)
     assert scores.base[0] is None
+
+
+def test_the_baseline_is_the_prompts_so_a_wrong_first_answer_does_not_lower_it(tok, model) -> None:
+    # Read after the policy's own turns, r_0 fell when a first answer was wrong (the model
+    # expects it again), so answering wrong and then right paid more than right at once.
+    final = "Paris, surely. <answer>Paris</answer>"
+    at_once = _scorer(tok).score(model, [_traj(tok, FRANCE, final)], max_seq_len=512)
+    retried = _scorer(tok).score(model, [_traj(tok, FRANCE, "Lima <answer>Lima</answer>", final)], max_seq_len=512)
+    assert retried.base[0] == pytest.approx(at_once.base[0], rel=1e-6, abs=0.0)
+    assert retried.prob[0] != pytest.approx(at_once.prob[0], rel=1e-6, abs=0.0)  # r still reads every turn
 
 
 def test_infra_episodes_are_not_scored_and_the_model_keeps_its_mode(tok, model) -> None:
