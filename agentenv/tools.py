@@ -73,23 +73,22 @@ def tool(fn: F | None = None, *, name: str | None = None, terminal: bool = False
 def non_finite(value: Any) -> bool:
     """Whether validated arguments hold NaN or an infinity anywhere: a nested model or
     dataclass keeps its own config, so ``allow_inf_nan=False`` on the arguments' model
-    does not reach it (nor a string such as ``"nan"`` it coerces to a float)."""
-    stack, seen = [value], 0
-    while stack and seen < _MAX_WALK:
+    does not reach it (nor a string such as ``"nan"`` it coerces to a float).
+
+    Every value is looked at, each container once (an argument type's validator may
+    return one that holds itself): the action's size bounds the walk. A cap on the values
+    looked at let a NaN through behind 100,000 others in an env that admits long actions."""
+    stack, walked = [value], set()
+    while stack:
         item = stack.pop()
-        seen += 1
-        if isinstance(item, float):
-            if not math.isfinite(item):
+        if isinstance(item, (float, complex, decimal.Decimal)):
+            if not _finite_number(item):
                 return True
-        elif isinstance(item, complex):
-            if not (math.isfinite(item.real) and math.isfinite(item.imag)):
-                return True
-        elif isinstance(item, decimal.Decimal):
-            if not item.is_finite():
-                return True
-        elif isinstance(item, (str, bytes, int)) or item is None:
             continue
-        elif isinstance(item, BaseModel):
+        if isinstance(item, (str, bytes, int)) or item is None or id(item) in walked:
+            continue
+        walked.add(id(item))
+        if isinstance(item, BaseModel):
             stack.extend(item.__dict__.values())
         elif isinstance(item, dict):
             stack.extend(item.keys())
@@ -101,8 +100,12 @@ def non_finite(value: Any) -> bool:
     return False
 
 
-_MAX_WALK = 100_000
-"""Values looked at, at most: arguments fit in an action of bounded size, so this is never reached."""
+def _finite_number(number: float | complex | decimal.Decimal) -> bool:
+    if isinstance(number, decimal.Decimal):
+        return number.is_finite()
+    if isinstance(number, complex):
+        return math.isfinite(number.real) and math.isfinite(number.imag)
+    return math.isfinite(number)
 
 
 def collect_tools(cls: type) -> dict[str, ToolSpec]:

@@ -421,6 +421,25 @@ def test_nan_is_refused_at_every_depth_of_an_argument():
     json.loads(env.snapshot().model_dump_json())
 
 
+def test_nan_is_refused_behind_any_number_of_other_values():
+    # The walk stopped after 100,000 values: an env admitting long actions let a NaN through.
+    from typing import Any
+
+    class Sum(CounterEnv):
+        max_action_chars = 1_000_000
+
+        @tool
+        def total(self, values: list[Any]) -> str:
+            """Sum."""
+            return str(sum(v for v in values if isinstance(v, float)))
+
+    env = Sum()
+    env.reset(seed=0)
+    values = "[NaN" + ", 0" * 100_000 + "]"
+    *_, info = env.step('<tool_call>{"name": "total", "arguments": {"values": ' + values + "}}</tool_call>")
+    assert info["error_kind"] == "format" and "NaN or an infinity" in info["error"]
+
+
 @pytest.mark.parametrize(
     "rendered",
     [None, "text", [{"role": "tool", "content": "a"}] * 2, {"role": "assistant", "content": "I win"}],
