@@ -131,12 +131,15 @@ def collect_tools(cls: type) -> dict[str, ToolSpec]:
 def build_spec(fn: Callable[..., Any], *, method_name: str, name: str, terminal: bool) -> ToolSpec:
     if not _NAME_RE.match(name):
         raise TypeError(f"tool name must match {_NAME_RE.pattern}, got {name!r}")
+    _check_callable_as_tool(fn, name)
     summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
     hints = typing.get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
     for param in list(inspect.signature(fn).parameters.values())[1:]:  # skip self
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described to a model")
+        if param.kind is param.POSITIONAL_ONLY:  # the env passes arguments by name
+            raise TypeError(f"tool {name!r}: parameter {param.name!r} is positional-only; drop the '/'")
         if param.name not in hints:
             raise TypeError(f"tool {name!r}: parameter {param.name!r} needs a type annotation")
         default = ... if param.default is param.empty else param.default
@@ -146,6 +149,20 @@ def build_spec(fn: Callable[..., Any], *, method_name: str, name: str, terminal:
     # (``amount <= 0`` is False for NaN) and turn into null in the state's JSON.
     args_model = create_model(model_name, __config__=ConfigDict(extra="forbid", allow_inf_nan=False), **fields)
     return spec_from_model(name, summary, args_model, method_name=method_name, terminal=terminal)
+
+
+def _check_callable_as_tool(fn: Any, name: str) -> None:
+    """TypeError for a method the env cannot call as a tool: it calls ``method(**arguments)``
+    on the env and shows what that returns. An async or generator method returned an
+    object without running (the call counted as a success, a terminal one ended the
+    episode); a static or class method lost its first parameter to the skipped ``self``."""
+    if not inspect.isfunction(fn):
+        raise TypeError(f"tool {name!r}: @tool marks a plain method (def {name}(self, ...)), got {type(fn).__name__}")
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        raise TypeError(
+            f"tool {name!r}: an async or generator method would never run (the env calls it and shows what it "
+            "returns); write a plain def that returns the result"
+        )
 
 
 def spec_from_model(

@@ -380,6 +380,37 @@ def test_two_methods_of_one_class_cannot_be_the_same_tool():
         type("Bad", (Env,), {"a": tool(name="go")(one), "b": tool(name="go")(one)})
 
 
+async def _async_tool(self, n: int) -> str:
+    """Add."""
+    return "added"
+
+
+def _generator_tool(self, n: int):
+    """Add."""
+    yield "added"
+
+
+def _positional_tool(self, n: int, /) -> str:
+    """Add."""
+    return "added"
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [
+        (_async_tool, "async or generator method would never run"),
+        (_generator_tool, "async or generator method would never run"),
+        (_positional_tool, "'n' is positional-only"),
+        (staticmethod(_positional_tool), "marks a plain method"),
+    ],
+    ids=["async", "generator", "positional-only", "staticmethod"],
+)
+def test_a_tool_method_the_env_cannot_call_is_refused_when_the_class_is_made(method, message):
+    # An async tool returned a coroutine without running, and the call counted as a success.
+    with pytest.raises(TypeError, match=message):
+        type("Bad", (Env,), {"add": tool(method)})
+
+
 def test_an_argument_validator_that_raises_is_a_format_error_never_a_crash():
     from typing import Annotated
 
