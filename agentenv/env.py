@@ -757,20 +757,23 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             }
 
     def _on_answer(self, answer: str, act: _Acted) -> str | None:
-        """`on_answer`, guarded: an answer that makes it raise ends the episode (the verifier
-        decides), never crashes step and never passes for infra (`InfraError` aside)."""
+        """`on_answer`, guarded: an answer that makes it raise, or return neither a str nor
+        None, ends the episode (the verifier decides), never crashes step and never passes
+        for infra (`InfraError` aside)."""
         try:
             feedback = self.on_answer(answer)
+            if feedback is not None and not isinstance(feedback, str):
+                # Raised out of step, it ended the episode as infra: an answer that made the
+                # hook return something else (``return wrong and "Try again"``) dodged its score.
+                raise TypeError(
+                    f"{type(self).__name__}.on_answer() must return a str or None, got {type(feedback).__name__}"
+                )
         except (InfraError, EnvStateError):
             raise
         except _HOOK_ERRORS as e:  # an answer must not be able to crash step
             _log_once(type(self), "on_answer", e)
             act.error = f"on_answer failed: {_describe(e)}"
             return None
-        if feedback is not None and not isinstance(feedback, str):
-            raise TypeError(
-                f"{type(self).__name__}.on_answer() must return a str or None, got {type(feedback).__name__}"
-            )
         return feedback
 
     def _step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentenv import Env, State, Task, TaskSet, ToolCall, check_env, tool, tool_call_text
+from agentenv import Env, ScriptedPolicy, State, Task, TaskSet, ToolCall, check_env, rollout, tool, tool_call_text
 
 
 class Sum(Env[State]):
@@ -125,6 +125,23 @@ def test_an_answer_that_makes_on_answer_raise_ends_the_episode_scored_by_the_ver
     *_, terminated, truncated, info = env.step("3")
     assert terminated and not truncated and info["success"] is True and info["failure"] == "none"
     assert "on_answer failed: KeyError" in info["error"] and info["error_kind"] is None
+
+
+class FalseFeedback(Sum):
+    max_turns = 3
+
+    def on_answer(self, answer: str) -> str | None:
+        return answer == "4" and "Incorrect, try again."  # False, not None, for any other answer
+
+
+def test_an_answer_that_makes_on_answer_return_no_str_ends_the_episode_scored_by_the_verifier_not_infra():
+    # The TypeError left step, and the rollout counted the episode as infra: never scored.
+    [traj] = rollout(FalseFeedback, ScriptedPolicy.replay(["5"]), tasks=["s1-2"])
+    assert traj.failure.value == "policy" and traj.task_reward == 0.0
+    env = FalseFeedback()
+    env.reset(seed=0, options={"task": "s1-2"})
+    *_, terminated, _, info = env.step("3")
+    assert terminated and info["success"] is True and "must return a str or None, got bool" in info["error"]
 
 
 def test_check_env_accepts_an_env_with_answer_feedback():
