@@ -777,18 +777,22 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         return feedback
 
     def _step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
+        """`step_rewards`, guarded: what it raises or gives that is not components (None
+        from a branch without a return, a ``"task"`` key, NaN) is logged and the step gets
+        no step reward; raised out of step, it ended the episode as infra, so an action
+        that took that branch dodged the episode's score."""
+        where = f"{type(self).__name__}.step_rewards()"
         try:
             rewards = self.step_rewards(outcomes)
+            if not isinstance(rewards, Mapping):
+                raise TypeError(f"{where} must return a dict of named components, got {type(rewards).__name__}")
+            if "task" in rewards:
+                raise TypeError(f"{where} must not return 'task': that name is the verifier's")
+            # a NaN here would reach every advantage of the batch
+            return {k: _finite(v, where) for k, v in rewards.items()}
         except (InfraError, EnvStateError):
             raise
         except _HOOK_ERRORS as e:  # logged; the step gets no step reward rather than a crash
-            _log_once(type(self), "step_rewards", e)
-            return {}
-        if "task" in rewards:
-            raise TypeError(f"{type(self).__name__}.step_rewards() must not return 'task': that name is the verifier's")
-        try:  # a NaN here would reach every advantage of the batch
-            return {k: _finite(v, f"{type(self).__name__}.step_rewards()") for k, v in rewards.items()}
-        except (TypeError, ValueError) as e:
             _log_once(type(self), "step_rewards", e)
             return {}
 

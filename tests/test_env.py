@@ -491,6 +491,17 @@ def test_a_render_result_that_is_no_observation_is_the_hooks_failure_never_infra
     assert env.step(tool_call_text("add", amount=1))[4]["error_kind"] is None
 
 
+@pytest.mark.parametrize("given", [None, {"task": 1.0}], ids=["none", "task-key"])
+def test_step_rewards_that_are_no_components_are_the_hooks_failure_never_infra(given):
+    # Raised out of step, the TypeError ended the episode as infra: a failing call dodged its score.
+    class Branchy(CounterEnv):
+        def step_rewards(self, outcomes):
+            return {"progress": 0.1} if all(o.ok for o in outcomes) else given
+
+    [traj] = agentenv.rollout(Branchy, agentenv.ScriptedPolicy.replay([tool_call_text("add", amount=13)]), tasks=["t2"])
+    assert traj.failure.value == "truncated" and traj.rewards[0] == 0.0
+
+
 def test_tool_schema_comes_from_signature_and_docstring():
     fn = CounterEnv.tools["add"].schema["function"]
     assert fn["name"] == "add" and fn["description"] == "Add to the counter."
