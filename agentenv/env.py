@@ -129,6 +129,9 @@ class Snapshot(BaseModel):
     messages: list[dict[str, Any]]
     rng: dict[str, Any]
     external: Any = None
+    answer: str | None = None
+    """In answer mode, the latest answer (`Env.answer`): one that got feedback is in no
+    message `restore` could tell from a tool call or a refused reply."""
 
 
 class _Acted:
@@ -629,6 +632,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             messages=copy.deepcopy(self.messages),
             rng=self.np_random.bit_generator.state,
             external=self.snapshot_external(),
+            answer=self._answer,
         )
 
     def restore(self, snapshot: Snapshot | str | bytes | Mapping[str, Any]) -> list[Message]:
@@ -650,12 +654,15 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         self._format_streak = snap.format_streak
         self._ended = snap.ended
         self.messages = copy.deepcopy(snap.messages)  # type: ignore[arg-type]
-        last = self.messages[-1] if self.messages else None
-        self._answer = (
-            _answer_text(dict(last))
-            if self.answer_mode and snap.ended and last and last["role"] == "assistant"
-            else None
-        )
+        if "answer" in snap.model_fields_set:
+            self._answer = snap.answer
+        else:  # a snapshot from before answers were saved: an ended episode's last reply
+            last = self.messages[-1] if self.messages else None
+            self._answer = (
+                _answer_text(dict(last))
+                if self.answer_mode and snap.ended and last and last["role"] == "assistant"
+                else None
+            )
         self.transitions = []
         try:
             self.restore_external(snap.external)

@@ -112,6 +112,17 @@ def test_on_answer_feedback_keeps_the_episode_going_until_an_answer_ends_it():
     assert [r[2] for r in results] == [False, False, True] and results[-1][4]["failure"] == "policy"
 
 
+def test_a_snapshot_keeps_an_answer_that_got_feedback():
+    # Restore read the answer from the last message of an ended episode only: mid-episode it
+    # was lost, and a resumed episode that then ran out of turns was verified on no answer.
+    env = SumWithRetries()
+    env.reset(seed=0, options={"task": "s1-2"})
+    env.step("4")
+    restored = SumWithRetries()
+    restored.restore(env.snapshot().model_dump_json())
+    assert restored.answer == "4"
+
+
 class BrokenFeedback(Sum):
     max_turns = 3
 
