@@ -142,6 +142,8 @@ def build_spec(fn: Callable[..., Any], *, method_name: str, name: str, terminal:
             raise TypeError(f"tool {name!r}: parameter {param.name!r} is positional-only; drop the '/'")
         if param.name not in hints:
             raise TypeError(f"tool {name!r}: parameter {param.name!r} needs a type annotation")
+        if hasattr(BaseModel, param.name):  # model_config would be taken as the model's config, dropped
+            raise TypeError(f"tool {name!r}: parameter {param.name!r} is a name pydantic reserves; rename it")
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hints[param.name], Field(default, description=arg_docs.get(param.name)))
     model_name = "".join(part.title() for part in re.split(r"[_-]", name)) + "Args"

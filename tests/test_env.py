@@ -395,6 +395,11 @@ def _positional_tool(self, n: int, /) -> str:
     return "added"
 
 
+def _model_config_tool(self, model_config: int) -> str:
+    """Add."""
+    return "added"
+
+
 @pytest.mark.parametrize(
     ("method", "message"),
     [
@@ -402,8 +407,10 @@ def _positional_tool(self, n: int, /) -> str:
         (_generator_tool, "async or generator method would never run"),
         (_positional_tool, "'n' is positional-only"),
         (staticmethod(_positional_tool), "marks a plain method"),
+        # pydantic took it as the arguments' config: gone from the schema, every call failed
+        (_model_config_tool, "'model_config' is a name pydantic reserves"),
     ],
-    ids=["async", "generator", "positional-only", "staticmethod"],
+    ids=["async", "generator", "positional-only", "staticmethod", "model_config"],
 )
 def test_a_tool_method_the_env_cannot_call_is_refused_when_the_class_is_made(method, message):
     # An async tool returned a coroutine without running, and the call counted as a success.
