@@ -35,7 +35,8 @@ scored; `step` never raises for it); every call has ``timeout_s``. What an actio
 can cause (any argument value) is a ``format`` or tool error, never ``infra``:
 request models bound their integers and pydantic refuses lone surrogates. Snapshots
 carry the episode database (serialised, base64); a restore refuses (ValueError) one that
-is not SQLite or lacks the seed's exact schema (a trigger added by hand never runs).
+is not SQLite or lacks the seed's exact schema (a trigger added by hand never runs), and
+a snapshot with no database at all (the episode would go on over the last one's).
 Left out: user simulation (the task prompt is the whole request), concurrent writers
 to one episode.
 """
@@ -197,14 +198,16 @@ class ToolsEnv(Env[ToolsState]):
     def restore_external(self, data: Any) -> None:
         # initial_state does not run on a resume: drop what an infra step left
         self._step_faults, self._fresh = [], set()
-        saved = None if data is None else _Saved.model_validate(data)
+        if data is None:
+            # `snapshot` always saves the database. Without one the episode would go on over
+            # whatever this env's last episode left in its database (its writes, a solved task).
+            raise ValueError("the snapshot holds no episode database (its 'external' is null)")
+        saved = _Saved.model_validate(data)
         # Every domain's env is a ToolsEnv: the class cannot tell, the domain name can.
-        if saved is not None and saved.domain not in (None, self.domain.name):
+        if saved.domain not in (None, self.domain.name):
             raise ValueError(f"a snapshot of a {saved.domain} episode cannot be restored into a {self.domain.name} env")
         self.domain.check_task(self.task)  # a snapshot's task is as untrusted as one in reset options
         self._subject = _Subject.of(self.domain, self.task)
-        if saved is None:
-            return
         try:
             database = base64.b64decode(saved.db, validate=True)
         except binascii.Error:

@@ -328,6 +328,21 @@ def test_a_restore_refuses_a_database_that_is_not_the_domains(env):
     assert '"pending"' in env.step(tool_call_text("get_order", order_id="O1001"))[0][0]["content"]
 
 
+def test_a_restore_refuses_a_snapshot_without_its_database(env):
+    """Resumed over the database the env's last episode left, a turn-0 snapshot with its
+    database taken out was solved by that episode's writes: answering at once scored 1."""
+    env.reset(options={"task": "retail-cancel-O1001"})
+    snap = env.snapshot().model_dump(mode="json")
+    email, zip_code = _customer("O1001")
+    env.step(tool_call_text("authenticate", email=email, zip=zip_code))
+    env.step(tool_call_text("cancel_order", order_id="O1001", reason="ordered_by_mistake"))
+    snap["external"] = None
+    with pytest.raises(ValueError, match="no episode database"):
+        env.reset(options={"snapshot": snap})
+    with pytest.raises(EnvStateError):
+        env.step(tool_call_text("respond", message="Order O1001 is cancelled."))
+
+
 def test_a_killed_service_is_an_infra_failure_and_the_next_reset_recovers(env):
     env.reset(seed=0)
     env.service.process.kill()
