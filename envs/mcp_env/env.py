@@ -29,7 +29,9 @@ Snapshots: a server's state is its own, so `snapshot` works only when the server
 can export it: set ``snapshot_tool`` (returns the state as text) and
 ``restore_tool`` (takes it back as ``{"state": text}``), or override
 `snapshot_server` / `restore_server`. Otherwise `snapshot` raises
-`NotImplementedError` saying so; it never pretends.
+`NotImplementedError` saying so; it never pretends. A snapshot with no server state
+is refused on restore unless ``isolation`` is ``"none"``: the resumed episode would go
+on over what the server's last episode left.
 
 Faults: a server that will not start, exits, hangs (no answer within
 ``call_timeout_s``) or speaks something other than MCP is `InfraError` (the
@@ -160,6 +162,10 @@ class MCPEnv(Env[MCPState]):
 
     def restore_external(self, data: Any) -> None:
         if data is None:
+            if self.isolation != "none":
+                # `snapshot` always saves a stateful server's state. Without it the episode
+                # would go on over whatever the server's last episode left (a solved task).
+                raise ValueError("the snapshot holds no state of the MCP server (its 'external' is null)")
             return
         self._ensure_server(fresh=False)
         self.restore_server(data)

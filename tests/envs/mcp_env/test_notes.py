@@ -106,6 +106,19 @@ def test_a_snapshot_restores_the_servers_notes(notes: NotesEnv) -> None:
     assert info["success"] is True
 
 
+def test_a_restore_refuses_a_snapshot_without_the_servers_state(notes: NotesEnv) -> None:
+    """Resumed over the notes the server's last episode left, a turn-0 snapshot with its
+    server state taken out was solved by that episode's writes: finishing at once scored 1."""
+    notes.reset(seed=0, options={"task": "add"})
+    snap = notes.snapshot().model_dump(mode="json")
+    notes.step(tool_call_text("add_note", title="groceries", body="milk, eggs"))
+    snap["external"] = None
+    with pytest.raises(ValueError, match="no state of the MCP server"):
+        notes.reset(options={"snapshot": snap})
+    notes.reset(seed=0, options={"task": "add"})
+    assert json.loads(notes.mcp.read_resource("notes://all")) == {}
+
+
 @pytest.mark.slow  # three servers
 def test_envs_stepped_from_many_threads_keep_their_own_servers() -> None:
     envs = [NotesEnv() for _ in range(3)]
