@@ -195,6 +195,11 @@ class WorldEnv(Env[WorldEnvState]):
     def is_done(self) -> bool:
         return self.world.stop_on_goal and self._predicates(self.task)[0].test(self.state.world)
 
+    def restore_external(self, data: Any) -> None:
+        # initial_state does not run on a resume: drop the rejections an infra step left uncounted
+        self._rejections = 0
+        super().restore_external(data)
+
     # -- tools -------------------------------------------------------------------------
 
     def _finish(self) -> str:

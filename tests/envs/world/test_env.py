@@ -163,6 +163,26 @@ def test_snapshot_and_restore_rebuild_the_world_state_and_history(make_env) -> N
     assert [h.tool for h in env.state.history] == ["add_note"]
 
 
+def test_a_resumed_episode_counts_none_of_the_rejections_of_the_envs_last_step(make_env) -> None:
+    """A step that ended as infra after a retried call never settled its rejections: the
+    next episode, resumed from a snapshot in the same env, reported them as its own."""
+
+    def reply(request: WorldRequest) -> str:
+        if request.arguments["title"] == "b":
+            raise RuntimeError("the model's server went away")
+        return "not json" if request.attempt == 0 else json.dumps(GOOD)
+
+    env = make_env(model=FakeModel(reply), max_attempts=2)
+    env.reset(options={"task": "two"})
+    snap = env.snapshot()
+    both = tool_call_text("add_note", title="todo", text="buy milk") + tool_call_text("add_note", title="b", text="2")
+    *_, truncated, info = env.step(both)
+    assert truncated and info["failure"] == "infra"
+    env.reset(options={"snapshot": snap})
+    *_, info = env.step(tool_call_text("list_notes"))
+    assert info["rewards"]["emulator_rejections"] == 0.0
+
+
 def test_a_changed_world_never_reuses_old_answers(make_env, world) -> None:
     env = make_env(model=FakeModel([GOOD], "m"))
     before = env.emulator.world_key
