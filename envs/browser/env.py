@@ -29,7 +29,8 @@ lost database is `InfraError` (truncated as ``infra``; `step` never raises for i
 the next reset relaunches what died. Snapshots carry the database, the URL and the
 pages visited, cookies and localStorage, the form fields' values and focus (session.py
 says what is not kept); a restore refuses (ValueError) a database without the site's
-schema (a trigger added by hand never runs) and pages off the site.
+schema (a trigger added by hand never runs), pages off the site, and a snapshot with no
+page or database at all (the episode would go on over the last one's).
 """
 
 from __future__ import annotations
@@ -374,7 +375,9 @@ class BrowserEnv(Env[BrowserState]):
 
     def restore_external(self, data: Any) -> None:
         if data is None:
-            return
+            # `snapshot` always saves a live episode's page and database. Without them the
+            # episode would go on over the page and database this env's last episode left.
+            raise ValueError("the snapshot holds no page or database of the site (its 'external' is null)")
         saved, state = _Saved.model_validate(data), self.state
         site = self.sites.get(state.site)
         if site is None:

@@ -211,6 +211,17 @@ def test_a_restore_refuses_a_database_that_is_not_the_sites(make_env):
             fresh.restore(snap)
 
 
+def test_a_restore_refuses_a_snapshot_without_the_sites_state(make_env):
+    """An edited snapshot with no page or database went on over what the env's last episode
+    left there (its writes: a task it had solved)."""
+    env = make_env(SITE)
+    env.reset(seed=0, options={"task": "todo/add"})
+    snap = {**env.snapshot().model_dump(mode="json"), "external": None}
+    env.reset(seed=0, options={"task": "todo/add"})
+    with pytest.raises(ValueError, match="holds no page or database"):
+        env.restore(snap)
+
+
 @pytest.mark.parametrize("url", ["@example.com/", "javascript:alert(1)", "//example.com/"])
 def test_a_restore_refuses_pages_off_the_site(make_env, url):
     env = make_env(SITE)
