@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import shutil
 from collections.abc import Callable
@@ -44,9 +45,11 @@ _SAME_RUN_IGNORES = ("resume", "output_dir")  # how a run is started or where, n
 
 
 def _rng_state() -> dict[str, Any]:
+    # Tensors and plain data only, so `_load_rng` reads it back with ``weights_only=True``.
+    name, key, *rest = np.random.get_state(legacy=True)
     return {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": (name, np.asarray(key).tolist(), *rest),
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
     }
@@ -117,8 +120,21 @@ def load_checkpoint(
     else:
         model.load_state_dict(weights)
         optimizer.load_state_dict(optimizer_state)
-    _set_rng_state(torch.load(path / "rng.pt", weights_only=False))
+    _set_rng_state(_load_rng(path / "rng.pt"))
     return json.loads((path / "trainer_state.json").read_text())
+
+
+def _load_rng(file: Path) -> dict[str, Any]:
+    """rng.pt, read without running code: a pickle can call anything as it loads, so a
+    checkpoint file edited or swapped would run it when a run resumes from it."""
+    try:
+        return torch.load(file, weights_only=True)
+    except pickle.UnpicklingError:
+        # Written before numpy's key was saved as a list: allow that array's globals, no more.
+        core = np._core if hasattr(np, "_core") else np.core
+        array = [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+        with torch.serialization.safe_globals(array):
+            return torch.load(file, weights_only=True)
 
 
 # -- whose run a directory holds -------------------------------------------------------

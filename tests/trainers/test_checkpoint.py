@@ -5,12 +5,18 @@ the same config is replaced whole (nothing of it left among the new run's files)
 from __future__ import annotations
 
 import json
+import os
+import pickle
+import random
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+import torch
 
 from agentenv.trainers import GRPOConfig, GRPOTrainer
-from agentenv.trainers.checkpoint import RUN_FILES, clear_run, other_run
+from agentenv.trainers.checkpoint import RUN_FILES, clear_run, load_checkpoint, other_run, save_checkpoint
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
 
@@ -126,3 +132,36 @@ def test_a_fresh_run_in_another_runs_directory_is_refused_and_a_rerun_replaces_i
     assert steps() == [1, 2]
     assert sorted(p.name for p in (run / "trajectories").iterdir()) == ["step-000001.jsonl", "step-000002.jsonl"]
     assert json.loads((run / "config.json").read_text())["seed"] == 1
+
+
+# -- reading a checkpoint back ------------------------------------------------------------------
+
+
+def _checkpoint(tmp_path: Path) -> tuple[Path, torch.nn.Module, torch.optim.Optimizer]:
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    return save_checkpoint(tmp_path, 1, model, optimizer, {}), model, optimizer
+
+
+class _Runs:
+    """A pickle that makes a directory when it is loaded: any code a checkpoint file could run."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return os.mkdir, (str(self.marker),)
+
+
+def test_resuming_restores_the_rng_states_and_runs_no_code_from_the_rng_file(tmp_path: Path) -> None:
+    path, model, optimizer = _checkpoint(tmp_path)
+    expected = np.random.random(), random.random(), torch.rand(1).item()
+    np.random.seed(1), random.seed(1), torch.manual_seed(1)
+    load_checkpoint(path, model, optimizer)
+    assert (np.random.random(), random.random(), torch.rand(1).item()) == expected
+
+    marker = tmp_path / "ran"
+    torch.save({"python": _Runs(marker)}, path / "rng.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        load_checkpoint(path, model, optimizer)
+    assert not marker.exists()
