@@ -19,6 +19,7 @@ import json
 import os
 import pickle
 import random
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -95,11 +96,31 @@ def save_checkpoint(
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint ``checkpoints/latest`` names, or None when the run has none yet.
+
+    A pointer that does not name a whole checkpoint of this run (emptied, edited, naming a
+    folder elsewhere or one without its trainer_state.json) is a ValueError naming it: read
+    as "no checkpoint", a resumed run of the same config would start over, and `clear_run`
+    would delete the checkpoints the run has."""
     pointer = run_dir / "checkpoints" / "latest"
-    if not pointer.exists():
+    if not pointer.exists() and not pointer.is_symlink():
         return None
-    path = run_dir / "checkpoints" / pointer.read_text().strip()
-    return path if (path / "trainer_state.json").exists() else None
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, ValueError) as e:  # a directory, unreadable, not UTF-8
+        raise ValueError(f"{pointer}: unreadable ({getattr(e, 'strerror', None) or e}); {_POINTER_FIX}") from None
+    path = pointer.parent / name
+    if not _CHECKPOINT_NAME.fullmatch(name):
+        raise ValueError(f"{pointer} names {name[:60]!r}, not a step-NNNNNN folder beside it; {_POINTER_FIX}")
+    if not (path / "trainer_state.json").is_file():
+        raise ValueError(
+            f"{pointer} names {name}, which is not a whole checkpoint (no trainer_state.json); {_POINTER_FIX}"
+        )
+    return path
+
+
+_CHECKPOINT_NAME = re.compile(r"step-\d{6,}")
+_POINTER_FIX = "write the name of a whole checkpoint folder there (step-NNNNNN) to resume from it"
 
 
 def load_checkpoint(
@@ -159,12 +180,19 @@ def other_run(run_dir: Path, config: dict[str, Any], *, resume: bool) -> str | N
         what = f"a run of another config ({'; '.join(differences[:3])})"
     how = "resume=False starts a new run there" if not resume else "there is no checkpoint to resume it from"
     keep = "choose another output_dir"
-    if not resume and latest_checkpoint(run_dir) is not None:
+    if not resume and _has_checkpoint(run_dir):
         keep += ", or set resume=True to continue that run with this config"
     return (
         f"output_dir {run_dir} holds {what}, and {how}: the two runs would mix and the earlier one would be "
         f"lost. To keep it, {keep}; to replace it, delete {run_dir} first"
     )
+
+
+def _has_checkpoint(run_dir: Path) -> bool:
+    try:
+        return latest_checkpoint(run_dir) is not None
+    except ValueError:
+        return False
 
 
 def clear_run(run_dir: Path) -> None:

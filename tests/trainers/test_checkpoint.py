@@ -134,6 +134,25 @@ def test_a_fresh_run_in_another_runs_directory_is_refused_and_a_rerun_replaces_i
     assert json.loads((run / "config.json").read_text())["seed"] == 1
 
 
+@pytest.mark.parametrize("pointer", ["", "../../elsewhere/step-000002", "step-000009"])
+def test_a_resume_whose_latest_pointer_names_no_checkpoint_stops_and_deletes_nothing(
+    tmp_path: Path, pointer: str
+) -> None:
+    """Read as "no checkpoint yet", a pointer edited or emptied made the resumed run start
+    over in its own directory, and clearing it deleted every checkpoint the run had."""
+    tokenizer = tiny_tokenizer()
+    run = tmp_path / "run"
+    run.mkdir()
+    config = _config(run, resume=True)
+    _fake_run(run, config)
+    (run / "checkpoints" / "latest").write_text(pointer)
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=config)
+    with pytest.raises(ValueError, match=r"checkpoints/latest.*write the name of a whole checkpoint folder there"):
+        trainer.train()
+    assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
 # -- reading a checkpoint back ------------------------------------------------------------------
 
 
