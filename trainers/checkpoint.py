@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = ["RUN_FILES", "clear_run", "latest_checkpoint", "load_checkpoint", "other_run", "save_checkpoint"]
 
@@ -123,6 +124,17 @@ _CHECKPOINT_NAME = re.compile(r"step-\d{6,}")
 _POINTER_FIX = "write the name of a whole checkpoint folder there (step-NNNNNN) to resume from it"
 
 
+class _TrainerState(BaseModel):
+    """trainer_state.json, checked before a run resumes from it: the step, and what the
+    sampler and RLPR saved (their ``load_state_dict`` checks what is inside)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    step: int = Field(ge=0, strict=True)
+    sampler: dict[str, Any] | None = None
+    rlpr: dict[str, Any] | None = None
+
+
 def load_checkpoint(
     path: Path,
     model: torch.nn.Module,
@@ -132,17 +144,54 @@ def load_checkpoint(
 ) -> dict[str, Any]:
     """Restore everything saved at ``path``; returns the trainer state (step, sampler...).
     ``apply(weights, optimizer_state)`` loads the two state dicts instead of
-    ``load_state_dict`` (a sharded model's loader)."""
+    ``load_state_dict`` (a sharded model's loader).
+
+    A file of the checkpoint that is missing, cut short, edited or not this model's is
+    one ValueError naming it; the trainer state is read first, so a checkpoint refused
+    for it has changed nothing."""
+    state = _trainer_state(path / "trainer_state.json")
     device = next(model.parameters()).device if apply is None else torch.device("cpu")
-    weights = torch.load(path / "model.pt", map_location=device, weights_only=True)
-    optimizer_state = torch.load(path / "optimizer.pt", map_location=device, weights_only=True)
-    if apply is not None:
-        apply(weights, optimizer_state)
-    else:
-        model.load_state_dict(weights)
-        optimizer.load_state_dict(optimizer_state)
-    _set_rng_state(_load_rng(path / "rng.pt"))
-    return json.loads((path / "trainer_state.json").read_text())
+    weights = _load(path / "model.pt", lambda f: torch.load(f, map_location=device, weights_only=True))
+    optimizer_state = _load(path / "optimizer.pt", lambda f: torch.load(f, map_location=device, weights_only=True))
+    try:
+        if apply is not None:
+            apply(weights, optimizer_state)
+        else:
+            model.load_state_dict(weights)
+            optimizer.load_state_dict(optimizer_state)
+    except (RuntimeError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: model.pt and optimizer.pt do not fit this model ({_first_line(e)})") from None
+    rng = _load(path / "rng.pt", _load_rng)
+    try:
+        _set_rng_state(rng)
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"{path / 'rng.pt'}: not the RNG states a checkpoint saves ({_first_line(e)})") from None
+    return state
+
+
+def _trainer_state(file: Path) -> dict[str, Any]:
+    try:
+        return _TrainerState.model_validate_json(file.read_bytes()).model_dump(exclude_unset=True)
+    except OSError as e:
+        raise ValueError(f"{file}: unreadable ({e.strerror or e})") from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ValueError(f"{file}: {f'field {where!r}: ' if where else ''}{err['msg']}") from None
+
+
+def _load(file: Path, load: Callable[[Path], Any]) -> Any:
+    try:
+        return load(file)
+    except OSError as e:
+        raise ValueError(f"{file}: unreadable ({e.strerror or e})") from None
+    except Exception as e:  # noqa: BLE001 - edited or cut-short bytes raise whatever the unpickler meets
+        raise ValueError(f"{file}: not a checkpoint file torch can read ({_first_line(e)})") from None
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return (lines[0][:200] if lines else "") or type(e).__name__
 
 
 def _load_rng(file: Path) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import random
 from pathlib import Path
 from typing import Any
@@ -181,6 +180,38 @@ def test_resuming_restores_the_rng_states_and_runs_no_code_from_the_rng_file(tmp
 
     marker = tmp_path / "ran"
     torch.save({"python": _Runs(marker)}, path / "rng.pt")
-    with pytest.raises(pickle.UnpicklingError):
+    with pytest.raises(ValueError, match=r"rng\.pt: not a checkpoint file torch can read \(Weights only load failed"):
         load_checkpoint(path, model, optimizer)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "message"),
+    [
+        ("model.pt", b"PK\x03\x04cut", r"model\.pt: not a checkpoint file torch can read"),
+        ("optimizer.pt", b"", r"optimizer\.pt: not a checkpoint file torch can read"),
+        ("rng.pt", None, r"rng\.pt: not the RNG states a checkpoint saves"),
+        (
+            "trainer_state.json",
+            b'{"step": 1e300}',
+            r"trainer_state\.json: field 'step': Input should be a valid integer",
+        ),
+        ("trainer_state.json", b'{"step": 1, "sampler": []}', r"trainer_state\.json: field 'sampler'"),
+        ("trainer_state.json", b"[" * 100_000, r"trainer_state\.json: Invalid JSON"),
+    ],
+)
+def test_a_checkpoint_file_cut_short_or_edited_is_one_error_naming_it_and_changes_nothing(
+    tmp_path: Path, file: str, content: bytes | None, message: str
+) -> None:
+    path, _, _ = _checkpoint(tmp_path)
+    if content is None:
+        torch.save({"python": 5, "numpy": "x", "torch": torch.zeros(3)}, path / file)
+    else:
+        (path / file).write_bytes(content)
+    fresh = torch.nn.Linear(2, 2)
+    before = {k: v.clone() for k, v in fresh.state_dict().items()}
+    with pytest.raises(ValueError, match=message) as caught:
+        load_checkpoint(path, fresh, torch.optim.AdamW(fresh.parameters()))
+    assert "\n" not in str(caught.value)
+    if file != "rng.pt":  # the weights are loaded before the RNG states
+        assert all(torch.equal(v, before[k]) for k, v in fresh.state_dict().items())
