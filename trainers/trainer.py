@@ -346,10 +346,17 @@ class GRPOTrainer:
             return False
         apply = functools.partial(self.dist.load_full_state, self.model, self.optimizer) if self.dist.lockstep else None
         state = load_checkpoint(path, self.model, self.optimizer, apply=apply)
-        self.sampler.load_state_dict(state.get("sampler", {}))
+        # What the sampler and RLPR saved, edited: one line naming the file, not a traceback from inside them.
+        restore = [("sampler", self.sampler.load_state_dict)]
         if self.rlpr is not None:
-            self.rlpr.threshold.load_state_dict(state.get("rlpr", {}))
-        self.step = int(state["step"])
+            restore.append(("rlpr", self.rlpr.threshold.load_state_dict))
+        for name, load in restore:
+            try:
+                load(state.get(name, {}))
+            except (AttributeError, KeyError, IndexError, TypeError, ValueError) as e:
+                why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise ValueError(f"{path / 'trainer_state.json'}: the {name} state: {why}") from None
+        self.step = state["step"]
         if self.dist.is_writer:
             print(f"resumed from {path} at step {self.step}")
         return True

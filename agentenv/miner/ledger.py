@@ -15,9 +15,9 @@ group every step, and back in the pool once its episodes run.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentenv.miner.breakpoints import break_point
 from agentenv.miner.config import MinerConfig
@@ -36,31 +36,38 @@ class TaskRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    source: int = 0
+    source: int = Field(0, ge=0)
     family: str = "default"
-    difficulty: int = 0
+    difficulty: int = Field(0, ge=0)
     origin: Origin = "train"
-    attempts: int = 0
+    attempts: int = Field(0, ge=0)
     """Episodes that ended by the policy's doing (infra failures excluded)."""
-    successes: int = 0
-    infra: int = 0
+    successes: int = Field(0, ge=0)
+    infra: int = Field(0, ge=0)
     """Episodes lost to infrastructure: re-queued, never counted as attempts."""
-    infra_streak: int = 0
+    infra_streak: int = Field(0, ge=0)
     """Consecutive visits in which every rollout was lost to infrastructure."""
-    ema: float | None = None
+    ema: float | None = Field(None, ge=0, le=1)
     """EMA of the per-visit success rate; None until the first counted visit."""
-    last_step: int | None = None
+    last_step: int | None = Field(None, ge=0)
     failures: dict[str, int] = Field(default_factory=dict)
     """Failed episodes by `Failure` kind (policy, format, truncated)."""
     break_turns: dict[int, int] = Field(default_factory=dict)
     """Break-point turn -> failed episodes that broke there."""
-    recent: list[int] = Field(default_factory=list)
+    recent: list[Annotated[int, Field(ge=0, le=1)]] = Field(default_factory=list)
     """Outcomes (1 = solved) of the latest episodes, at most ``solved_window``."""
     all_fail_streak: int = 0
     """Consecutive visits in which every rollout failed."""
     status: Status = "active"
     status_step: int = 0
     """The step the status last changed (for quarantine: its last failed test)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        # What `Ledger.record_visit` keeps true; a record read back from a checkpoint may not.
+        if self.successes > self.attempts:
+            raise ValueError(f"successes {self.successes} > attempts {self.attempts}")
+        return self
 
     @property
     def seen(self) -> bool:

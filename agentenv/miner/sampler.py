@@ -35,15 +35,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentenv.env import Env, Snapshot
 from agentenv.miner.breakpoints import break_point, resume_task, turns_left
 from agentenv.miner.config import MinerConfig
-from agentenv.miner.ledger import Ledger, Origin, Visit
+from agentenv.miner.ledger import Ledger, Origin, TaskRecord, Visit
 from agentenv.miner.priority import replay_distribution
 from agentenv.miner.proposer import OpenAIProposer, cluster_failures
 from agentenv.miner.variants import OracleValidator, Validator, check, content_key, make_variant, stable_hash
@@ -61,9 +61,20 @@ class MinedTask(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     task: Task
-    source: int
+    source: int = Field(ge=0)
     origin: Origin
     snapshot: Snapshot | None = None
+
+
+class _State(BaseModel):
+    """`MinerSampler.state_dict`, validated when a run resumes from it: a checkpoint may be edited."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: Literal[1]
+    ledger: dict[str, TaskRecord]
+    mined: list[MinedTask]
+    requeue: list[str]
 
 
 class MinerSampler(TaskSampler):
@@ -405,16 +416,30 @@ class MinerSampler(TaskSampler):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict`'s output; anything else (an edited checkpoint) is one
+        ValueError naming the field, and nothing is restored."""
         if not state:
             return
-        if state.get("version") != 1:
+        if isinstance(state, dict) and state.get("version") != 1:
             raise ValueError(f"unknown miner state version {state.get('version')!r}; expected 1")
-        self.ledger.load_state_dict(state["ledger"])
-        self.mined = {}
-        for item in state["mined"]:
-            mined = MinedTask.model_validate(item)
-            self.mined[mined.task.id] = mined
-        self.requeue = list(state["requeue"])
+        try:
+            checked = _State.model_validate(state)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ValueError(f"field {'.'.join(map(str, err['loc']))!r}: {err['msg']}") from None
+        for tid, record in checked.ledger.items():  # drawn by PLR, a seen task needs both
+            if record.ema is not None and record.last_step is None:
+                raise ValueError(f"field 'ledger.{tid}.last_step': None, but the task was seen (its ema is set)")
+        sources = len(self.sources)
+        for where, source in [
+            *((f"ledger.{tid}", r.source) for tid, r in checked.ledger.items()),
+            *((f"mined.{i}", m.source) for i, m in enumerate(checked.mined)),
+        ]:
+            if source >= sources:
+                raise ValueError(f"field '{where}.source': {source}, but the run has {sources} env(s)")
+        self.ledger.records = checked.ledger
+        self.mined = {m.task.id: m for m in checked.mined}
+        self.requeue = checked.requeue
         self._index_contents()
 
     def _index_contents(self) -> None:

@@ -118,6 +118,49 @@ def test_a_reloaded_sampler_draws_exactly_what_the_original_would():
     assert straight.state_dict() == fresh.state_dict()
 
 
+def _edit(path, value):
+    """Set ``path`` in a miner state to ``value``; "SEEN" is a task played at least once."""
+
+    def edit(state):
+        seen = next(tid for tid, r in state["ledger"].items() if r["ema"] is not None)
+        *keys, last = [seen if key == "SEEN" else key for key in path]
+        for key in keys:
+            state = state[int(key)] if isinstance(state, list) else state[key]
+        state[last] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_edit(["ledger", "SEEN", "ema"], float("nan")), r"'ledger\.[^.]+\.ema'"),
+        (_edit(["ledger", "SEEN", "attempts"], -3), r"'ledger\.[^.]+\.attempts'"),
+        (_edit(["ledger", "SEEN", "last_step"], None), r"'ledger\.[^.]+\.last_step': None, but the task was seen"),
+        (_edit(["ledger", "SEEN", "source"], 5), r"'ledger\.[^.]+\.source': 5, but the run has 1 env"),
+        (_edit(["mined", "0", "source"], -1), r"'mined\.0\.source'"),
+        (_edit(["ledger"], []), r"'ledger': Input should be a valid dictionary"),
+        (_edit(["requeue"], None), r"'requeue'"),
+    ],
+)
+def test_an_edited_state_is_one_error_naming_the_field_and_restores_nothing(edit, message):
+    """A checkpoint's miner state is read back as it was saved or not at all: an edited one
+    failed deep in a later step (a mined task of source 5 drawn for an env the run does not
+    have, a negative source drawing from the last env), or trained on a wrong ledger."""
+    played = _sampler()
+    guesses = [tool_call_text("guess", number=k) for k in (2, 10_000, 3, 4, 5)]  # breaks at turn 1
+    _play(played, 0, policy=ScriptedPolicy.replay(guesses))
+    state = json.loads(json.dumps(played.state_dict()))
+    assert state["mined"], "nothing was mined: the test needs a mined task"
+    edit(state)
+    fresh = _sampler()
+    before = fresh.state_dict()
+    with pytest.raises(ValueError, match=message) as caught:
+        fresh.load_state_dict(state)
+    assert "\n" not in str(caught.value)
+    assert fresh.state_dict() == before
+
+
 def test_validated_proposals_from_the_llm_enter_the_pool():
     from tests.openai_server import OpenAIServer, chat_reply
 

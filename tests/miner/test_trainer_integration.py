@@ -89,6 +89,23 @@ def test_a_resumed_run_samples_exactly_as_the_uninterrupted_one(tmp_path, tokeni
     assert straight.sampler.state_dict() == resumed.sampler.state_dict()
 
 
+def test_resuming_from_an_edited_miner_state_stops_with_one_line_naming_the_file(tmp_path, tokenizer):
+    GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=_config(tmp_path, steps=1)).train()
+    file = tmp_path / "run" / "checkpoints" / "step-000001" / "trainer_state.json"
+    state = json.loads(file.read_text())
+    state["sampler"]["mined"] = [{"task": {"id": "m", "prompt": "p"}, "source": 3, "origin": "variant"}]
+    state["sampler"]["requeue"] = ["m"]  # drawn first next step, for an env the run does not have
+    file.write_text(json.dumps(state))
+    resumed = GRPOTrainer(
+        tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=_config(tmp_path, steps=2, resume=True)
+    )
+    with pytest.raises(
+        ValueError, match=r"trainer_state\.json: the sampler state: field 'mined\.0\.source': 3"
+    ) as caught:
+        resumed.train()
+    assert "\n" not in str(caught.value)
+
+
 def test_miner_config_errors_name_the_field():
     with pytest.raises(ValueError, match=r"miner\.temperature"):
         GRPOConfig(miner={"temperature": -1})
