@@ -519,13 +519,30 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
+MAX_YAML_VALUES = 100_000
+"""A YAML config expanding to more values is refused: no config holds so many, and
+aliases make a few lines expand to billions (or, an alias inside itself, forever)."""
+
+
 def _yaml_mapping(text: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text) or {}
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
         raise ValueError(str(e)) from None
+    # An alias is the same object again: walked as a tree, as everything after this does.
+    stack, seen = [data], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_VALUES:
+            raise ValueError(
+                f"it expands to more than {MAX_YAML_VALUES:,} values (aliases of aliases, or an alias "
+                "inside itself): write the values out"
+            )
+        stack.extend(item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+    return data
 
 
 # --- pydantic's report in the config's words -----------------------------------------

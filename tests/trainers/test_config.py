@@ -343,6 +343,9 @@ def test_an_infinite_env_weight_or_toml_inf_names_the_field(tmp_path) -> None:
 
 # --- files that are not config files -----------------------------------------------------
 
+_LAUGHS = b"env_kwargs: {arithmetic-v0: {max_turns: [&a [x, x, x, x, x, x, x, x, x, x]"
+_LAUGHS += b"".join(b", &%c [%s]" % (c, b", ".join([b"*%c" % (c - 1)] * 10)) for c in b"bcdefghi") + b"]}}\n"
+
 
 @pytest.mark.parametrize(
     ("name", "content", "expected"),
@@ -354,6 +357,9 @@ def test_an_infinite_env_weight_or_toml_inf_names_the_field(tmp_path) -> None:
         ("bad.yml", b"seed: 1\n# \xff\n", "not UTF-8 text: byte 0xff at byte 11"),
         ("deep.toml", b"a = " + b"[" * 3000 + b"]" * 3000 + b"\n", "invalid TOML: nested too deeply"),
         ("deep.yaml", b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n", "invalid YAML: nested too deeply"),
+        # Aliases: a few lines that expand to 10^9 values, or without end (checking them hung).
+        ("laughs.yaml", _LAUGHS, "invalid YAML: it expands to more than 100,000 values"),
+        ("cycle.yaml", b"env_kwargs: {arithmetic-v0: {max_turns: &a [*a]}}\n", "an alias inside itself"),
     ],
 )
 def test_a_file_that_cannot_be_read_as_a_config_is_a_value_error_naming_it(tmp_path, name, content, expected) -> None:
