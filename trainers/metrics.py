@@ -174,8 +174,37 @@ def _clean(value: Any) -> Any:
 
 
 def _truncate_after(path: Path, step: int) -> None:
-    """On resume, drop lines of steps after the checkpoint: they will be run again."""
-    if not path.exists():
+    """On resume, drop lines of steps after the checkpoint: they will be run again. The last
+    line may be cut short (the run was killed while writing it) and is dropped then; any other
+    line that is not a record of a step is a ValueError naming it, and the file is kept as is."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
         return
-    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
-    path.write_text("".join(line + "\n" for line in kept))
+    except OSError as e:
+        raise ValueError(f"{path}: unreadable ({e.strerror or e})") from None
+    lines = data.split(b"\n")
+    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
+    kept = []
+    for i, raw in enumerate(lines[: last + 1]):
+        if not raw.strip():
+            continue
+        logged = _step_of(raw)
+        if logged is None and i < last:
+            raise ValueError(
+                f"{path}: line {i + 1} is not a metrics record (a JSON object with an integer step); "
+                "fix or delete that line to resume"
+            )
+        if logged is not None and logged <= step:
+            kept.append(raw.decode("utf-8") + "\n")
+    path.write_text("".join(kept), encoding="utf-8")
+
+
+def _step_of(raw: bytes) -> int | None:
+    """The step of a metrics line, or None when it is not a record of one (cut short, edited)."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+    logged = record.get("step", 0) if isinstance(record, dict) else None
+    return logged if type(logged) is int else None

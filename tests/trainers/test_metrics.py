@@ -7,6 +7,8 @@ import io
 import json
 import math
 
+import pytest
+
 from agentenv import Task, Trajectory, Transition
 from agentenv.trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics
 from agentenv.types import Failure
@@ -80,3 +82,21 @@ def test_the_log_never_shows_minus_zero(tmp_path) -> None:
     row = json.loads((tmp_path / "metrics.jsonl").read_text())
     assert row["reward/length"] == 0.0 and math.copysign(1.0, row["reward/length"]) > 0
     assert row["approx_kl"] is None  # JSON has no NaN
+
+
+def test_a_resume_drops_a_last_line_cut_short_and_refuses_a_bad_one_before_it(tmp_path) -> None:
+    """A run killed while writing a step's line left it cut short; resuming then failed in
+    json (every later resume too) until the file was edited by hand."""
+    path = tmp_path / "metrics.jsonl"
+    whole = '{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.25}\n'
+    path.write_text(whole + '{"step": 3, "loss": 0.')
+    logger = MetricsLogger(tmp_path, total_steps=4, tensorboard=False, stream=io.StringIO(), resume_step=2)
+    logger.log(3, {"loss": 0.125})
+    assert [r["step"] for r in logger.records()] == [1, 2, 3]
+    logger.close()
+
+    edited = '{"step": 1, "loss": 0.5}\n{"step": "2"}\n{"step": 2, "loss": 0.25}\n'
+    path.write_text(edited)
+    with pytest.raises(ValueError, match=r"metrics\.jsonl: line 2 is not a metrics record"):
+        MetricsLogger(tmp_path, total_steps=4, tensorboard=False, stream=io.StringIO(), resume_step=2)
+    assert path.read_text() == edited
