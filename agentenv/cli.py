@@ -637,18 +637,23 @@ def _print_curve(history: Sequence[dict[str, Any]], run_dir: str) -> None:
     table = Table(title="learning curve", title_justify="left")
     for column in ("step", "train success", "task reward", "held-out success"):
         table.add_column(column, justify="right")
-    for row in history:
-        held_out = row.get("eval/success_rate")
+    for row in history:  # a resumed run's earlier rows are read back from metrics.jsonl: any value
+        held_out = _figure(row.get("eval/success_rate"))
         if held_out is None and row is not history[-1] and row["step"] % 5:
             continue
+        success, reward = _figure(row.get("success_rate", 0)), _figure(row.get("reward/task", 0))
         table.add_row(
             str(row["step"]),
-            f"{row.get('success_rate', 0):.0%}",
-            _number(row.get("reward/task", 0), ".3f"),
+            "" if success is None else f"{success:.0%}",
+            "" if reward is None else _number(reward, ".3f"),
             "" if held_out is None else f"{held_out:.0%}",
         )
     _out().print(table)
     _out().print(f"run directory: {run_dir} (metrics.jsonl, trajectories/, checkpoints/, final/)")
+
+
+def _figure(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 # -- report ----------------------------------------------------------------------

@@ -787,3 +787,21 @@ def test_an_error_the_training_run_stops_on_is_one_line_with_code_1(tmp_path: Pa
     assert result.stderr.startswith("error: training stopped: the next-token probabilities hold NaN or inf")
     assert len(result.stderr.splitlines()) == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_the_curve_train_prints_shows_a_resumed_runs_rows_whatever_their_values(tmp_path: Path, monkeypatch) -> None:
+    """A resumed run's earlier rows are read back from metrics.jsonl; an edited value (a
+    string, a list) failed the printing with a traceback once the run had finished."""
+    pytest.importorskip("torch")
+    from agentenv.trainers import GRPOTrainer
+
+    rows = [
+        {"step": 5, "success_rate": "x", "reward/task": [1], "eval/success_rate": "y"},
+        {"step": 6, "success_rate": 0.5, "reward/task": True, "eval/success_rate": None},
+    ]
+    monkeypatch.setattr(GRPOTrainer, "train", lambda self: rows)
+    config = tmp_path / "run.toml"
+    config.write_text(f'output_dir = "{tmp_path / "run"}"\nsteps = 1\ntensorboard = false\n')
+    result = invoke("train", str(config))
+    assert result.exit_code == 0, result.output
+    assert "learning curve" in result.stdout and "50%" in result.stdout

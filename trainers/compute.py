@@ -17,6 +17,7 @@ Torch-free but for reading the world size.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,7 +58,7 @@ class ComputeMeter:
         """A meter that continues from the last of ``records`` (metrics rows) that has the totals."""
         for row in reversed(records):
             tokens, hours = row.get(TOKENS), row.get(DEVICE_HOURS)
-            if isinstance(tokens, int | float) and isinstance(hours, int | float):
+            if _count(tokens) and _count(hours):  # a row edited to NaN, 1e309 or -1 is passed over
                 return cls(devices, tokens=int(tokens), device_hours=float(hours))
         return cls(devices)
 
@@ -70,3 +71,7 @@ class ComputeMeter:
 
     def totals(self) -> dict[str, Any]:
         return {TOKENS: self.tokens, DEVICE_HOURS: self.device_hours, DEVICES: self.devices}
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf

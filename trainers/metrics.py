@@ -206,5 +206,5 @@ def _step_of(raw: bytes) -> int | None:
         record = json.loads(raw)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
-    logged = record.get("step", 0) if isinstance(record, dict) else None
+    logged = record.get("step") if isinstance(record, dict) else None
     return logged if type(logged) is int else None

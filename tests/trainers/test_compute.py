@@ -36,6 +36,14 @@ def test_a_resumed_meter_continues_from_the_last_row_with_totals():
         ComputeMeter(devices=0)
 
 
+def test_a_resumed_meter_passes_over_totals_that_are_not_counts():
+    # metrics.jsonl is read back on resume: an edited 1e309 (inf) failed the resume in int().
+    good = {"step": 1, "compute/tokens": 10, "compute/device_hours": 0.5}
+    for tokens in (float("inf"), float("nan"), -1, True, "10"):
+        meter = ComputeMeter.resumed([good, {"step": 2, "compute/tokens": tokens, "compute/device_hours": 1.0}])
+        assert meter.totals()["compute/tokens"] == 10 and meter.totals()["compute/device_hours"] == 0.5
+
+
 class OneTurnSay(SayEnv):
     """One turn, and success at a low bar: held-out success moves as the weights move."""
 

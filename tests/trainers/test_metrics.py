@@ -95,8 +95,9 @@ def test_a_resume_drops_a_last_line_cut_short_and_refuses_a_bad_one_before_it(tm
     assert [r["step"] for r in logger.records()] == [1, 2, 3]
     logger.close()
 
-    edited = '{"step": 1, "loss": 0.5}\n{"step": "2"}\n{"step": 2, "loss": 0.25}\n'
-    path.write_text(edited)
-    with pytest.raises(ValueError, match=r"metrics\.jsonl: line 2 is not a metrics record"):
-        MetricsLogger(tmp_path, total_steps=4, tensorboard=False, stream=io.StringIO(), resume_step=2)
-    assert path.read_text() == edited
+    for bad in ('{"step": "2"}', "{}"):  # a record without its step was kept, and printing the curve failed
+        edited = f'{{"step": 1, "loss": 0.5}}\n{bad}\n{{"step": 2, "loss": 0.25}}\n'
+        path.write_text(edited)
+        with pytest.raises(ValueError, match=r"metrics\.jsonl: line 2 is not a metrics record"):
+            MetricsLogger(tmp_path, total_steps=4, tensorboard=False, stream=io.StringIO(), resume_step=2)
+        assert path.read_text() == edited
