@@ -22,7 +22,8 @@ browser, 0 otherwise; a bonus for merely valid actions is left out on purpose, a
 policy would farm it with scrolls) and ``progress`` (``subgoal_reward`` for each of
 the task's subgoals the first time it holds on the database). Task: the site's named
 check on the episode's database beside its starting copy (and the answer), or the
-page's own reward for a site with ``page_reward``.
+page's own reward for a site with ``page_reward``, read on the task's own pages only
+(`SiteTask.end_pages`; elsewhere 0).
 
 Faults: a crashed page or browser, a hung navigation, a stopped site server or a
 lost database is `InfraError` (truncated as ``infra``; `step` never raises for it);
@@ -46,10 +47,10 @@ import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic_core import PydanticCustomError
 
 from agentenv import CallOutcome, Env, InfraError, Message, State, Task, TaskSet, ToolError, tool
@@ -100,6 +101,8 @@ class BrowserPayload(BaseModel):
     check_args: dict[str, Any] = {}
     writes: bool = True
     subgoals: list[tuple[str, dict[str, Any]]] = []
+    end_pages: list[Annotated[str, Field(pattern=r"^/")]] | None = None
+    """Where a page-scored task's reward counts (`SiteTask.end_pages`)."""
 
 
 class _Saved(BaseModel):
@@ -113,6 +116,13 @@ class _Saved(BaseModel):
     storage: dict[str, Any] | None = None
     form: dict[str, Any] | None = None
     refs: dict[str, Any] | None = None
+
+
+def _end_pages(site: Site, payload: BrowserPayload) -> Sequence[str] | None:
+    """The paths whose page reward counts for the task, None for any: see `SiteTask.end_pages`."""
+    if payload.end_pages is not None:
+        return payload.end_pages
+    return None if {task.start for task in site.tasks} <= {payload.start} else [payload.start]
 
 
 def _site_path(url: str) -> bool:
@@ -354,6 +364,9 @@ class BrowserEnv(Env[BrowserState]):
         payload: BrowserPayload = self.payload
         site = self.sites[payload.site]
         if site.page_reward is not None:
+            pages = _end_pages(site, payload)
+            if pages is not None and urlsplit(self.state.url).path not in pages:
+                return 0.0  # another task's page, scored by that task's reward
             expression = site.page_reward
             value = self._run(lambda s: s.evaluate(expression), self.settings.navigation_timeout_s, "the page's reward")
             return _unit(value, f"{site.name}'s page reward")

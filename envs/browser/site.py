@@ -19,7 +19,9 @@ A `Site` is the app and everything about it that the env needs:
   above): a fixed JavaScript expression of the site's own, for pages that score
   themselves in the browser (MiniWoB-style). When set, the task reward is its value
   on the page as the episode ends, a number in [0, 1], and a task's ``check`` is not
-  looked up. The env evaluates exactly this expression; no text of the agent's ever
+  looked up. Only the task's own pages count (``SiteTask.end_pages``): on a site whose
+  tasks start on different pages, an easy task's page would otherwise pay a hard one.
+  The env evaluates exactly this expression; no text of the agent's ever
   runs as script. `agentenv.envs.browser.static_site` builds such a site from HTML files.
 
 A task is data, not code, so task sets load from JSONL like every other env's: its
@@ -110,6 +112,10 @@ class SiteTask:
     """Whether solving it changes the database (then doing nothing must score 0)."""
     subgoals: Sequence[tuple[str, Mapping[str, Any]]] = ()
     """``(subgoal name, its args)``: step progress, each rewarded once when it first holds."""
+    end_pages: Sequence[str] | None = None
+    """On a site with ``page_reward``: the paths whose page reward counts; an episode that
+    ends on another page scores 0. None: any page when every task of the site starts on
+    one page, else ``start`` alone (another task's page would pay that task's reward)."""
 
 
 def site_task(site: str, task: SiteTask) -> Task:
@@ -125,6 +131,7 @@ def site_task(site: str, task: SiteTask) -> Task:
             "check_args": dict(task.check_args),
             "writes": task.writes,
             "subgoals": [[name, dict(args)] for name, args in task.subgoals],
+            "end_pages": None if task.end_pages is None else list(task.end_pages),
         },
         metadata=TaskMeta(family=f"{site}/{task.family}", difficulty=task.difficulty),
     )

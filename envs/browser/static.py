@@ -11,7 +11,11 @@ The pages are served as they are (a mapping of path to HTML, or a folder of file
 the database is empty and unused. As the episode ends the env evaluates the site's
 fixed expression (default ``window.agentenvReward()``) on the page and takes its
 value, a number in [0, 1], as the task reward: the expression is the site author's,
-never the agent's, which can only click, type and navigate. The page's script state
+never the agent's, which can only click, type and navigate. When the tasks start on
+different pages, each is scored on its own start page only (or its ``end_pages``): an
+agent given a hard task could otherwise finish on an easy task's page and be paid its
+reward. A folder site serves every file in it, scripts included: the agent can open
+them and read them as text, so a page whose script holds the answer gives it away. The page's script state
 is not part of a snapshot (session.py), so a restored episode starts that page anew.
 """
 

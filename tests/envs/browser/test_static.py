@@ -62,3 +62,28 @@ def test_a_static_site_needs_no_named_check():
     env = BrowserEnv(static_site("counter", {"/": PAGE}, tasks=[TASK]))
     assert env.tasks.ids == ["counter/twice"]
     env.close()
+
+
+EASY = (
+    "<title>Easy</title><button onclick='window.d = 1'>Go</button>"
+    "<script>window.agentenvReward = () => window.d || 0</script>"
+)
+HARD = "<title>Hard</title><label>Code <input></label><script>window.agentenvReward = () => 0</script>"
+
+
+def test_a_task_is_scored_on_its_own_pages_only(make_env):
+    """Two tasks on one site: the hard one's episode that went to the easy one's page and did
+    that was paid the easy page's reward."""
+    tasks = [
+        SiteTask(id="easy", prompt="Press Go.", golden=[], check="page", start="/easy.html"),
+        SiteTask(id="hard", prompt="Type the code.", golden=[], check="page", start="/hard.html"),
+        SiteTask(id="both", prompt="Press Go.", golden=[], check="page", start="/hard.html", end_pages=["/easy.html"]),
+    ]
+    env = make_env(static_site("two", {"/easy.html": EASY, "/hard.html": HARD}, tasks=tasks))
+    for task, reward in (("two/hard", 0.0), ("two/both", 1.0), ("two/easy", 1.0)):
+        obs, _ = env.reset(seed=0, options={"task": task})
+        if task != "two/easy":
+            obs, *_ = step(env, "goto", url="/easy.html")
+        obs, *_ = step(env, "click", ref=ref(obs, "button", "Go"))
+        *_, info = step(env, "answer", text="done")
+        assert info["task_reward"] == reward, task
