@@ -49,6 +49,11 @@ class Source(Protocol):
         """The tasks to draw from (the env's train split)."""
 
     @property
+    def test(self) -> TaskSet:
+        """The held-out tasks (the env's test split): never drawn, and a task the miner
+        makes may not copy one (trained on, it would no longer be held out)."""
+
+    @property
     def factory(self) -> Callable[[], Env]:
         """Makes a fresh env (the miner makes one to build variants of failed tasks)."""
 

@@ -16,8 +16,9 @@ A mined task enters the pool only once validated (`agentenv.miner.variants`): a
 resume task only if its truncated episode left it ``resume_min_turns_left`` turns
 and the env's oracle, restarted from its snapshot, finishes it (envs without an
 oracle: the turns only); a variant or proposal only if its id and its content
-(prompt and payload) are new to the train split and the mined tasks, and the
-oracle solves it. Refused ones count under ``miner/new/rejected``. An env factory
+(prompt and payload) are new to the train split and the mined tasks, neither is a
+held-out task's (of any env: the trainer's evaluation would measure a task trained
+on), and the oracle solves it. Refused ones count under ``miner/new/rejected``. An env factory
 or validator that fails refuses the task; it never fails the step.
 
 Each draw carries an importance weight, (1/|pool|) / P(task | env, pool): the
@@ -110,6 +111,9 @@ class MinerSampler(TaskSampler):
         """(source, `content_key`) -> the id of the train or mined task with that content
         (resume tasks are left out: they share their root's content by design)."""
         self._index_contents()
+        self.held_out: dict[str, str] = {content_key(t): t.id for s in self.sources for t in s.test}
+        """`content_key` -> the id of the held-out task with that content."""
+        self.held_out_ids = {t.id for s in self.sources for t in s.test}
         total = sum(s.weight for s in self.sources)
         self.p_source = np.array([s.weight / total for s in self.sources])
         self.last_metrics: dict[str, Any] = {}
@@ -275,9 +279,11 @@ class MinerSampler(TaskSampler):
         """Why a new task (a variant or proposal) cannot enter the pool before validation:
         its id is taken (evicting it later would forget that task's record) or its
         content is a train or mined task's (a second record and weight for one task, and
-        a copy of a retired task back in the pool as unseen)."""
-        if task.id in self.train_tasks or task.id in self.mined:
+        a copy of a retired task back in the pool as unseen) or a held-out task's."""
+        if task.id in self.train_tasks or task.id in self.mined or task.id in self.held_out_ids:
             return f"the id {task.id!r} is taken"
+        if (held := self.held_out.get(content_key(task))) is not None:
+            return f"a copy of the held-out task {held!r}"
         holder = self.contents.get((source, content_key(task)))
         return None if holder is None else f"a copy of {holder!r}"
 

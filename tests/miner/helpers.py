@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentenv import Env, Task, TaskSet, Trajectory, Transition
 from agentenv.types import Failure
@@ -40,3 +40,4 @@ class Src:
     factory: Callable[[], Env]
     weight: float = 1.0
     env_id: str | None = None
+    test: TaskSet = field(default_factory=TaskSet)

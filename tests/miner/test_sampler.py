@@ -350,6 +350,31 @@ def test_copies_of_train_or_mined_tasks_are_refused_as_variants():
     assert fresh.metrics()["miner/new/rejected"] == 1 and len(fresh.mined) == 1
 
 
+def test_variants_and_proposals_never_copy_a_held_out_task():
+    # Trained on under another id, a held-out task would no longer measure generalisation.
+    from agentenv import Task
+    from agentenv.envs.qa import QAEnv
+
+    train, test = QAEnv().tasks.split(0.3, seed=0)
+    held = test[0]
+
+    class Leaking(QAEnv):
+        """Mutates the first task into the held-out one, under a new id, then under its own."""
+
+        def mutate(self, task, rng):
+            copy = held.model_copy(update={"id": f"{task.id}~v{int(rng.integers(1 << 30)):08x}"})
+            return copy if task.id == train[0].id else held
+
+    sampler = MinerSampler(
+        [Src("qa", train, Leaking, env_id="qa-v0", test=test)], seed=0, config=MinerConfig(resume=False)
+    )
+    sampler.update(0, [traj(train[0]), traj(train[1])])
+    assert not sampler.mined and sampler.metrics()["miner/new/rejected"] == 2
+    assert sampler._refusal(0, Task(id="new", prompt=held.prompt, payload=held.payload)) == (
+        f"a copy of the held-out task {held.id!r}"
+    )
+
+
 def _no_sandbox():
     raise RuntimeError("the sandbox will not start")
 
