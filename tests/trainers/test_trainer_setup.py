@@ -39,6 +39,22 @@ def test_without_evaluation_no_task_is_held_out(tmp_path, tokenizer):
     assert len(held.train) < everything and len(held.train) + len(held.test) == everything
 
 
+def test_a_task_another_env_holds_out_is_not_trained_on(tmp_path, tokenizer):
+    from agentenv import TaskSet
+    from agentenv.task import content_key
+
+    class Renamed(SayEnv):
+        """SayEnv's tasks under other ids: split by id, some land on the other side."""
+
+        def default_tasks(self) -> TaskSet:
+            return TaskSet(t.model_copy(update={"id": f"x{t.id}"}) for t in super().default_tasks())
+
+    cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=12, max_seq_len=256, tensorboard=False)
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv, Renamed], config=cfg)
+    held = {content_key(t) for source in trainer.sources for t in source.test}
+    assert held and not any(content_key(t) in held for source in trainer.sources for t in source.train)
+
+
 def test_dr_grpo_divides_by_the_generation_budget_not_the_sequence_length(tmp_path, tokenizer):
     trainer = _trainer(tmp_path, tokenizer, loss="dr_grpo")
     assert trainer.generation_budget == 12 * SayEnv.max_turns  # max_new_tokens per turn, for the longest episode
