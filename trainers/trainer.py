@@ -27,7 +27,7 @@ import torch
 
 import agentenv
 from agentenv.env import Env
-from agentenv.evaluation import success_interval
+from agentenv.evaluation import outcomes, success_interval
 from agentenv.miner import MinerSampler
 from agentenv.ray_workers import RayExecutor
 from agentenv.rollout import rollout
@@ -394,10 +394,12 @@ class GRPOTrainer:
             print(f"warm start: step {step + 1}/{self.config.sft_steps}, loss {loss:.3f}", flush=True)
 
     def evaluate(self, episodes: int | None = None) -> float:
-        """Success rate on the held-out tasks (the same tasks and seeds every time)."""
-        trajs = self._held_out(episodes)
-        valid = [t for t in trajs if t.failure is not Failure.INFRA]
-        return sum(t.success for t in valid) / len(valid) if valid else float("nan")
+        """Success rate on the held-out tasks (the same tasks and seeds every time), counted
+        as `_held_out_metrics` counts it: the env's infra failures left out, an episode the
+        policy failed to answer a failed one (`agentenv.evaluation`)."""
+        tasks = outcomes(self._held_out(episodes))
+        valid = sum(t.n for t in tasks)
+        return sum(t.successes for t in tasks) / valid if valid else float("nan")
 
     def _held_out(self, episodes: int | None = None) -> list[Trajectory]:
         """The held-out episodes: each env's test tasks in turn, seeds 0, 1, ..., its share
@@ -434,17 +436,20 @@ class GRPOTrainer:
 
     def _held_out_metrics(self) -> dict[str, Any]:
         """``eval/success_rate`` with its 95% bootstrap interval over the held-out tasks
-        (``eval/success_low``, ``eval/success_high``) and ``eval/episodes`` (valid ones);
-        the episodes go to output_dir/evals/step-NNNNNN.jsonl."""
+        (``eval/success_low``, ``eval/success_high``), ``eval/episodes`` (the valid ones the
+        rate counts) and ``eval/infra`` (those the env's infra failed, left out); the
+        episodes go to output_dir/evals/step-NNNNNN.jsonl."""
         trajs = self._held_out()
         if self.config.save_trajectories:
             self._write_episodes("evals", self.step, trajs)
         rate = success_interval(trajs, seed=self.config.seed)
+        valid = sum(t.n for t in outcomes(trajs))
         return {
             "eval/success_rate": float("nan") if rate.value is None else rate.value,
             "eval/success_low": rate.low,
             "eval/success_high": rate.high,
-            "eval/episodes": sum(t.failure is not Failure.INFRA for t in trajs),
+            "eval/episodes": valid,
+            "eval/infra": len(trajs) - valid,
         }
 
     # -- one step ---------------------------------------------------------------

@@ -55,6 +55,28 @@ def test_a_task_another_env_holds_out_is_not_trained_on(tmp_path, tokenizer):
     assert held and not any(content_key(t) in held for source in trainer.sources for t in source.train)
 
 
+def test_held_out_figures_count_a_policy_that_failed_to_answer_and_report_infra(tmp_path, tokenizer, monkeypatch):
+    # Left out, the episodes the policy cannot answer would raise its held-out success rate.
+    from agentenv import Task, Trajectory
+    from agentenv.types import Failure
+
+    def episode(task_id, failure, error=None):
+        task = Task(id=task_id, prompt="p")
+        success = failure is Failure.NONE
+        return Trajectory(task=task, seed=0, messages=[], transitions=[], success=success, failure=failure, error=error)
+
+    trajs = [
+        episode("solved", Failure.NONE),
+        episode("unanswered", Failure.INFRA, "policy: the server answered 500"),
+        episode("broken", Failure.INFRA, "the sandbox died"),
+    ]
+    trainer = _trainer(tmp_path, tokenizer, save_trajectories=False)
+    monkeypatch.setattr(trainer, "_held_out", lambda episodes=None: trajs)
+    metrics = trainer._held_out_metrics()
+    assert trainer.evaluate() == metrics["eval/success_rate"] == 0.5
+    assert (metrics["eval/episodes"], metrics["eval/infra"]) == (2, 1)
+
+
 def test_dr_grpo_divides_by_the_generation_budget_not_the_sequence_length(tmp_path, tokenizer):
     trainer = _trainer(tmp_path, tokenizer, loss="dr_grpo")
     assert trainer.generation_budget == 12 * SayEnv.max_turns  # max_new_tokens per turn, for the longest episode
