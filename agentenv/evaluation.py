@@ -35,7 +35,7 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -114,15 +114,29 @@ def _check_counts(n: int, c: int, k: int) -> None:
 
 # -- results ------------------------------------------------------------------------------
 
+_Figure = Annotated[float, Field(allow_inf_nan=False)]
+_Count = Annotated[int, Field(ge=0)]
+_KINDS = {kind.value for kind in Failure}
+
+
+def _check_failures(failures: dict[str, int], episodes: int, what: str) -> None:
+    """``failures`` (episodes by how they ended) names only `Failure` kinds and, when given
+    at all, adds up to ``episodes``: a result file read back is checked here."""
+    unknown = sorted(set(failures) - _KINDS)
+    if unknown:
+        raise ValueError(f"unknown failure kind {unknown[0]!r}; expected one of {sorted(_KINDS)}")
+    if failures and sum(failures.values()) != episodes:
+        raise ValueError(f"failures add up to {sum(failures.values())} episodes, but {what} is {episodes}")
+
 
 class Estimate(BaseModel):
     """A mean over tasks with its bootstrap interval; None where no task qualified."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    value: float | None
-    low: float | None
-    high: float | None
+    value: _Figure | None
+    low: _Figure | None
+    high: _Figure | None
     tasks: int = Field(ge=0)
     """Tasks the figure averages over (those with enough valid samples)."""
 
@@ -144,7 +158,7 @@ class TaskOutcome(BaseModel):
     successes: int = Field(ge=0)
     reward_mean: float = 0.0
     """The task reward averaged over the valid samples (0 when there are none)."""
-    failures: dict[str, int] = Field(default_factory=dict)
+    failures: dict[str, _Count] = Field(default_factory=dict)
     """Episodes by how they ended (`Failure` values), infra included."""
 
     @model_validator(mode="after")
@@ -155,6 +169,11 @@ class TaskOutcome(BaseModel):
                 f"expected 0 <= successes <= n <= samples, got successes={self.successes}, n={self.n}, "
                 f"samples={self.samples}"
             )
+        _check_failures(self.failures, self.samples, "samples")
+        # Every episode but an infra one is valid: an n below that hides failed samples.
+        if self.failures and self.n < self.samples - self.failures.get(Failure.INFRA.value, 0):
+            infra = self.failures.get(Failure.INFRA.value, 0)
+            raise ValueError(f"n={self.n} is fewer than the {self.samples - infra} episodes not failed by infra")
         return self
 
     @property
@@ -202,7 +221,7 @@ class EvalResult(BaseModel):
     by_env: dict[str, dict[str, Estimate]]
     by_family: dict[str, dict[str, Estimate]]
     by_difficulty: dict[str, dict[str, Estimate]]
-    failures: dict[str, int]
+    failures: dict[str, _Count]
     """Episodes by how they ended; every kind present, zeros included."""
     policy_failures: int = Field(0, ge=0)
     """Episodes the policy's backend failed (an unreachable server, errors after retries):
@@ -210,6 +229,25 @@ class EvalResult(BaseModel):
     tasks: list[TaskOutcome]
     comparison: Comparison | None = None
     """Against a baseline, when one was given (``eval --compare-to``)."""
+
+    @model_validator(mode="after")
+    def _counts_add_up(self) -> EvalResult:
+        # An edited file is refused here, not compared: its tasks are what `compare` pairs.
+        seen: set[tuple[str, str]] = set()
+        for t in self.tasks:
+            if t.key in seen:
+                raise ValueError(f"task {t.task_id!r} of env {t.env_id or '(unnamed)'!r} is listed twice")
+            seen.add(t.key)
+        samples = sum(t.samples for t in self.tasks)
+        if samples != self.episodes:
+            raise ValueError(f"the tasks ran {samples} episodes, but episodes is {self.episodes}")
+        _check_failures(self.failures, self.episodes, "episodes")
+        if self.policy_failures > self.failures.get(Failure.INFRA.value, 0):
+            raise ValueError(
+                f"policy_failures={self.policy_failures} is more than the "
+                f"{self.failures.get(Failure.INFRA.value, 0)} infra episodes it is counted among"
+            )
+        return self
 
 
 # -- scoring ---------------------------------------------------------------------------------

@@ -319,6 +319,32 @@ def test_a_result_file_with_impossible_counts_or_a_huge_bootstrap_is_refused_in_
         score([_traj("t0", True)], n_bootstrap=10**12)
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["overall"]["pass@1"].update(value=float("nan")), "overall.pass@1.value: Input should be a finite"),
+        (lambda d: d["tasks"][0]["failures"].update(none=-1, policy=3), "greater than or equal to 0"),
+        (lambda d: d["tasks"][0]["failures"].update(bogus=1), "unknown failure kind 'bogus'"),
+        (lambda d: d["tasks"][0].update(failures={"none": 2}), "failures add up to 2 episodes, but samples is 3"),
+        (lambda d: d["tasks"][0].update(n=1), "n=1 is fewer than the 2 episodes not failed by infra"),
+        (lambda d: d.update(episodes=30), "the tasks ran 3 episodes, but episodes is 30"),
+        (lambda d: d["failures"].update(none=5), "failures add up to 7 episodes, but episodes is 3"),
+        (lambda d: d.update(policy_failures=2), "policy_failures=2 is more than the 1 infra episodes"),
+        (lambda d: (d["tasks"].append(d["tasks"][0]), d.update(episodes=6)), "task 't0' of env 'e-v0' is listed twice"),
+    ],
+)
+def test_a_result_file_whose_counts_do_not_add_up_is_refused_in_one_line(tmp_path: Path, edit, message) -> None:
+    # compare() pairs the tasks a file lists: an edited one must not reach it.
+    data = score([_traj("t0", True), _traj("t0", False), _traj("t0", False, failure=Failure.INFRA)], 2)
+    data = data.model_dump(mode="json")
+    edit(data)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"edited\.json is not an evaluation result") as caught:
+        load(path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
 def test_load_trajectories_refuses_an_evaluation_result_and_says_what_it_is(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     path.write_text(score([_traj("t0", True)]).model_dump_json(indent=1))
