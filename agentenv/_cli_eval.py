@@ -148,10 +148,17 @@ def comparison_table(c: Comparison) -> Table:
         )
     for column in ("figure", "tasks", "A", "B", "B - A", f"{level} interval", "verdict"):
         table.add_column(column, justify="left" if column in ("figure", "verdict") else "right")
+    fewest = _min_tasks_for_verdict(c.confidence)
+    caption = table.caption
     for name, d in c.differences.items():
         verdict = ""
         if d.low is not None and d.high is not None and name != "disagreement":
             verdict = "B > A" if d.low > 0 else "A > B" if d.high < 0 else "unclear"
+            if verdict != "unclear" and d.tasks < fewest:
+                verdict = "too few"
+                table.caption = caption + (
+                    f"\ntoo few: under {fewest} tasks, where even a unanimous difference could be luck (sign test)"
+                )
         table.add_row(
             name,
             str(d.tasks),
@@ -162,6 +169,17 @@ def comparison_table(c: Comparison) -> Table:
             verdict,
         )
     return table
+
+
+def _min_tasks_for_verdict(confidence: float) -> int:
+    """The fewest tasks on which a difference can be called: a bootstrap over tasks that
+    all moved one way has no spread (one task, one sample each: [+100, +100]), so a
+    verdict needs as many tasks as a sign test needs for a unanimous result to be
+    significant at ``confidence`` (two-sided; 6 at 95%)."""
+    tasks = 1
+    while 2 * 0.5**tasks >= 1 - confidence:
+        tasks += 1
+    return tasks
 
 
 def _signed(name: str, value: float | None) -> str:

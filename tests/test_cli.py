@@ -491,6 +491,25 @@ def _results(tmp_path: Path, name: str, rate: float, seed: int) -> Path:
     return path
 
 
+def test_compare_calls_no_winner_from_one_coin_flip(tmp_path: Path) -> None:
+    # One task, one sample each: the bootstrap interval is [+100, +100], which is no evidence.
+    from agentenv.evaluation import score
+
+    def result(name: str, ok: bool) -> Path:
+        task = agentenv.Task(id="t0", prompt="")
+        failure = Failure.NONE if ok else Failure.POLICY
+        trajectory = agentenv.Trajectory(task=task, messages=[], transitions=[], success=ok, failure=failure)
+        path = tmp_path / f"{name}.json"
+        path.write_text(score([trajectory], 1, label=name).model_dump_json())
+        return path
+
+    outcome = invoke("compare", str(result("a", False)), str(result("b", True)))
+    assert outcome.exit_code == 0, outcome.output
+    row = next(line for line in outcome.output.splitlines() if line.startswith("│ pass@1 "))
+    assert "+100.0" in row and "B > A" not in row and "too few" in row
+    assert "too few: under 6 tasks" in outcome.output
+
+
 def test_compare_prints_the_difference_with_its_paired_interval(tmp_path: Path) -> None:
     weak, strong = _results(tmp_path, "weak", 0.2, 0), _results(tmp_path, "strong", 0.9, 1)
     out = tmp_path / "cmp.json"
