@@ -3,9 +3,10 @@
 Failures are clustered by (family, failure kind, break turn); the proposer sends
 the largest clusters, each with example tasks, to an OpenAI-compatible chat
 endpoint over httpx and asks for JSON task proposals. Nothing it returns is
-trusted: the call has one deadline (``timeout_s`` for the whole reply, not per
-read) and the reply a size cap (`MAX_REPLY_BYTES`, uncompressed); it must parse
-as JSON without NaN or infinity (written back, the task would hold null there);
+trusted: the call has one deadline (``timeout_s`` for the whole reply, headers
+included, not per read) and the reply a size cap (`MAX_REPLY_BYTES`, uncompressed);
+it must parse as JSON without NaN or infinity (written back, the task would hold
+null there);
 each proposal is validated by a strict pydantic model (its payload at most
 `MAX_PAYLOAD_CHARS` as JSON), must name one of the example tasks it imitates
 (which fixes its env and metadata), and then passes the same validation as any
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -199,13 +201,36 @@ class OpenAIProposer:
         return parse_proposals(content, examples, self.max_tasks)
 
     def _post(self, body: dict[str, Any]) -> bytes:
-        """The reply's body, read within ``timeout_s`` in all and at most `MAX_REPLY_BYTES`.
+        """The reply's body, within ``timeout_s`` in all and at most `MAX_REPLY_BYTES`.
 
-        httpx's timeout bounds each read, so a server sending a byte at a time would
-        hold the training step forever; the deadline is checked as the body streams
-        in. The body is asked for uncompressed and read raw: a compressed one could
-        inflate past any cap within a single read, so it is refused."""
+        httpx's timeout bounds each read, not the reply: a server that trickles its status
+        line and headers, or its body, a byte per read would hold the training step for
+        hours. So the call runs in a worker thread waited on for ``timeout_s``; one still
+        reading past the deadline is left to end on its own (at its next chunk, a read
+        timeout, or `close`)."""
+        box: dict[str, Any] = {}
         deadline = time.monotonic() + self.timeout_s
+
+        def call() -> None:
+            try:
+                box["reply"] = self._read(body, deadline)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
+                box["error"] = e
+
+        worker = threading.Thread(target=call, name="agentenv-proposer-request", daemon=True)
+        worker.start()
+        worker.join(self.timeout_s)
+        if worker.is_alive():
+            raise _ReplyRefused(f"no complete reply within timeout_s={self.timeout_s} s")
+        if "error" in box:
+            raise box["error"]
+        reply: bytes = box["reply"]
+        return reply
+
+    def _read(self, body: dict[str, Any], deadline: float) -> bytes:
+        """The body is asked for uncompressed and read raw: a compressed one could inflate
+        past any cap within a single read, so it is refused. It is checked against the
+        deadline as it streams in, so a call given up on stops reading at its next chunk."""
         url = f"{self.base_url}/chat/completions"
         with self._client.stream("POST", url, json=body, headers={"Accept-Encoding": "identity"}) as response:
             response.raise_for_status()

@@ -122,6 +122,16 @@ def test_timeout_s_bounds_the_whole_call_not_each_read():
     assert result.errors == ["request failed: no complete reply within timeout_s=0.3 s"]
 
 
+def test_timeout_s_bounds_a_reply_whose_headers_trickle_in(server):
+    # Each byte of the status line and headers comes within a read timeout; the reply never.
+    server.script = lambda request: Reply({"choices": []}, drip_s=0.1)
+    proposer = OpenAIProposer(server.base_url, "m", timeout_s=0.3)
+    result = proposer.propose(_clusters())
+    proposer.close()
+    assert result.tasks == []
+    assert result.errors == ["request failed: no complete reply within timeout_s=0.3 s"]
+
+
 def test_a_reply_past_the_size_cap_is_refused(server):
     server.script = lambda request: Reply(b" " * (MAX_REPLY_BYTES + 1))
     proposer = OpenAIProposer(server.base_url, "m")
