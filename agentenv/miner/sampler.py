@@ -114,8 +114,11 @@ class MinerSampler(TaskSampler):
         self.held_out: dict[str, str] = {content_key(t): t.id for s in self.sources for t in s.test}
         """`content_key` -> the id of the held-out task with that content."""
         self.held_out_ids = {t.id for s in self.sources for t in s.test}
-        total = sum(s.weight for s in self.sources)
-        self.p_source = np.array([s.weight / total for s in self.sources])
+        # Scaled by the largest first, as the uniform sampler does: weights that are each
+        # finite can sum to infinity (1e308 twice), which made every probability 0.
+        weights = np.array([s.weight for s in self.sources], dtype=float)
+        weights /= weights.max()
+        self.p_source = weights / weights.sum()
         self.last_metrics: dict[str, Any] = {}
 
     @property

@@ -46,6 +46,13 @@ def test_unseen_tasks_are_drawn_first_without_repeats():
     assert all(w > 0 for w in weights)
 
 
+def test_env_weights_that_sum_to_infinity_still_give_draws():
+    factory = lambda: GuessNumberEnv(max_turns=5)  # noqa: E731
+    sampler = MinerSampler([Src("a", TASKS, factory, 1e308), Src("b", TASKS, factory, 1e308)], seed=0)
+    assert list(sampler.p_source) == [0.5, 0.5]
+    assert len(sampler.sample(0, 0, 4)) == 4
+
+
 def test_hard_tasks_are_quarantined_and_retested_and_easy_ones_retire():
     sampler = _sampler(quarantine_after=1, retest_every=3, solved_window=2, mined_share=0.0, variants=False)
     for s in range(3):
