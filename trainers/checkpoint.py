@@ -19,7 +19,6 @@ import json
 import os
 import pickle
 import random
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentenv._checkpoints import latest_checkpoint
 
 __all__ = ["RUN_FILES", "clear_run", "latest_checkpoint", "load_checkpoint", "other_run", "save_checkpoint"]
 
@@ -94,34 +95,6 @@ def save_checkpoint(
     for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The checkpoint ``checkpoints/latest`` names, or None when the run has none yet.
-
-    A pointer that does not name a whole checkpoint of this run (emptied, edited, naming a
-    folder elsewhere or one without its trainer_state.json) is a ValueError naming it: read
-    as "no checkpoint", a resumed run of the same config would start over, and `clear_run`
-    would delete the checkpoints the run has."""
-    pointer = run_dir / "checkpoints" / "latest"
-    if not pointer.exists() and not pointer.is_symlink():
-        return None
-    try:
-        name = pointer.read_text(encoding="utf-8").strip()
-    except (OSError, ValueError) as e:  # a directory, unreadable, not UTF-8
-        raise ValueError(f"{pointer}: unreadable ({getattr(e, 'strerror', None) or e}); {_POINTER_FIX}") from None
-    path = pointer.parent / name
-    if not _CHECKPOINT_NAME.fullmatch(name):
-        raise ValueError(f"{pointer} names {name[:60]!r}, not a step-NNNNNN folder beside it; {_POINTER_FIX}")
-    if not (path / "trainer_state.json").is_file():
-        raise ValueError(
-            f"{pointer} names {name}, which is not a whole checkpoint (no trainer_state.json); {_POINTER_FIX}"
-        )
-    return path
-
-
-_CHECKPOINT_NAME = re.compile(r"step-\d{6,}")
-_POINTER_FIX = "write the name of a whole checkpoint folder there (step-NNNNNN) to resume from it"
 
 
 class _TrainerState(BaseModel):

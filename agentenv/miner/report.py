@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentenv._checkpoints import latest_checkpoint
 from agentenv.miner.ledger import TaskRecord
 
 __all__ = ["MinerReport"]
@@ -61,14 +62,12 @@ class MinerReport:
         checkpoint yet and `ValueError`, one line naming the file, when its checkpoint is
         unreadable or the run did not use the miner."""
         run = Path(run_dir)
-        pointer = run / "checkpoints" / "latest"
-        if not pointer.exists():
+        # The trainer's rule: a pointer naming anything but a whole step-NNNNNN folder
+        # beside it (``..``, a path elsewhere) is refused, never followed.
+        checkpoint = latest_checkpoint(run)
+        if checkpoint is None:
             raise FileNotFoundError(f"{run} has no checkpoint (no checkpoints/latest); is it a training run directory?")
-        try:
-            checkpoint = pointer.read_text(encoding="utf-8").strip()
-        except (OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
-            raise ValueError(f"{pointer}: unreadable ({_why(e)})") from None
-        path = run / "checkpoints" / checkpoint / "trainer_state.json"
+        path = checkpoint / "trainer_state.json"
         try:
             state = _TrainerState.model_validate_json(path.read_bytes())
         except (OSError, ValueError) as e:  # ValidationError is a ValueError

@@ -53,3 +53,19 @@ def test_a_metrics_value_of_the_wrong_type_is_shown_not_fatal(tmp_path: Path) ->
     result = show(run)
     assert result.exit_code == 0, result.output
     assert "lots" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["../../elsewhere/step-000001", "step-000001/../../../elsewhere/step-000001", "."])
+def test_a_pointer_to_anything_but_a_checkpoint_folder_beside_it_is_refused_not_followed(
+    tmp_path: Path, name: str
+) -> None:
+    # The trainer's rule (a resumed run refuses the same pointer): a state elsewhere is not this run's.
+    elsewhere = tmp_path / "elsewhere" / "step-000001"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "trainer_state.json").write_text(json.dumps({"step": 7, "sampler": {"ledger": {"t0": RECORD}}}))
+    run = tmp_path / "run"
+    write_checkpoint(run, json.dumps({"step": 1, "sampler": {"ledger": {"t0": RECORD}}}))
+    (run / "checkpoints" / "latest").write_text(name)
+    result = show(run)
+    assert result.exit_code == 2, result.output
+    assert "not a step-NNNNNN folder beside it" in " ".join(result.stderr.split())

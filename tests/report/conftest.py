@@ -115,9 +115,9 @@ CORRUPT_STATES = {
 
 def write_checkpoint(run: Path, state: str) -> Path:
     """A run directory with miner metrics and ``state`` as its latest checkpoint's trainer_state.json."""
-    (run / "checkpoints" / "step-1").mkdir(parents=True)
-    (run / "checkpoints" / "latest").write_text("step-1")
-    path = run / "checkpoints" / "step-1" / "trainer_state.json"
+    (run / "checkpoints" / "step-000001").mkdir(parents=True)
+    (run / "checkpoints" / "latest").write_text("step-000001")
+    path = run / "checkpoints" / "step-000001" / "trainer_state.json"
     path.write_text(state)
     (run / "metrics.jsonl").write_text('{"step": 1, "miner/pool/active": 3}\n')
     return path
