@@ -296,4 +296,5 @@ def _describe(clusters: Sequence[FailureCluster], max_tasks: int) -> str:
         lines.append(f"\n## family {c.family}: {c.count} failures of kind {c.kind!r}, breaking at {where}")
         for t in c.examples:
             lines.append(json.dumps({"id": t.id, "prompt": t.prompt, "payload": t.payload}, ensure_ascii=False))
-    return "\n".join(lines)
+    # A task made in Python may hold a lone surrogate, which no UTF-8 request body takes.
+    return _safejson.clean_text("\n".join(lines))

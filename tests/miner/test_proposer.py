@@ -132,6 +132,16 @@ def test_timeout_s_bounds_a_reply_whose_headers_trickle_in(server):
     assert result.errors == ["request failed: no complete reply within timeout_s=0.3 s"]
 
 
+def test_an_example_task_with_a_lone_surrogate_is_sent_spelled_out_not_raised(server):
+    # A task made in Python is not checked for surrogates; UTF-8 cannot encode one.
+    odd = TASKS[0].model_copy(update={"prompt": "Compute \ud800 2 + 3."})
+    server.script = lambda request: chat_reply(json.dumps({"tasks": []}))
+    proposer = OpenAIProposer(server.base_url, "m")
+    result = proposer.propose(cluster_failures([(odd, "policy", 1)]))
+    proposer.close()
+    assert result.errors == [] and "Compute \\ud800 2 + 3." in server.requests[0].messages[-1]["content"]
+
+
 def test_a_reply_past_the_size_cap_is_refused(server):
     server.script = lambda request: Reply(b" " * (MAX_REPLY_BYTES + 1))
     proposer = OpenAIProposer(server.base_url, "m")
