@@ -45,7 +45,7 @@ GOOD_OPENING = 8
 @dataclass
 class SeedRun:
     seed: int
-    episodes: int  # per evaluation
+    episodes: int  # per evaluation, the fewest any evaluation counted
     curve: list[tuple[int, float]] = field(default_factory=list)  # (step, held-out success)
     good_openings: tuple[float, float] = (0.0, 0.0)  # share of training episodes opening at 8: first, last step
     seconds: float = 0.0
@@ -97,6 +97,8 @@ def run_seed(seed: int, output_dir: Path, overrides: dict | None = None, *, quie
         history = trainer.train()
     run.seconds = time.perf_counter() - start
     run.curve = [(h["step"], h["eval/success_rate"]) for h in history if "eval/success_rate" in h]
+    # The episodes each rate counted (the env's infra failures are left out), not those asked for.
+    run.episodes = min((int(h["eval/episodes"]) for h in history if "eval/episodes" in h), default=0)
     steps = sorted((output_dir / "trajectories").glob("step-*.jsonl"))
     if steps:
         run.good_openings = (_good_openings(steps[0]), _good_openings(steps[-1]))
