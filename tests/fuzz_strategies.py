@@ -7,7 +7,8 @@ around JSON that is valid, truncated or broken; bare JSON; deep nesting (up to
 and infinities; lone surrogates and control characters; OpenAI assistant-message
 dicts of odd shapes; `ToolCall`s with odd arguments; objects that are not actions
 at all. Tool names come from the env's tools or are made up; some actions are
-calls of the env's tools with arguments drawn from their schemas, so tools run.
+calls of the env's tools with arguments drawn from their schemas, so tools run
+(for an env in answer mode, with no tools: replies holding an answer).
 
 Cost matters (thousands of actions per env): large values are built from a few
 drawn numbers (a depth, a digit count, a repeat count), not character by
@@ -496,6 +497,13 @@ def _schema_arguments(schema: dict[str, Any], junk: st.SearchStrategy[Any]) -> s
 # -- the env's actions ---------------------------------------------------------------------------
 
 
+ANSWER_MODE_TOOL = "answer"
+"""The tool name calls use for an env with no tools (answer mode): none of them is valid there."""
+_ANSWER_FORMS = ("{}", "\\boxed{{{}}}", "<answer>{}</answer>", "so: {}.")
+answers = st.tuples(plain_text | long_text, st.sampled_from(_ANSWER_FORMS)).map(lambda t: t[1].format(t[0]))
+"""A reply in answer mode: an answer, bare or marked up (the valid action of an env without tools)."""
+
+
 class ActionStrategies:
     """Every strategy for one env's actions, built once from its tools."""
 
@@ -507,7 +515,8 @@ class ActionStrategies:
                 of the env's tools; an env whose tools are slow (real code) keeps it low.
         """
         schemas = {spec.name: spec.schema["function"]["parameters"] for spec in env.tools.values()}
-        self.names = tuple(schemas)
+        # An env in answer mode has no tools: calls name a made-up one, and a valid action is a reply.
+        self.names = tuple(schemas) or (ANSWER_MODE_TOOL,)
         keys = sorted({k for schema in schemas.values() for k in schema.get("properties", {})}) or ["x"]
         self.tool_names = weighted(
             (6, st.sampled_from(self.names)), (2, plain_text), (1, st.sampled_from(MADE_UP_TOOLS))
@@ -519,6 +528,8 @@ class ActionStrategies:
         self._random_dumpable_args = st.dictionaries(arg_keys, text_values, max_size=4)
         self._random_python_args = st.dictionaries(arg_keys, python_values, max_size=4)
         self._valid_args = {name: _schema_arguments(schema, text_scalars) for name, schema in schemas.items()}
+        if not schemas:
+            self._valid_args[ANSWER_MODE_TOOL] = st.just({})
         self._text_args = {
             name: weighted((3, args), (2, self._random_text_args)) for name, args in self._valid_args.items()
         }
@@ -550,7 +561,7 @@ class ActionStrategies:
         self.well_formed_text = st.composite(self._well_formed_text)()
         self.tool_call_objects = st.composite(self._tool_call_object)()
         self.assistant_messages = st.composite(self._assistant_message)()
-        self.valid_calls = st.composite(self._valid_call)()
+        self.valid_calls = st.composite(self._valid_call)() if schemas else answers
         self._function_field = st.composite(self._function)()
         self._tool_call_items = st.composite(self._tool_call_item)()
         self._contents = weighted(

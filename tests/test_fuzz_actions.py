@@ -1,6 +1,8 @@
 """Generated actions never escape `Env.step`, never pass for infra, and always serialise.
 
-A seeded hypothesis fuzz suite over every built-in env: at least 2,000 generated
+A seeded hypothesis fuzz suite over the built-in envs (one of each kind, browser
+ones aside: a TextArena game stands for its namespace, qa-v0 for the envs in
+answer mode; world envs with their scripted model): at least 2,000 generated
 actions per env (see `tests.fuzz_strategies`: text with tags anywhere, broken and
 deep JSON, huge numbers, NaN, lone surrogates, odd OpenAI messages, odd
 `ToolCall`s, non-text objects, and valid calls with random arguments), played as
@@ -35,7 +37,26 @@ from agentenv.envs.code import CodeEnv
 from agentenv.types import Action, Failure
 from tests.fuzz_strategies import KINDS, ActionStrategies, Fuzzed
 
-ENV_IDS = ("arithmetic-v0", "guess-number-v0", "code-v0", "retail-v0", "calendar-v0")
+ENV_IDS = (
+    "arithmetic-v0",
+    "guess-number-v0",
+    "guess-number-opening-v0",
+    "code-v0",
+    "retail-v0",
+    "calendar-v0",
+    "qa-v0",
+    "world-fs-v0",
+    "world-bank-v0",
+    "mcp-notes-v0",
+    "textarena/TicTacToe-v0",
+)
+REQUIRES = {
+    "world-fs-v0": "jsonpatch",
+    "world-bank-v0": "jsonpatch",
+    "mcp-notes-v0": "mcp",
+    "textarena/TicTacToe-v0": "textarena",
+}
+"""The module of the extra an env needs; without it the env's cases are skipped."""
 MIN_ACTIONS = 2000
 EPISODE_ACTIONS = (8, 12)  # actions per example: min, max
 EXAMPLES = -(-MIN_ACTIONS // EPISODE_ACTIONS[0])  # enough examples for MIN_ACTIONS at the minimum size
@@ -69,9 +90,12 @@ def env_id(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="module")
 def env(env_id: str) -> Iterator[Env]:
+    if env_id in REQUIRES:
+        pytest.importorskip(REQUIRES[env_id])
     made = agentenv.make(env_id)  # code-v0: Docker when an engine answers, else processes
     if isinstance(made, CodeEnv) and os.environ.get("AGENTENV_REQUIRE_DOCKER") == "1":
         assert made.sandboxes.kind == "docker", "AGENTENV_REQUIRE_DOCKER=1 but code-v0 fell back to processes"
+    made.reset(seed=0)  # an MCP env learns its tools from the server on reset: the strategies read them
     yield made
     made.close()
 
