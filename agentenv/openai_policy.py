@@ -31,7 +31,6 @@ import json
 import math
 import random
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +43,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from agentenv import _admit, _safejson
 from agentenv._admit import Refused
+from agentenv._deadline import run_within
 from agentenv.policies import Conversation, Generation, PolicyFailure, PolicyOutput
 
 __all__ = ["OpenAIPolicy"]
@@ -289,24 +289,11 @@ class OpenAIPolicy:
         headers, a byte per read, would hold the conversation for hours. So the attempt
         runs in a worker thread the caller waits on; one still reading past the deadline
         is left to end on its own (its next read past it, a read timeout, or `close`)."""
-        box: dict[str, Any] = {}
         deadline = time.monotonic() + self.timeout_s
-
-        def attempt() -> None:
-            try:
-                box["reply"] = self._read(body, deadline)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
-                box["error"] = e
-
-        worker = threading.Thread(target=attempt, name="agentenv-openai-request", daemon=True)
-        worker.start()
-        worker.join(self.timeout_s)
-        if worker.is_alive():
+        done = run_within(self.timeout_s, lambda: self._read(body, deadline), name="agentenv-openai-request")
+        if done is None:
             raise httpx.ReadTimeout("no complete response in time")
-        if "error" in box:
-            raise box["error"]
-        reply: tuple[int, httpx.Headers, bytes] = box["reply"]
-        return reply
+        return done.result()
 
     def _read(self, body: bytes, deadline: float) -> tuple[int, httpx.Headers, bytes]:
         # The body is checked against the deadline as it arrives too, so an attempt the

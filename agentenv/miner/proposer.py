@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +28,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentenv import _safejson
+from agentenv._deadline import run_within
 from agentenv.miner.variants import stable_hash
 from agentenv.task import MAX_DEPTH, Task
 
@@ -208,24 +208,11 @@ class OpenAIProposer:
         hours. So the call runs in a worker thread waited on for ``timeout_s``; one still
         reading past the deadline is left to end on its own (at its next chunk, a read
         timeout, or `close`)."""
-        box: dict[str, Any] = {}
         deadline = time.monotonic() + self.timeout_s
-
-        def call() -> None:
-            try:
-                box["reply"] = self._read(body, deadline)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
-                box["error"] = e
-
-        worker = threading.Thread(target=call, name="agentenv-proposer-request", daemon=True)
-        worker.start()
-        worker.join(self.timeout_s)
-        if worker.is_alive():
+        done = run_within(self.timeout_s, lambda: self._read(body, deadline), name="agentenv-proposer-request")
+        if done is None:
             raise _ReplyRefused(f"no complete reply within timeout_s={self.timeout_s} s")
-        if "error" in box:
-            raise box["error"]
-        reply: bytes = box["reply"]
-        return reply
+        return done.result()
 
     def _read(self, body: dict[str, Any], deadline: float) -> bytes:
         """The body is asked for uncompressed and read raw: a compressed one could inflate

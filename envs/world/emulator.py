@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +43,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentenv import InfraError, ToolError, json_diff
+from agentenv._deadline import run_within
 from agentenv.envs.world.cache import WorldCache
 from agentenv.envs.world.keys import cache_key, canonical_json, state_hash
 from agentenv.envs.world.metrics import WorldMetrics
@@ -211,23 +211,13 @@ class Emulator:
     def _reply(self, request: WorldRequest, attempt: int, *, task: str, policy: str, large_from: int) -> Any:
         """The model's reply text, asked in a worker thread under the deadline. ``large_from``:
         the agent part's size (`_agent_chars`) from which a request too long is the agent's."""
-        box: dict[str, Any] = {}
-
-        def ask() -> None:
-            try:
-                box["reply"] = self.model.propose(request)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread below
-                box["error"] = e
-
         start = time.perf_counter()
-        worker = threading.Thread(target=ask, name="agentenv-world-model", daemon=True)
-        worker.start()
-        worker.join(self.call_timeout_s)
+        done = run_within(self.call_timeout_s, lambda: self.model.propose(request), name="agentenv-world-model")
         self.metrics.call(time.perf_counter() - start, retry=attempt > 0)
-        if worker.is_alive():
+        if done is None:
             self._give_up("timeout", task, policy)
             raise InfraError(f"the world model did not answer within {self.call_timeout_s} s")
-        error = box.get("error")
+        error = done.error
         if isinstance(error, WorldModelError):
             if error.kind == "no_entry":
                 # A table with no row for this call: the action alone decides that, so it is the
@@ -267,7 +257,7 @@ class Emulator:
             logger.warning("world model %s raised %s", self.model.model_id, type(error).__name__, exc_info=error)
             self._give_up("error", task, policy)
             raise InfraError(f"the world model raised {type(error).__name__}: {str(error)[:300]}")
-        return box.get("reply")
+        return done.value
 
     def _give_up(self, kind: str, task: str, policy: str) -> None:
         self.metrics.model_error(kind)
