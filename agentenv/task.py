@@ -68,13 +68,6 @@ class Task(BaseModel):
     metadata: TaskMeta = Field(default_factory=TaskMeta)
 
 
-def content_key(task: Task) -> str:
-    """A hash of what the agent is given and checked against (prompt and payload), not
-    of the id: two tasks with one key are one task under two ids."""
-    text = json.dumps([task.prompt, task.payload], sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` Did you mean 'a', 'b'?`` for the (up to three) ``choices`` closest to
     ``word``, or "" when none is close: append it to an error message.
@@ -158,19 +151,13 @@ class TaskSet(Sequence[Task]):
 
     def split(self, test_fraction: float = 0.2, *, seed: int = 0) -> tuple[TaskSet, TaskSet]:
         """Deterministic (train, test) split by a hash of each id: the same task lands
-        on the same side whatever the order or size of the set. Tasks of one content
-        under several ids (`content_key`) land together, on the side of the smallest
-        of those ids: split apart, the test side would hold tasks trained on."""
+        on the same side whatever the order or size of the set."""
         if not 0.0 <= test_fraction <= 1.0:
             raise ValueError(f"test_fraction must be in [0, 1], got {test_fraction}")
-        keys = [content_key(task) for task in self._tasks]
-        side_of: dict[str, str] = {}  # content key -> the smallest id with that content
-        for key, task in zip(keys, self._tasks, strict=True):
-            side_of[key] = min(side_of.get(key, task.id), task.id)
         train: list[Task] = []
         test: list[Task] = []
-        for key, task in zip(keys, self._tasks, strict=True):
-            digest = hashlib.blake2b(f"{seed}:{side_of[key]}".encode(), digest_size=8).digest()
+        for task in self._tasks:
+            digest = hashlib.blake2b(f"{seed}:{task.id}".encode(), digest_size=8).digest()
             (test if int.from_bytes(digest, "big") / 2**64 < test_fraction else train).append(task)
         return TaskSet(train), TaskSet(test)
 

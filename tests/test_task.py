@@ -34,16 +34,6 @@ def test_split_is_deterministic_disjoint_and_order_independent():
     assert set(ts[:100].split(0.25, seed=1)[1].ids) == set(test.ids) & set(ts[:100].ids)
 
 
-def test_split_keeps_tasks_of_one_content_on_one_side():
-    # A held-out task whose prompt and payload a train task has under another id is trained on.
-    copies = [Task(id=f"t{i}", prompt="What is 2 + 2?", payload={"reference": "4"}) for i in range(20)]
-    others = [Task(id=f"u{i}", prompt=f"What is {i} + 1?", payload={"reference": str(i + 1)}) for i in range(20)]
-    test = TaskSet([*copies, *others]).split(0.2, seed=0)[1]
-    sides = {task.id in test for task in copies}
-    assert len(sides) == 1
-    assert set(TaskSet([*reversed(copies), *others]).split(0.2, seed=0)[1].ids) == set(test.ids)
-
-
 def test_jsonl_round_trip(tmp_path):
     ts = _tasks(3)
     path = tmp_path / "tasks.jsonl"

@@ -32,7 +32,7 @@ from agentenv.miner import MinerSampler
 from agentenv.ray_workers import RayExecutor
 from agentenv.rollout import rollout
 from agentenv.sampling import Draw, TaskSampler
-from agentenv.task import Task, content_key
+from agentenv.task import Task
 from agentenv.trainers import advantages as adv
 from agentenv.trainers.async_rollout import AsyncRollouts, RolloutBatch
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate, turn_advantages
@@ -131,7 +131,7 @@ class GRPOTrainer:
         self.model = self._prepare_model(model)
         self.dist.wrap(self.model)
         self._max_turns = 1  # the longest episode of any env: `generation_budget`
-        self.sources = _without_held_out([self._source(env, weight) for env, weight in env_weights.items()])
+        self.sources = [self._source(env, weight) for env, weight in env_weights.items()]
         self.sampler: TaskSampler = sampler or self._default_sampler()
         if isinstance(self.executor, RayExecutor):  # no room for the actors fails here, not at the first step
             self.executor.start()
@@ -894,20 +894,6 @@ class _TimedPolicy:
             return self.inner.act(conversations)
         finally:
             self.seconds += time.perf_counter() - start
-
-
-def _without_held_out(sources: list[EnvSource]) -> list[EnvSource]:
-    """``sources`` with each train split less the tasks any env holds out (by `content_key`):
-    each split keeps its own copies together, but two envs whose task sets overlap under
-    other ids would train on each other's held-out tasks."""
-    held = {content_key(task) for source in sources for task in source.test}
-    if not held:
-        return sources
-    for source in sources:
-        source.train = source.train.filter(lambda task: content_key(task) not in held)
-        if not source.train:
-            raise ValueError(f"env {source.name!r} has no training tasks: another env holds them all out")
-    return sources
 
 
 def _labelled(trajs: list[Trajectory], env_id: str | None) -> list[Trajectory]:

@@ -39,22 +39,6 @@ def test_without_evaluation_no_task_is_held_out(tmp_path, tokenizer):
     assert len(held.train) < everything and len(held.train) + len(held.test) == everything
 
 
-def test_a_task_another_env_holds_out_is_not_trained_on(tmp_path, tokenizer):
-    from agentenv import TaskSet
-    from agentenv.task import content_key
-
-    class Renamed(SayEnv):
-        """SayEnv's tasks under other ids: split by id, some land on the other side."""
-
-        def default_tasks(self) -> TaskSet:
-            return TaskSet(t.model_copy(update={"id": f"x{t.id}"}) for t in super().default_tasks())
-
-    cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=12, max_seq_len=256, tensorboard=False)
-    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv, Renamed], config=cfg)
-    held = {content_key(t) for source in trainer.sources for t in source.test}
-    assert held and not any(content_key(t) in held for source in trainer.sources for t in source.train)
-
-
 def test_held_out_figures_count_a_policy_that_failed_to_answer_and_report_infra(tmp_path, tokenizer, monkeypatch):
     # Left out, the episodes the policy cannot answer would raise its held-out success rate.
     from agentenv import Task, Trajectory
