@@ -4,11 +4,12 @@ The demonstration of `learn_cpu.py` (`examples/tiny.toml`: warm start, then 50 G
 steps on ``guess-number-opening-v0``) run once per condition and seed, with the same
 config and the same number of steps except for the one setting a condition names:
 
-- ``hybrid (gigpo)``: the demonstration as it is, A = A_task + A_step with GiGPO's
-  step term (returns normalised among steps from the same state), uniform sampling;
+- ``task-only``: the demonstration as it is, no step term, A = A_task (plain GRPO),
+  uniform sampling;
+- ``hybrid (gigpo)``: A = A_task + A_step with GiGPO's step term (returns normalised
+  among steps from the same state);
 - ``hybrid (per-turn)``: the step term normalised among the same turn index instead;
-- ``task-only``: no step term, A = A_task (plain GRPO);
-- ``miner``: ``hybrid (gigpo)`` with the failure miner choosing the tasks instead of
+- ``miner``: ``task-only`` with the failure miner choosing the tasks instead of
   uniform sampling.
 
 Per condition and seed: held-out success before RL and at the end (256 fixed-seed
@@ -24,7 +25,7 @@ scratch (checked: 150 warm-start steps, then 2 miner steps, gave the same metric
 the last digit both ways; ``--no-share`` repeats the warm start per condition). Step 0
 is therefore the same figure for every condition of a seed.
 
-    .venv/bin/python bench/ablations.py        # 4 conditions x 3 seeds, ~25 min on an idle 2-core machine
+    .venv/bin/python bench/ablations.py        # 4 conditions x 3 seeds, ~28 min on an idle 2-core machine
     .venv/bin/python bench/ablations.py --seeds 0 --conditions task-only miner --set steps=20
 
 One evaluation of 256 episodes is about ±6 points (95%), and seeds differ by several
@@ -57,7 +58,7 @@ from agentenv.trainers.metrics import MetricsLogger
 
 # Measured on an idle 2-core machine at the demonstration's settings (600 supervised
 # steps; 50 RL steps with 6 evaluations of 256 episodes): for the time printed up front.
-WARM_START_S, RL_S = 95.0, 100.0
+WARM_START_S, RL_S = 150.0, 100.0
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,10 @@ class Condition:
 CONDITIONS = {
     c.name: c
     for c in (
+        Condition("task-only", "none", miner=False),
         Condition("hybrid (gigpo)", "gigpo", miner=False),
         Condition("hybrid (per-turn)", "per_turn", miner=False),
-        Condition("task-only", "none", miner=False),
-        Condition("miner", "gigpo", miner=True),
+        Condition("miner", "none", miner=True),
     )
 }
 ABLATED = ("step_advantage", "miner")
