@@ -25,7 +25,7 @@ scratch (checked: 150 warm-start steps, then 2 miner steps, gave the same metric
 the last digit both ways; ``--no-share`` repeats the warm start per condition). Step 0
 is therefore the same figure for every condition of a seed.
 
-    .venv/bin/python bench/ablations.py        # 4 conditions x 3 seeds, ~28 min on an idle 2-core machine
+    .venv/bin/python bench/ablations.py        # 4 conditions x 3 seeds, ~35 min on a 2-core machine
     .venv/bin/python bench/ablations.py --seeds 0 --conditions task-only miner --set steps=20
 
 One evaluation of 256 episodes is about ±6 points (95%), and seeds differ by several
@@ -58,7 +58,7 @@ from agentenv.trainers.metrics import MetricsLogger
 
 # Measured on an idle 2-core machine at the demonstration's settings (600 supervised
 # steps; 50 RL steps with 6 evaluations of 256 episodes): for the time printed up front.
-WARM_START_S, RL_S = 150.0, 100.0
+WARM_START_S, RL_S = 250.0, 105.0
 
 
 @dataclass(frozen=True)

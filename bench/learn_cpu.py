@@ -14,7 +14,7 @@ tasks, at the sampling temperature) before RL and every ``eval_every`` steps, wi
 95% Wilson interval; and, as the mechanism, the share of the training episodes that
 open with the middle guess (8) at the first and the last step.
 
-    .venv/bin/python bench/learn_cpu.py                     # 3 seeds, about 4 minutes each
+    .venv/bin/python bench/learn_cpu.py                     # 3 seeds, about 6 minutes each
     .venv/bin/python bench/learn_cpu.py --seeds 0 --set steps=20
 """
 

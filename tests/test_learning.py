@@ -1,7 +1,7 @@
 """The learning demonstration (bench/learn_cpu.py, examples/tiny.toml): GRPO raises
 held-out success on a multi-turn task, on every one of three seeds.
 
-About 4 minutes per seed on 2 cores: warm start on a mixed oracle, then 50 GRPO steps,
+About 6 minutes per seed on 2 cores: warm start on a mixed oracle, then 50 GRPO steps,
 held-out success measured on 256 fixed-seed episodes at the sampling temperature."""
 
 from __future__ import annotations
