@@ -230,7 +230,7 @@ def per_turn_advantages(
     eps: float = 1e-6,
     valid: Sequence[bool] | None = None,
 ) -> list[list[float]]:
-    """Step advantages normalised among the same turn index of the same task group.
+    """Step advantages compared among the same turn index of the same task group.
 
     The alternative to :func:`anchor_state_advantages` when states cannot be matched:
     step t of trajectory i is compared with step t of the other trajectories of its

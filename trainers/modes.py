@@ -77,11 +77,12 @@ TASK_ADVANTAGES: dict[str, str] = {
 """Task-level advantage modes (``advantage``) and what each computes."""
 
 STEP_ADVANTAGES: dict[str, str] = {
-    "gigpo": "returns normalised among steps from the same state in the group (GiGPO anchor states)",
-    "per_turn": "returns normalised among the same turn index in the group",
+    "gigpo": "return minus the mean of the group's steps from the same state (GiGPO anchor states)",
+    "per_turn": "return minus the mean of the group's steps at the same turn index",
     "none": "no step-level term",
 }
-"""Step-level advantage modes (``step_advantage``) and what each computes."""
+"""Step-level advantage modes (``step_advantage``) and what each computes: in reward
+units, or divided by each step group's std as well with ``step_advantage_std``."""
 
 
 def check_mode(what: str, name: object, table: Mapping[str, object]) -> str:
