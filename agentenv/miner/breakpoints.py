@@ -31,7 +31,7 @@ from agentenv.task import MAX_ID_CHARS, Task, TaskMeta
 from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
 
-__all__ = ["BreakPoint", "break_point", "resume_task", "root_id", "state_digest", "turns_left"]
+__all__ = ["BreakPoint", "break_point", "resume_from", "resume_task", "root_id", "state_digest", "turns_left"]
 
 RESUME_MARK = "@t"
 
@@ -87,19 +87,24 @@ def resume_task(traj: Trajectory, point: BreakPoint) -> tuple[Task, Snapshot] | 
     snap = next((s for s in traj.snapshots if s.turn == point.turn and not s.ended), None)
     if snap is None:
         return None
+    return resume_from(traj.task.id, snap), snap
+
+
+def resume_from(task_id: str, snap: Snapshot) -> Task:
+    """The resume task that restarts ``snap`` (a snapshot of an episode of the task
+    ``task_id``, itself perhaps a resume task) at its turn."""
     original = snap.task
     meta = original.metadata
-    task = original.model_copy(
+    return original.model_copy(
         update={
-            "id": _resume_id(root_id(traj.task.id), f"{RESUME_MARK}{point.turn}.{state_digest(snap)}"),
+            "id": _resume_id(root_id(task_id), f"{RESUME_MARK}{snap.turn}.{state_digest(snap)}"),
             "metadata": TaskMeta(
                 family=meta.family,
                 difficulty=meta.difficulty,
-                tags=(*[t for t in meta.tags if not t.startswith("resume:")], f"resume:{point.turn}"),
+                tags=(*[t for t in meta.tags if not t.startswith("resume:")], f"resume:{snap.turn}"),
             ),
         }
     )
-    return task, snap
 
 
 def _resume_id(root: str, suffix: str) -> str:

@@ -52,6 +52,13 @@ class MinerConfig(BaseModel):
     resume_min_turns_left: int = Field(
         2, ge=1, description="fewest turns a resume task from a truncated episode must have left (else none is made)"
     )
+    resume_redraws: int = Field(
+        16,
+        ge=0,
+        description=(
+            "train tasks tried per failed state to redraw a resume task's hidden part (0 = keep the failed one's)"
+        ),
+    )
     variants: bool = Field(True, description="make validated variants of failed tasks with Env.mutate")
     variants_per_failure: int = Field(1, ge=0, le=8, description="variants tried per failed task and step")
     max_resume_tasks: int = Field(64, ge=0, description="resume tasks (and their snapshots) kept; oldest dropped")

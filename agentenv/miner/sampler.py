@@ -15,7 +15,8 @@ drawn uniformly, so training never stalls.
 A mined task enters the pool only once validated (`agentenv.miner.variants`): a
 resume task only if its truncated episode left it ``resume_min_turns_left`` turns
 and the env's oracle, restarted from its snapshot, finishes it (envs without an
-oracle: the turns only); a variant or proposal only if its id and its content
+oracle: the turns only), its hidden part first drawn anew among the train tasks
+that fit the conversation (`MinerSampler._redraw`); a variant or proposal only if its id and its content
 (prompt and payload) are new to the train split and the mined tasks, neither is a
 held-out task's (of any env: the trainer's evaluation would measure a task trained
 on), and the oracle solves it. Refused ones count under ``miner/new/rejected``. An env factory
@@ -33,6 +34,7 @@ resumed run draws exactly what the uninterrupted one would have.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -42,7 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentenv.env import Env, Snapshot
-from agentenv.miner.breakpoints import break_point, resume_task, turns_left
+from agentenv.miner.breakpoints import break_point, resume_from, resume_task, turns_left
 from agentenv.miner.config import MinerConfig
 from agentenv.miner.ledger import Ledger, Origin, TaskRecord, Visit
 from agentenv.miner.priority import replay_distribution
@@ -111,6 +113,13 @@ class MinerSampler(TaskSampler):
         """(source, `content_key`) -> the id of the train or mined task with that content
         (resume tasks are left out: they share their root's content by design)."""
         self._index_contents()
+        self.same_prompt: dict[tuple[int, str], list[Task]] = {}
+        """(source, prompt) -> its train tasks, one per content: where a resume task's
+        hidden part is redrawn from (`_redraw`)."""
+        for tid, (i, task) in self.train_tasks.items():
+            group = self.same_prompt.setdefault((i, task.prompt), [])
+            if self.contents[(i, content_key(task))] == tid:
+                group.append(task)
         self.held_out: dict[str, str] = {content_key(t): t.id for s in self.sources for t in s.test}
         """`content_key` -> the id of the held-out task with that content."""
         self.held_out_ids = {t.id for s in self.sources for t in s.test}
@@ -243,40 +252,121 @@ class MinerSampler(TaskSampler):
         counts: Counter[str] = Counter()
         cfg = self.config
         if cfg.resume and cfg.max_resume_tasks > 0:
-            counts.update(self._resumes(failures))
+            counts.update(self._resumes(step, failures))
         if cfg.variants and cfg.variants_per_failure > 0 and cfg.max_variants > 0:
             counts.update(self._variants(step, failures))
         if self.proposer is not None and cfg.proposer is not None and (step + 1) % cfg.proposer.every_steps == 0:
             counts.update(self._propose(failures))
         return counts
 
-    def _resumes(self, failures: list[tuple[int, Trajectory]]) -> Counter[str]:
+    def _resumes(self, step: int, failures: list[tuple[int, Trajectory]]) -> Counter[str]:
         counts: Counter[str] = Counter()
         refused: set[str] = set()  # a group's G failures often reach one state: validate it once
-        for source, traj in failures:
-            point = break_point(traj)
-            if point is None:
-                continue
-            left = turns_left(traj, point)
-            if left is not None and left < self.config.resume_min_turns_left:
-                counts["rejected"] += 1  # e.g. a last-turn break point: one turn left, nothing to learn
-                continue
-            made = resume_task(traj, point)
-            if made is None:
-                continue
-            task, snapshot = made
-            validate = self.validators[source]
-            if task.id in refused:
-                counts["rejected"] += 1
-                continue
-            # An id already mined is this very state, validated when it came in.
-            if task.id not in self.mined and validate is not None and check(validate, task, snapshot) is not None:
-                refused.add(task.id)
-                counts["rejected"] += 1
-                continue
-            self._add(MinedTask(task=task, source=source, origin="resume", snapshot=snapshot))
-            counts["resume"] += 1
+        redrawn: dict[tuple[int, int | None, str], tuple[Task, Snapshot] | None] = {}
+        envs: dict[int, Env | None] = {}  # None: the factory failed this step
+        try:
+            for source, traj in failures:
+                point = break_point(traj)
+                if point is None:
+                    continue
+                left = turns_left(traj, point)
+                if left is not None and left < self.config.resume_min_turns_left:
+                    counts["rejected"] += 1  # e.g. a last-turn break point: one turn left, nothing to learn
+                    continue
+                made = resume_task(traj, point)
+                if made is None:
+                    continue
+                if self.config.resume_redraws > 0:
+                    # One draw per conversation the policy saw (whatever hidden part each
+                    # failure had), made once a step.
+                    seen = json.dumps([made[1].turn, made[1].messages], sort_keys=True, default=str)
+                    key = (source, traj.seed, seen)
+                    if key not in redrawn:
+                        redrawn[key] = self._redraw(step, source, traj.seed, made, stable_hash(seen), envs)
+                    if (drawn := redrawn[key]) is None:
+                        counts["rejected"] += 1
+                        continue
+                    made = drawn
+                task, snapshot = made
+                validate = self.validators[source]
+                if task.id in refused:
+                    counts["rejected"] += 1
+                    continue
+                # An id already mined is this very state, validated when it came in.
+                if task.id not in self.mined and validate is not None and check(validate, task, snapshot) is not None:
+                    refused.add(task.id)
+                    counts["rejected"] += 1
+                    continue
+                self._add(MinedTask(task=task, source=source, origin="resume", snapshot=snapshot))
+                counts["resume"] += 1
+        finally:
+            for env in envs.values():
+                if env is not None:
+                    env.close()
         return counts
+
+    def _redraw(
+        self,
+        step: int,
+        source: int,
+        seed: int | None,
+        made: tuple[Task, Snapshot],
+        state_hash: int,
+        envs: dict[int, Env | None],
+    ) -> tuple[Task, Snapshot] | None:
+        """The resume task of ``made``'s conversation with its hidden part drawn anew:
+        uniformly among the train tasks of its env with its prompt (and the failed task)
+        that give that same conversation when its actions are replayed. The failed
+        episode's own task is the one least likely to be solved from there: a resume
+        task that kept it would train every group on the states the policy gets wrong
+        (guess-number: on the secrets it missed). At most ``resume_redraws`` of them,
+        picked at random, are tried; None when none of those fits."""
+        snap = made[1]
+        own = content_key(snap.task)
+        pool = self.same_prompt.get((source, snap.task.prompt), [])
+        if not any(content_key(t) == own for t in pool):
+            pool = [*pool, snap.task]
+        if len(pool) < 2:
+            return made
+        rng = np.random.default_rng([self.seed, step, state_hash])
+        fits: list[tuple[Task, Snapshot]] = []
+        for i in rng.permutation(len(pool))[: self.config.resume_redraws]:
+            cand = pool[int(i)]
+            if content_key(cand) == own:
+                fits.append(made)
+            elif (replayed := self._replay(source, cand, seed, snap, envs)) is not None:
+                fits.append((resume_from(cand.id, replayed), replayed))
+        return fits[int(rng.integers(len(fits)))] if fits else None
+
+    def _replay(
+        self, source: int, task: Task, seed: int | None, snap: Snapshot, envs: dict[int, Env | None]
+    ) -> Snapshot | None:
+        """``task`` played with the actions in ``snap``'s conversation: its snapshot at
+        ``snap``'s turn if every message came out the same, else None (an env that
+        fails counts as a mismatch)."""
+        if source not in envs:
+            envs[source] = self._make_env(source)
+        env = envs[source]
+        if env is None:
+            return None
+        try:
+            env.reset(seed=seed, options={"task": task})
+            for m in snap.messages:
+                if m.get("role") != "assistant":
+                    continue
+                plain = m.keys() == {"role", "content"} and isinstance(m["content"], str)
+                _, _, terminated, truncated, _ = env.step(m["content"] if plain else dict(m))
+                if terminated or truncated:
+                    return None
+            replayed = env.snapshot()
+        except Exception:  # noqa: BLE001 - a candidate the env will not play is one that does not fit
+            return None
+        same = (replayed.turn, replayed.format_streak, replayed.messages) == (
+            snap.turn,
+            snap.format_streak,
+            snap.messages,
+        )
+        return replayed if same else None
 
     def _refusal(self, source: int, task: Task) -> str | None:
         """Why a new task (a variant or proposal) cannot enter the pool before validation:

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import agentenv
-from agentenv import ScriptedPolicy, rollout, tool_call_text
+from agentenv import ScriptedPolicy, TaskSet, rollout, tool_call_text
 from agentenv.envs.guess_number import GuessNumberEnv, make_tasks
 from agentenv.miner import MinerConfig, MinerSampler, break_point
 from tests.miner.helpers import Src, traj
@@ -286,13 +286,14 @@ def _fail_from(task, first, max_turns=6):
 
 def test_a_different_state_at_the_same_turn_is_another_resume_task_with_its_own_record():
     # Keyed by (task, turn) alone, state B took over state A's id and its record: B was
-    # "solved" because A was, and never served.
+    # "solved" because A was, and never served. (The failed task's own secret is kept:
+    # a redrawn one would make each step's resume task another state.)
     task = TASKS[0]
     factory = lambda: GuessNumberEnv(max_turns=6)  # noqa: E731
     sampler = MinerSampler(
         [Src("guess", TASKS, factory, env_id="guess-number-v0")],
         seed=0,
-        config=MinerConfig(variants=False, solved_window=2, mined_share=1.0),
+        config=MinerConfig(variants=False, solved_window=2, mined_share=1.0, resume_redraws=0),
     )
     secret = task.payload["secret"]
     sampler.update(0, _fail_from(task, secret - 1 if secret > 1 else secret + 1))  # state A: one guess away
@@ -404,3 +405,60 @@ def test_an_env_factory_or_validator_that_fails_rejects_variants_and_never_fails
     )
     sampler.update(0, [traj(TASKS[0]), traj(TASKS[1])])
     assert not sampler.mined and sampler.metrics()["miner/new/rejected"] == 4
+
+
+def _sixteen():
+    """Guess-number tasks under one prompt, one per secret of 1..16."""
+    [like] = make_tasks(1, difficulties=(0,))
+    return TaskSet(
+        [like.model_copy(update={"id": f"g{s}", "payload": {"high": 16, "secret": s}}) for s in range(1, 17)]
+    )
+
+
+def _resumed_secrets(guesses, *, steps=40, **cfg):
+    """The secret of the resume task each step's failure (on the secret 12: ``guesses``,
+    then an out-of-range guess) makes, with the failure's snapshot and the resume tasks."""
+    tasks = _sixteen()
+    factory = lambda: GuessNumberEnv(max_turns=8)  # noqa: E731
+    sampler = MinerSampler(
+        [Src("guess", tasks, factory, env_id="guess-number-v0")],
+        seed=0,
+        config=MinerConfig(variants=False, **cfg),
+    )
+    policy = ScriptedPolicy.replay(
+        [*(tool_call_text("guess", number=g) for g in guesses), tool_call_text("guess", number=99999)]
+    )
+    failed = rollout(factory, policy, tasks=[tasks.get("g12")] * 2, seeds=[1] * 2, keep_snapshots=True)
+    secrets, made = [], []
+    for step in range(steps):
+        sampler.update(step, failed)
+        last = list(sampler.mined.values())[-1]  # the one this step made (or refreshed)
+        secrets.append(last.task.payload["secret"])
+        made.append(last)
+    return secrets, failed[0].snapshots[len(guesses)], made
+
+
+def test_a_resume_task_redraws_its_secret_from_what_the_conversation_allows():
+    # Kept, the failed episode's secret made every resumed group practise the secret the
+    # policy missed: GRPO then rewarded the moves that find those secrets, at states
+    # where the feedback allows eight.
+    secrets, snap, made = _resumed_secrets([8])  # "higher": 9..16
+    assert set(secrets) <= set(range(9, 17)) and len(set(secrets)) >= 6
+    assert secrets.count(12) <= 12  # about 5 of 40, not all of them
+    for m in made:  # the same conversation, and a task that fits it: its secret ends it
+        assert m.snapshot.messages == snap.messages and m.snapshot.turn == snap.turn == 1
+        assert m.task.id.startswith(f"g{m.task.payload['secret']}@t1.")
+        env = GuessNumberEnv(max_turns=8)
+        env.reset(seed=1, options={"task": m.task, "snapshot": m.snapshot})
+        env.step(tool_call_text("guess", number=m.task.payload["secret"]))
+        assert env.snapshot().ended and env.snapshot().state["solved"]
+
+
+def test_a_conversation_only_the_failed_secret_fits_keeps_it():
+    secrets, _, _ = _resumed_secrets([11, 13], steps=5)  # higher than 11, lower than 13: 12
+    assert secrets == [12] * 5
+
+
+def test_no_redraws_keeps_the_failed_secret():
+    secrets, _, _ = _resumed_secrets([8], steps=5, resume_redraws=0)
+    assert secrets == [12] * 5
