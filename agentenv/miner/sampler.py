@@ -16,11 +16,12 @@ A mined task enters the pool only once validated (`agentenv.miner.variants`): a
 resume task only if its truncated episode left it ``resume_min_turns_left`` turns
 and the env's oracle, restarted from its snapshot, finishes it (envs without an
 oracle: the turns only), its hidden part first drawn anew among the train tasks
-that fit the conversation (`MinerSampler._redraw`); a variant or proposal only if its id and its content
-(prompt and payload) are new to the train split and the mined tasks, neither is a
-held-out task's (of any env: the trainer's evaluation would measure a task trained
-on), and the oracle solves it. Refused ones count under ``miner/new/rejected``. An env factory
-or validator that fails refuses the task; it never fails the step.
+that fit the conversation (`MinerSampler._redraw`); a variant or proposal only if
+its id and its content (prompt and payload) are new to the train split and the
+mined tasks, neither is a held-out task's (of any env: the trainer's evaluation
+would measure a task trained on), and the oracle solves it. Refused ones count
+under ``miner/new/rejected``. An env factory or validator that fails refuses the
+task; it never fails the step.
 
 Each draw carries an importance weight, (1/|pool|) / P(task | env, pool): the
 uniform probability over the pool it was drawn from divided by the probability
@@ -113,13 +114,13 @@ class MinerSampler(TaskSampler):
         """(source, `content_key`) -> the id of the train or mined task with that content
         (resume tasks are left out: they share their root's content by design)."""
         self._index_contents()
-        self.same_prompt: dict[tuple[int, str], list[Task]] = {}
-        """(source, prompt) -> its train tasks, one per content: where a resume task's
-        hidden part is redrawn from (`_redraw`)."""
+        self.same_prompt: dict[tuple[int, str], list[tuple[str, Task]]] = {}
+        """(source, prompt) -> its train tasks, one per content, with their `content_key`:
+        where a resume task's hidden part is redrawn from (`_redraw`)."""
         for tid, (i, task) in self.train_tasks.items():
-            group = self.same_prompt.setdefault((i, task.prompt), [])
-            if self.contents[(i, content_key(task))] == tid:
-                group.append(task)
+            key = content_key(task)
+            if self.contents[(i, key)] == tid:
+                self.same_prompt.setdefault((i, task.prompt), []).append((key, task))
         self.held_out: dict[str, str] = {content_key(t): t.id for s in self.sources for t in s.test}
         """`content_key` -> the id of the held-out task with that content."""
         self.held_out_ids = {t.id for s in self.sources for t in s.test}
@@ -324,15 +325,15 @@ class MinerSampler(TaskSampler):
         snap = made[1]
         own = content_key(snap.task)
         pool = self.same_prompt.get((source, snap.task.prompt), [])
-        if not any(content_key(t) == own for t in pool):
-            pool = [*pool, snap.task]
+        if (source, own) not in self.contents or self.contents[(source, own)] not in self.train_tasks:
+            pool = [*pool, (own, snap.task)]  # a variant or proposal: not in the train split
         if len(pool) < 2:
             return made
         rng = np.random.default_rng([self.seed, step, state_hash])
         fits: list[tuple[Task, Snapshot]] = []
         for i in rng.permutation(len(pool))[: self.config.resume_redraws]:
-            cand = pool[int(i)]
-            if content_key(cand) == own:
+            key, cand = pool[int(i)]
+            if key == own:
                 fits.append(made)
             elif (replayed := self._replay(source, cand, seed, snap, envs)) is not None:
                 fits.append((resume_from(cand.id, replayed), replayed))

@@ -462,3 +462,22 @@ def test_a_conversation_only_the_failed_secret_fits_keeps_it():
 def test_no_redraws_keeps_the_failed_secret():
     secrets, _, _ = _resumed_secrets([8], steps=5, resume_redraws=0)
     assert secrets == [12] * 5
+
+
+def test_an_env_that_fails_the_replay_never_fails_the_step():
+    tasks = _sixteen()
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        raise RuntimeError("no sandbox")
+
+    sampler = MinerSampler(
+        [Src("guess", tasks, flaky, env_id="guess-number-v0")], seed=0, config=MinerConfig(variants=False)
+    )
+    policy = ScriptedPolicy.replay([tool_call_text("guess", number=8), tool_call_text("guess", number=99999)])
+    failed = rollout(
+        lambda: GuessNumberEnv(max_turns=8), policy, tasks=[tasks.get("g12")] * 2, seeds=[1] * 2, keep_snapshots=True
+    )
+    sampler.update(0, failed)  # the replays and the oracle's validation both need the env
+    assert calls and not sampler.mined and sampler.metrics()["miner/new/rejected"] == 2
