@@ -325,7 +325,7 @@ class MinerSampler(TaskSampler):
         snap = made[1]
         own = content_key(snap.task)
         pool = self.same_prompt.get((source, snap.task.prompt), [])
-        if (source, own) not in self.contents or self.contents[(source, own)] not in self.train_tasks:
+        if self.contents.get((source, own)) not in self.train_tasks:
             pool = [*pool, (own, snap.task)]  # a variant or proposal: not in the train split
         if len(pool) < 2:
             return made
