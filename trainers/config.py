@@ -37,7 +37,7 @@ from agentenv.ray_workers import RayConfig
 from agentenv.task import did_you_mean
 from agentenv.trainers.modes import LOSS_MODES, STEP_ADVANTAGES, TASK_ADVANTAGES, check_mode
 
-__all__ = ["GRPOConfig"]
+__all__ = ["GRPOConfig", "VLLMConfig"]
 
 _RLPR_FILTER_FIELDS = ("rlpr_std_threshold", "rlpr_std_factor", "rlpr_ema_decay")
 
@@ -46,6 +46,25 @@ _MODE_TABLES: dict[str, Mapping[str, object]] = {
     "advantage": TASK_ADVANTAGES,
     "step_advantage": STEP_ADVANTAGES,
 }
+
+
+class VLLMConfig(BaseModel):
+    """The vLLM engine's settings (the trainer's ``vllm`` field, with ``rollout_engine = "vllm"``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True, allow_inf_nan=False)
+
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """The engine's weights and compute: "auto" is float32 on a CPU (the trainer's dtype
+    there, so the two log-probs agree to float rounding) and bfloat16 on a GPU."""
+    kv_cache_gb: float = Field(1.0, gt=0.0)
+    """On a CPU: memory reserved for the engine's KV cache (vLLM's own default takes 92%
+    of the machine's memory)."""
+    gpu_memory_utilization: float = Field(0.3, gt=0.0, lt=1.0)
+    """On a GPU: the share of its memory the engine may take, weights and KV cache; the
+    trainer's model, gradients and optimiser need the rest."""
+    enforce_eager: bool = False
+    """Skip compiling the engine's model (torch.compile, CUDA graphs): it starts in
+    seconds instead of about a minute and samples somewhat slower. For tests and short runs."""
 
 
 class GRPOConfig(BaseModel):
@@ -112,6 +131,26 @@ class GRPOConfig(BaseModel):
     prompt, and the opening every prompt shares (a system prompt, a tool list), in
     sampling, in the update and in the warm start. The same samples and gradients up
     to float rounding; off for models with sliding-window attention."""
+    rollout_engine: Literal["transformers", "vllm"] = "transformers"
+    """What samples the rollouts. "transformers": the model itself, through this project's
+    sampler (no extra dependency; the KV cache kept across turns). "vllm": a vLLM engine
+    in this process on a copy of the weights (the vllm extra; see
+    `agentenv.trainers.vllm_engine`), given the new weights after every optimiser step,
+    its prefix cache carrying each conversation from turn to turn; its log-probs differ
+    from the trainer's (kernels, dtype), which ``sampler_is`` corrects."""
+    vllm: VLLMConfig = Field(default_factory=VLLMConfig)
+    """With rollout_engine="vllm": the engine's settings (a `VLLMConfig`, or a table of its
+    fields, e.g. {"kv_cache_gb": 2, "enforce_eager": true})."""
+    sampler_is: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask", "none"] = "sequence_mask"
+    """For tokens another implementation sampled (rollout_engine="vllm", or trajectories
+    from a served model given to `GRPOTrainer.update`): importance weights for the gap
+    between its log-probs and the trainer's (`agentenv.trainers.off_policy.sampler_importance_weights`),
+    per token or per sequence, truncated at sampler_is_cap or masked beyond it; "none"
+    only measures the gap (``sampler/*`` in the metrics). TRL's default. Tokens the
+    transformers engine sampled are never weighted: they come from the trainer's own
+    arithmetic."""
+    sampler_is_cap: float = Field(3.0, ge=1.0)
+    """C of sampler_is: the truncation cap, or the mask's bounds [1/C, C]. TRL's default."""
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
     """Share of each env's tasks held out for evaluation (split by task id hash)."""
     dynamic_sampling: bool = False
@@ -422,6 +461,7 @@ class GRPOConfig(BaseModel):
             p.append("importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false")
         p += self._async_problems()
         p += self._rlpr_problems()
+        p += self._engine_problems()
         if p:
             raise ValueError("\n".join(p))
         return self
@@ -443,6 +483,21 @@ class GRPOConfig(BaseModel):
                 "use staleness_policy='wait' (max_staleness=0 is then the synchronous trainer) or max_staleness >= 1"
             )
         return p
+
+    def _engine_problems(self) -> list[str]:
+        if self.rollout_engine == "vllm":
+            if self.async_rollouts:
+                return [
+                    "async_rollouts samples from a copy of the model in a thread; with rollout_engine='vllm' "
+                    "set async_rollouts=false (or use rollout_engine='transformers')"
+                ]
+            return []
+        if self.vllm != VLLMConfig():
+            return [
+                f"vllm settings only apply with rollout_engine='vllm' (it is {self.rollout_engine!r}); "
+                "set it or leave vllm at its defaults"
+            ]
+        return []
 
     def _rlpr_problems(self) -> list[str]:
         def changed(*fields: str) -> list[str]:

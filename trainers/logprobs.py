@@ -102,7 +102,13 @@ def policy_logprobs(
     opening = opening if share_prompts else None
     can_share = share_prompts and _can_share(model, decoder)
     prompts = _shared_prompts(batch, prompt_lengths, opening) if can_share else None
-    with recomputed_norm_outputs() if torch.is_grad_enabled() else contextlib.nullcontext():
+    # Without gradients nothing is re-run: checkpointing is off for the pass (a model in
+    # training mode with it on would otherwise drop the prompts' cache: transformers 5.19).
+    idle = [] if torch.is_grad_enabled() or not decoder.training else _checkpointing(decoder)
+    with (
+        recomputed_norm_outputs() if torch.is_grad_enabled() else contextlib.nullcontext(),
+        _setting(idle, "gradient_checkpointing", False),
+    ):
         hidden = _hidden_sharing_prompts(decoder, batch, *prompts, opening) if prompts is not None else None
         if hidden is None:
             out = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
@@ -150,6 +156,11 @@ def _checkpointed(decoder: torch.nn.Module) -> list[torch.nn.Module]:
     without gradients or outside training)."""
     if not (torch.is_grad_enabled() and decoder.training):
         return []
+    return _checkpointing(decoder)
+
+
+def _checkpointing(decoder: torch.nn.Module) -> list[torch.nn.Module]:
+    """The decoder's modules (itself included) with activation checkpointing on."""
     return [m for m in decoder.modules() if getattr(m, "gradient_checkpointing", False) is True]
 
 

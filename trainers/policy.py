@@ -1,5 +1,9 @@
 """`TransformersPolicy`: a transformers causal LM as an agentenv `Policy`, token in, token out.
 
+`TokenPolicy` holds what any token-in/token-out sampler shares (the per-episode ids,
+the context limit, the `Generation`s); `TransformersPolicy` samples with the model
+in this process, `agentenv.trainers.vllm_engine.VLLMPolicy` with a vLLM engine.
+
 Each episode keeps the exact ids it has seen and generated. A turn appends only
 the new observation's ids (through `ChatDelta`), then all live episodes are
 sampled in one batched call. Every `Generation` it returns carries the ids
@@ -41,7 +45,7 @@ from agentenv.policies import Conversation, Generation, PolicyOutput
 from agentenv.trainers.generation import KVPrefix, Sampled, reusable, sample
 from agentenv.trainers.tokens import ChatDelta
 
-__all__ = ["TransformersPolicy"]
+__all__ = ["TokenPolicy", "TransformersPolicy"]
 
 
 @dataclass
@@ -53,12 +57,16 @@ class _Episode:
     full: bool = False  # no room left for a reply: takes no more ids, every turn is refused
 
 
-class TransformersPolicy:
-    """Samples actions from ``model`` for a batch of conversations."""
+class TokenPolicy:
+    """Token in, token out over a chat template, for any sampler of token ids.
+
+    Keeps each episode's exact ids (its prompt rendered once, then per turn the ids
+    generated and the observation's, never a re-tokenised conversation), keeps every
+    episode within ``max_context_tokens``, and turns what `_sample` returns into
+    `Generation`s. A subclass says how a batch of prompts is sampled."""
 
     def __init__(
         self,
-        model: torch.nn.Module,
         tokenizer: Any,
         *,
         end_of_turn: str | None = None,
@@ -67,12 +75,8 @@ class TransformersPolicy:
         temperature: float = 1.0,
         top_p: float = 1.0,
         top_k: int = 0,
-        seed: int | None = None,
         stop: Sequence[str] = (),
-        reuse_cache: bool = True,
-        share_prompts: bool = True,
     ) -> None:
-        self.model = model
         self.tokenizer = tokenizer
         self.delta = ChatDelta(tokenizer, end_of_turn or tokenizer.eos_token)
         self.max_new_tokens = max_new_tokens
@@ -83,38 +87,13 @@ class TransformersPolicy:
         self.stop = tuple(stop)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.delta.end_of_turn_id
         self.generator: torch.Generator | None = None
-        if seed is not None:
-            self.generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
+        """Seeds the samples, where the sampler can be seeded (the trainer sets it per rollout)."""
         self._episodes: dict[int, _Episode] = {}
         self._warned_context = False
-        self.reuse_cache = reuse_cache and reusable(model)
-        """Keep the KV cache between turns (off for models `reusable` refuses)."""
-        self.share_prompts = share_prompts
-        """Prefill a prompt that several rows of a call open with once (`generation.sample`)."""
-        self._kv: KVPrefix | None = None
-        self._kv_rows: list[int] = []  # conversation id of each cached row
-        self._kv_weights: tuple[tuple[int, int], ...] = ()
-        self._kv_off = False  # memory ran short: no caching until reset()
-
-    def settings(self) -> dict[str, Any]:
-        """The keyword arguments (besides model and tokenizer) of a policy that samples
-        as this one does, without its seed: the asynchronous trainer's generation copy."""
-        return dict(
-            end_of_turn=self.delta.end_of_turn,
-            max_new_tokens=self.max_new_tokens,
-            max_context_tokens=self.max_context_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            stop=self.stop,
-            reuse_cache=self.reuse_cache,
-            share_prompts=self.share_prompts,
-        )
 
     def reset(self) -> None:
         """Forget every episode (the rollout engine reuses conversation ids per call)."""
         self._episodes.clear()
-        self._kv, self._kv_rows, self._kv_off = None, [], False
 
     def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]:
         appended = [self._append(conv) for conv in conversations]
@@ -134,16 +113,11 @@ class TransformersPolicy:
         no_room = Refused("", why)
         outputs: list[PolicyOutput] = [no_room] * len(episodes)
         if rows:
-            was_training = self.model.training
-            self.model.eval()
-            try:
-                result = self._sample(
-                    [conversations[i].id for i in rows],
-                    [episodes[i].ids for i in rows],
-                    [min(self.max_new_tokens, self.max_context_tokens - len(episodes[i].ids)) for i in rows],
-                )
-            finally:
-                self.model.train(was_training)
+            result = self._sample(
+                [conversations[i].id for i in rows],
+                [episodes[i].ids for i in rows],
+                [min(self.max_new_tokens, self.max_context_tokens - len(episodes[i].ids)) for i in rows],
+            )
             for j, i in enumerate(rows):
                 ids, logps, stopped = result.token_ids[j], result.logprobs[j], result.stopped[j]
                 ended_turn = stopped and ids[-1] == self.delta.end_of_turn_id  # not by a stop string
@@ -162,56 +136,12 @@ class TransformersPolicy:
         return outputs
 
     def _sample(self, conv_ids: list[int], prompts: list[list[int]], max_new_tokens: list[int]) -> Sampled:
-        keep = self.reuse_cache and not self._kv_off
-        with torch.inference_mode():  # the kept cache holds inference tensors (as `sample` makes them)
-            prefix = self._prefix(conv_ids, prompts) if keep else None
-        self._kv = None  # the cache is now the prefix's (or freed)
-        kwargs: dict[str, Any] = dict(
-            stop_ids=[self.delta.end_of_turn_id],
-            pad_id=self.pad_id,
-            max_new_tokens=max_new_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            generator=self.generator,
-            stop_strings=self.stop,
-            decode=self._decode,
-            share_prompts=self.share_prompts,
-        )
-        try:
-            result = sample(self.model, prompts, prefix=prefix, keep_cache=keep, **kwargs)
-        except torch.cuda.OutOfMemoryError:
-            if not keep:
-                raise
-            del prefix
-            self._kv_off = True
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            warnings.warn("out of memory with the KV cache kept between turns; sampling without it", stacklevel=3)
-            return sample(self.model, prompts, **{**kwargs, "share_prompts": False})  # the plainest pass
-        if result.prefix is not None:
-            self._kv, self._kv_rows, self._kv_weights = result.prefix, conv_ids, self._weights_version()
-            result.prefix = None
-        return result
-
-    def _prefix(self, conv_ids: list[int], prompts: list[list[int]]) -> KVPrefix | None:
-        """The kept cache rearranged for this call's rows, or None when no row can use it."""
-        kv = self._kv
-        if kv is None or self._kv_weights != self._weights_version():
-            return None
-        where = {c: r for r, c in enumerate(self._kv_rows)}
-        rows: list[int | None] = []
-        for conv_id, ids in zip(conv_ids, prompts, strict=True):
-            r = where.get(conv_id)
-            held = kv.ids[r] if r is not None else None
-            rows.append(r if held is not None and len(held) < len(ids) and ids[: len(held)] == held else None)
-        if all(r is None for r in rows):
-            return None
-        return kv.select(rows)
-
-    def _weights_version(self) -> tuple[tuple[int, int], ...]:
-        """Changes whenever a parameter is written in place (an optimiser step) or replaced."""
-        return tuple((p.data_ptr(), p._version) for p in self.model.parameters() if p.requires_grad)
+        """Continue each of ``prompts`` (the ids of episode ``conv_ids[i]``) by 1 to
+        ``max_new_tokens[i]`` ids, ending at the end-of-turn id or a ``stop`` string (the
+        id that completes it kept whole), with each id's log-prob at ``temperature``
+        (over the whole vocabulary, or over what ``top_p``/``top_k`` keep: the sampler's
+        docstring says which)."""
+        raise NotImplementedError
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -242,3 +172,125 @@ class TransformersPolicy:
             return []
         ep.ids += new
         return new
+
+
+class TransformersPolicy(TokenPolicy):
+    """Samples actions from ``model`` for a batch of conversations."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        *,
+        end_of_turn: str | None = None,
+        max_new_tokens: int = 256,
+        max_context_tokens: int = 4096,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        reuse_cache: bool = True,
+        share_prompts: bool = True,
+    ) -> None:
+        super().__init__(
+            tokenizer,
+            end_of_turn=end_of_turn,
+            max_new_tokens=max_new_tokens,
+            max_context_tokens=max_context_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            stop=stop,
+        )
+        self.model = model
+        if seed is not None:
+            self.generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
+        self.reuse_cache = reuse_cache and reusable(model)
+        """Keep the KV cache between turns (off for models `reusable` refuses)."""
+        self.share_prompts = share_prompts
+        """Prefill a prompt that several rows of a call open with once (`generation.sample`)."""
+        self._kv: KVPrefix | None = None
+        self._kv_rows: list[int] = []  # conversation id of each cached row
+        self._kv_weights: tuple[tuple[int, int], ...] = ()
+        self._kv_off = False  # memory ran short: no caching until reset()
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments (besides model and tokenizer) of a policy that samples
+        as this one does, without its seed: the asynchronous trainer's generation copy."""
+        return dict(
+            end_of_turn=self.delta.end_of_turn,
+            max_new_tokens=self.max_new_tokens,
+            max_context_tokens=self.max_context_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            stop=self.stop,
+            reuse_cache=self.reuse_cache,
+            share_prompts=self.share_prompts,
+        )
+
+    def reset(self) -> None:
+        """Forget every episode and the kept KV cache."""
+        super().reset()
+        self._kv, self._kv_rows, self._kv_off = None, [], False
+
+    def _sample(self, conv_ids: list[int], prompts: list[list[int]], max_new_tokens: list[int]) -> Sampled:
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return self._sample_in_eval(conv_ids, prompts, max_new_tokens)
+        finally:
+            self.model.train(was_training)
+
+    def _sample_in_eval(self, conv_ids: list[int], prompts: list[list[int]], max_new_tokens: list[int]) -> Sampled:
+        keep = self.reuse_cache and not self._kv_off
+        with torch.inference_mode():  # the kept cache holds inference tensors (as `sample` makes them)
+            prefix = self._prefix(conv_ids, prompts) if keep else None
+        self._kv = None  # the cache is now the prefix's (or freed)
+        kwargs: dict[str, Any] = dict(
+            stop_ids=[self.delta.end_of_turn_id],
+            pad_id=self.pad_id,
+            max_new_tokens=max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            generator=self.generator,
+            stop_strings=self.stop,
+            decode=self._decode,
+            share_prompts=self.share_prompts,
+        )
+        try:
+            result = sample(self.model, prompts, prefix=prefix, keep_cache=keep, **kwargs)
+        except torch.cuda.OutOfMemoryError:
+            if not keep:
+                raise
+            del prefix
+            self._kv_off = True
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            warnings.warn("out of memory with the KV cache kept between turns; sampling without it", stacklevel=5)
+            return sample(self.model, prompts, **{**kwargs, "share_prompts": False})  # the plainest pass
+        if result.prefix is not None:
+            self._kv, self._kv_rows, self._kv_weights = result.prefix, conv_ids, self._weights_version()
+            result.prefix = None
+        return result
+
+    def _prefix(self, conv_ids: list[int], prompts: list[list[int]]) -> KVPrefix | None:
+        """The kept cache rearranged for this call's rows, or None when no row can use it."""
+        kv = self._kv
+        if kv is None or self._kv_weights != self._weights_version():
+            return None
+        where = {c: r for r, c in enumerate(self._kv_rows)}
+        rows: list[int | None] = []
+        for conv_id, ids in zip(conv_ids, prompts, strict=True):
+            r = where.get(conv_id)
+            held = kv.ids[r] if r is not None else None
+            rows.append(r if held is not None and len(held) < len(ids) and ids[: len(held)] == held else None)
+        if all(r is None for r in rows):
+            return None
+        return kv.select(rows)
+
+    def _weights_version(self) -> tuple[tuple[int, int], ...]:
+        """Changes whenever a parameter is written in place (an optimiser step) or replaced."""
+        return tuple((p.data_ptr(), p._version) for p in self.model.parameters() if p.requires_grad)

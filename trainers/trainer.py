@@ -20,7 +20,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -54,13 +54,16 @@ from agentenv.trainers.model import (
     quiet_progress_bars,
     resolve_device,
 )
-from agentenv.trainers.off_policy import truncated_importance_weights
-from agentenv.trainers.policy import TransformersPolicy
+from agentenv.trainers.off_policy import sampler_importance_weights, truncated_importance_weights
+from agentenv.trainers.policy import TokenPolicy, TransformersPolicy
 from agentenv.trainers.rlpr import RLPRScorer, RLPRScores, StdThreshold
 from agentenv.trainers.sampling import EnvSource, UniformSampler
 from agentenv.trainers.sft import sft
 from agentenv.trajectory import Trajectory
 from agentenv.types import Failure
+
+if TYPE_CHECKING:
+    from agentenv.trainers.vllm_engine import VLLMEngine
 
 __all__ = ["GRPOTrainer"]
 
@@ -135,31 +138,11 @@ class GRPOTrainer:
         self.sampler: TaskSampler = sampler or self._default_sampler()
         if isinstance(self.executor, RayExecutor):  # no room for the actors fails here, not at the first step
             self.executor.start()
-        self.policy = TransformersPolicy(
-            self.model,
-            tokenizer,
-            end_of_turn=end_of_turn,
-            max_new_tokens=config.max_new_tokens,
-            max_context_tokens=config.max_seq_len,
-            temperature=config.temperature,
-            top_p=config.top_p,
-            top_k=config.top_k,
-            stop=config.stop,
-            reuse_cache=config.reuse_kv_cache,
-            share_prompts=config.share_prompts,
-        )
-        self.eval_policy = TransformersPolicy(
-            self.model,
-            tokenizer,
-            end_of_turn=end_of_turn,
-            max_new_tokens=config.max_new_tokens,
-            max_context_tokens=config.max_seq_len,
-            temperature=config.eval_temperature,
-            seed=config.seed,
-            stop=config.stop,
-            reuse_cache=config.reuse_kv_cache,
-            share_prompts=config.share_prompts,
-        )
+        self.engine: VLLMEngine | None = None
+        self.policy, self.eval_policy = self._policies(end_of_turn)
+        self._foreign_tokens = self.engine is not None
+        """Whether the tokens trained on were sampled by another implementation (vLLM, a
+        served model): their log-probs then get `sampler_importance_weights`."""
         self.rlpr = self._rlpr_scorer()
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
@@ -190,6 +173,52 @@ class GRPOTrainer:
         if cfg.cpu_onednn_linear and self.device.type == "cpu":
             onednn_linear(model)
         return model.to(self.device)
+
+    def _policies(self, end_of_turn: str | None) -> tuple[TokenPolicy, TokenPolicy]:
+        """The rollout policy and the held-out one: the same settings but the temperature
+        (the held-out one seeded alike at every evaluation), on the configured engine."""
+        cfg = self.config
+        shared: dict[str, Any] = dict(
+            end_of_turn=end_of_turn,
+            max_new_tokens=cfg.max_new_tokens,
+            max_context_tokens=cfg.max_seq_len,
+            top_p=cfg.top_p,
+            top_k=cfg.top_k,
+            stop=cfg.stop,
+        )
+        if cfg.rollout_engine == "vllm":
+            from agentenv.trainers.vllm_engine import VLLMEngine, VLLMPolicy
+
+            self.engine = VLLMEngine(
+                self.model,
+                self.tokenizer,
+                max_model_len=cfg.max_seq_len,
+                device=self.device,
+                seed=cfg.seed,
+                **cfg.vllm.model_dump(),
+            )
+            held_out = VLLMPolicy(self.engine, self.tokenizer, temperature=cfg.eval_temperature, **shared)
+            held_out.generator = torch.Generator(device=self.device)  # seeded by each evaluation
+            return VLLMPolicy(self.engine, self.tokenizer, temperature=cfg.temperature, **shared), held_out
+        shared.update(reuse_cache=cfg.reuse_kv_cache, share_prompts=cfg.share_prompts)
+        return (
+            TransformersPolicy(self.model, self.tokenizer, temperature=cfg.temperature, **shared),
+            TransformersPolicy(self.model, self.tokenizer, temperature=cfg.eval_temperature, seed=cfg.seed, **shared),
+        )
+
+    def _push_weights(self) -> float:
+        """Give the running vLLM engine the model's weights; returns the seconds it took
+        (0 without one: a stopped engine takes the weights of when it starts again)."""
+        if self.engine is None or self.engine.closed:
+            return 0.0
+        start = time.perf_counter()
+        self.engine.push(self.model)
+        return time.perf_counter() - start
+
+    def _engine_running(self) -> None:
+        """Start the vLLM engine again on the current weights if `close` stopped it."""
+        if self.engine is not None and self.engine.closed:
+            self.engine.start(self.model)
 
     def _rlpr_scorer(self) -> RLPRScorer | None:
         """With reward="rlpr": the scorer, once every task of every env has a reference."""
@@ -357,6 +386,7 @@ class GRPOTrainer:
                 why = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 raise ValueError(f"{path / 'trainer_state.json'}: the {name} state: {why}") from None
         self.step = state["step"]
+        self._push_weights()
         if self.dist.is_writer:
             print(f"resumed from {path} at step {self.step}")
         return True
@@ -387,6 +417,7 @@ class GRPOTrainer:
             f"warm start: {cfg.sft_steps} supervised steps on {len(trajs)} oracle episodes, "
             f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
         )
+        self._push_weights()
 
     def _warm_start_progress(self, step: int, loss: float) -> None:
         every = max(1, self.config.sft_steps // 10)
@@ -405,6 +436,7 @@ class GRPOTrainer:
         """The held-out episodes: each env's test tasks in turn, seeds 0, 1, ..., its share
         of ``episodes`` by weight."""
         episodes = episodes or self.config.eval_episodes
+        self._engine_running()
         total = sum(s.weight for s in self.sources)
         trajs: list[Trajectory] = []
         for source in self.sources:
@@ -456,9 +488,11 @@ class GRPOTrainer:
 
     def train_step(self) -> dict[str, Any]:
         cfg = self.config
+        self._engine_running()
         extra: dict[str, Any] = {}
         if cfg.async_rollouts:
             if self._async is None:
+                assert isinstance(self.policy, TransformersPolicy)  # the config refuses async with vLLM
                 self._async = AsyncRollouts(
                     self._collect,
                     self.policy,
@@ -495,12 +529,47 @@ class GRPOTrainer:
         timer["train_s"] = time.perf_counter() - start
         if self._async is not None:
             self._async.publish(self.model, self.step + 1)
+        if not metrics.get("skipped_update"):
+            timer["push_s"] = self._push_weights()
         metrics.update({f"time/{k}": v for k, v in timer.items()})
         gen_tokens = sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None)
         metrics["gen_tokens_per_s"] = gen_tokens / max(timer["generate_s"], 1e-9)
         metrics["tokens/trained"] = int(metrics.pop("_train_tokens", 0))  # every rank's (`_update` sums them)
         metrics["train_tokens_per_s"] = metrics["tokens/trained"] / max(timer["train_s"], 1e-9)
         metrics["tokens/generated"] = batch.generated_tokens
+        return metrics
+
+    def update(self, groups: Sequence[Sequence[Trajectory]]) -> dict[str, Any]:
+        """One optimiser step on ``groups`` rolled out elsewhere: each group the G episodes
+        of one task and seed, sampled by another implementation of this model (a served
+        one: `agentenv.OpenAIPolicy` with ``return_tokens=True`` against vLLM or SGLang,
+        given these weights). Every turn must carry the ids it was prompted with and
+        generated, with their log-probs; the gap between those and the trainer's own is
+        corrected by ``sampler_is`` (``sampler/*`` in the returned metrics). Advances the
+        step (the learning-rate schedule) and gives the vLLM engine, if any, the new weights.
+        The episodes' env (`Trajectory.env_id`) picks its reward weights among the
+        trainer's envs; one unknown to it counts every reward component once."""
+        groups = [list(g) for g in groups]
+        for i, group in enumerate(groups):
+            if len(group) < 2:
+                raise ValueError(f"group {i} holds {len(group)} episode(s); group-relative advantages need >= 2")
+            for j, traj in enumerate(group):
+                if not any(g is not None and g.token_ids for g in traj.generations):
+                    raise ValueError(
+                        f"episode {j} of group {i} has no generated token ids to train on; roll it out with a policy "
+                        "that returns them (OpenAIPolicy(..., return_tokens=True) against vLLM, or the trainer's own)"
+                    )
+        by_id = {s.env_id: k for k, s in enumerate(self.sources) if s.env_id is not None}
+        sources = [by_id.get(g[0].env_id or "", -1) for g in groups]
+        self._foreign_tokens, before = True, self._foreign_tokens
+        try:
+            metrics = self._update(groups, sources)
+        finally:
+            self._foreign_tokens = before
+        self.step += 1
+        if not metrics.get("skipped_update"):
+            metrics["time/push_s"] = self._push_weights()
+        metrics["tokens/trained"] = int(metrics.pop("_train_tokens", 0))
         return metrics
 
     def _rlpr_rewards(
@@ -554,13 +623,15 @@ class GRPOTrainer:
         return self._async.sampler_state if self._async is not None else self.sampler.state_dict()
 
     def close(self) -> None:
-        """Stop the rollout thread of ``async_rollouts`` (`train` does when it returns);
-        a later step starts a new one."""
+        """Stop the rollout thread of ``async_rollouts`` and the vLLM engine, freeing its
+        memory (`train` does when it returns); a later step or evaluation starts them again."""
         if self._async is not None:
             self._async.close()
             self._async = None
+        if self.engine is not None:
+            self.engine.close()
 
-    def _collect(self, step: int, policy: TransformersPolicy) -> RolloutBatch:
+    def _collect(self, step: int, policy: TokenPolicy) -> RolloutBatch:
         """The groups of step ``step``, rolled out with ``policy`` (with dynamic sampling,
         round after round until the batch is full), and the sampler updated with them."""
         cfg = self.config
@@ -598,7 +669,7 @@ class GRPOTrainer:
         )
 
     def _rollout_groups(
-        self, draws: Sequence[Draw], timer: dict[str, float], round_: int, step: int, policy: TransformersPolicy
+        self, draws: Sequence[Draw], timer: dict[str, float], round_: int, step: int, policy: TokenPolicy
     ) -> list[list[Trajectory]]:
         cfg = self.config
         timed = _TimedPolicy(policy)
@@ -647,7 +718,11 @@ class GRPOTrainer:
         cfg = self.config
         trajs = [t for g in groups for t in g]
         group_ids = [i for i, g in enumerate(groups) for _ in g]
-        weights = [self.sources[src].reward_weights for src, g in zip(sources, groups, strict=True) for _ in g]
+        weights = [
+            self.sources[src].reward_weights if src >= 0 else {}
+            for src, g in zip(sources, groups, strict=True)
+            for _ in g
+        ]
         # Length shaping: DAPO's soft overlong penalty per turn, and a penalty for the share
         # of turns cut at max_new_tokens (no end-of-turn token), at the episode level so a
         # short episode is not cheaper than a long one. Without it a model loses nothing by
@@ -724,6 +799,7 @@ class GRPOTrainer:
         probe = TrainBatch(*(getattr(batches[0], f.name)[:UPDATE_KL_PROBE] for f in dataclasses.fields(TrainBatch)))
         before: torch.Tensor | None = None
         sums: dict[str, float] = defaultdict(float)
+        extremes: dict[str, float] = {}  # the sampler's min and max ratios and gaps: over micro-batches
         self.model.train()
         for _ in range(cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -734,7 +810,11 @@ class GRPOTrainer:
                 if before is None:
                     before = logp[:UPDATE_KL_PROBE]
                 for k, v in diagnostics.items():
-                    sums[k] += v * share / cfg.ppo_epochs
+                    if k.startswith("sampler/") and k.endswith(("_min", "_max")):
+                        pick = min if k.endswith("_min") else max
+                        extremes[k] = pick(extremes.get(k, v), v) if share > 0 else extremes.get(k, v)
+                    else:
+                        sums[k] += v * share / cfg.ppo_epochs
             if opening is not None:
                 opening.backward()
             for group in self.optimizer.param_groups:  # a function of the step: nothing to checkpoint
@@ -744,6 +824,7 @@ class GRPOTrainer:
             )
             self.optimizer.step()
         out = self.dist.sum_metrics(dict(sums))  # each rank's are weighed by its share of the whole batch
+        out.update(extremes)
         out["grad_norm"] = float(grad_norm)
         with torch.no_grad(), self._autocast():
             after = self.dist.forward(lambda: self._logprobs(self.model, probe)[0])
@@ -794,6 +875,11 @@ class GRPOTrainer:
         if cfg.async_rollouts:  # tokens sampled by older weights: truncated importance weights
             weights, off_policy = truncated_importance_weights(
                 prox, batch.old_logp, batch.lag, batch.mask, cap=cfg.importance_cap
+            )
+            advantages = advantages * weights
+        elif self._foreign_tokens:  # sampled by vLLM or a server: the sampler/trainer mismatch
+            weights, off_policy = sampler_importance_weights(
+                prox, batch.old_logp, batch.mask, mode=cfg.sampler_is, cap=cfg.sampler_is_cap
             )
             advantages = advantages * weights
         result = compute_loss(
@@ -885,7 +971,7 @@ token with advantage 0 (weighing 0), so every parameter still joins the gradient
 class _TimedPolicy:
     """Counts the seconds spent inside the policy (generation) during a rollout."""
 
-    def __init__(self, inner: TransformersPolicy) -> None:
+    def __init__(self, inner: TokenPolicy) -> None:
         self.inner = inner
         self.seconds = 0.0
 
