@@ -17,10 +17,23 @@ wrote its call as ``<tool_call>`` text; strict servers refuse a ``tool`` message
 that answers no ``tool_calls`` id, so such messages are sent as ``user``
 messages instead (see `_api_messages`).
 
-Left out on purpose: token ids and log-probs (a trainer that needs them uses the
-transformers policy, or a server-specific ``extra_body``), streaming, ``n > 1``
-sampling, the legacy ``/completions`` endpoint, compressed responses (asked for
-and accepted only as sent: a chat completion is small), and reading credentials
+Trainable rollouts (``return_tokens=True``): the request also asks for the log-prob of
+each generated token (``logprobs``) and for the token ids of the prompt and the reply
+(``return_token_ids``, vLLM's extension), and each `Generation` keeps them, so a
+trainer can learn from the episode off-policy (`agentenv.trainers.GRPOTrainer.update`).
+The server renders the whole conversation every turn; where the ids it rendered extend
+the ids the episode holds (its earlier prompts and replies), a turn's ``prompt_ids``
+are only what was added (the observation), one sequence across turns, as the
+trainer's own policy builds it. Where they do not (a template that rewrites earlier
+turns, such as one dropping earlier reasoning, or a reply whose text tokenises
+differently than it was sampled), the turn's ``prompt_ids`` are the whole prompt and
+``full_prompt`` is set: the training sequence starts again there. For log-probs of the
+distribution the tokens were drawn from (temperature and top-p applied), start vLLM
+with ``--logprobs-mode processed_logprobs``; its default gives them before both.
+
+Left out on purpose: streaming, ``n > 1`` sampling, the legacy ``/completions``
+endpoint, compressed responses (asked for and accepted only as sent: a chat
+completion is small), and reading credentials
 from environment variables (pass ``api_key`` explicitly).
 """
 
@@ -44,7 +57,7 @@ from pydantic import BaseModel, Field, ValidationError
 from agentenv import _admit, _safejson
 from agentenv._admit import Refused
 from agentenv._deadline import run_within
-from agentenv.policies import Conversation, Generation, PolicyFailure, PolicyOutput
+from agentenv.policies import Conversation, Generation, PolicyFailure, PolicyOutput, TokenId
 
 __all__ = ["OpenAIPolicy"]
 
@@ -83,13 +96,24 @@ class _Message(BaseModel):
     tool_calls: list[_ToolCall] | None = None
 
 
+class _TokenLogprob(BaseModel):
+    logprob: float
+
+
+class _Logprobs(BaseModel):
+    content: list[_TokenLogprob] | None = None
+
+
 class _Choice(BaseModel):
     message: _Message
     finish_reason: str | None = None
+    token_ids: list[TokenId] | None = None
+    logprobs: _Logprobs | None = None
 
 
 class _Completion(BaseModel):
     choices: list[_Choice] = Field(min_length=1)
+    prompt_token_ids: list[TokenId] | None = None
 
 
 class _Failed(Exception):
@@ -144,6 +168,7 @@ class OpenAIPolicy:
         max_backoff_s: float = 30.0,
         concurrency: int = 16,
         headers: Mapping[str, str] | None = None,
+        return_tokens: bool = False,
     ) -> None:
         """Check the settings and open the connection pool; nothing is sent until `act`.
 
@@ -170,6 +195,10 @@ class OpenAIPolicy:
             max_backoff_s: Cap on any wait, a server's ``Retry-After`` included.
             concurrency: Requests in flight at once.
             headers: Extra HTTP headers for every request.
+            return_tokens: Ask for the token ids of each prompt and reply and the
+                log-probs of the reply's tokens, and keep them in each `Generation`
+                (trainable rollouts; see the module's docstring). A reply without them
+                fails that conversation (``infra``): the server does not give them.
         """
         self.url = _endpoint(base_url)
         self.model = _require(model, isinstance(model, str) and bool(model), "model", "a non-empty string")
@@ -182,6 +211,7 @@ class OpenAIPolicy:
         self.concurrency = _require(concurrency, _int(concurrency) and concurrency >= 1, "concurrency", "an int >= 1")
         self.seed = _require(seed, seed is None or _int(seed), "seed", "an int or None")
         self.send_tools = send_tools
+        self.return_tokens = return_tokens
         self.sampling = _sampling(temperature, top_p, max_tokens, stop)
         self.extra_body = dict(extra_body or {})
         clash = sorted(_RESERVED_BODY_KEYS & set(self.extra_body))
@@ -199,6 +229,8 @@ class OpenAIPolicy:
         # A private generator: jitter must not consume (or depend on) the global
         # random state a user seeds for reproducibility.
         self._rng = random.Random()
+        self._episodes: dict[int, list[int]] = {}
+        """With return_tokens: the ids each live conversation holds (its last prompt and reply)."""
         self._sleep: Callable[[float], None] = time.sleep  # tests record the waits instead
 
     # -- the Policy protocol ----------------------------------------------------
@@ -238,7 +270,10 @@ class OpenAIPolicy:
     def _complete(self, conv: Conversation) -> PolicyOutput:
         try:
             body = json.dumps(self.request_body(conv), ensure_ascii=False).encode()
-            return _generation(self._post_with_retries(body), conv)
+            generation = _generation(self._post_with_retries(body), conv, tokens=self.return_tokens)
+            if self.return_tokens:
+                self._continue_episode(conv, generation)
+            return generation
         except _ContextFull as e:
             if conv.turn == 0:  # nothing the policy wrote yet: the env's prompt does not fit
                 return PolicyFailure(error=f"{e} (the first turn: the prompt alone is past the model's context)")
@@ -251,11 +286,24 @@ class OpenAIPolicy:
         except Exception as e:  # noqa: BLE001 - one bad conversation is data, never the batch's crash
             return PolicyFailure(error=f"{type(e).__name__}: {e}")
 
+    def _continue_episode(self, conv: Conversation, generation: Generation) -> None:
+        """Cut ``generation``'s whole prompt to what the episode's ids do not hold yet
+        (or mark it ``full_prompt`` where they are not its prefix) and record the ids."""
+        prompt = generation.prompt_ids or []
+        held = self._episodes.get(conv.id) if conv.turn > 0 else None
+        if held is not None and len(held) <= len(prompt) and prompt[: len(held)] == held:
+            generation.prompt_ids = prompt[len(held) :]
+        elif conv.turn > 0:
+            generation.full_prompt = True
+        self._episodes[conv.id] = [*prompt, *generation.token_ids]
+
     def request_body(self, conv: Conversation) -> dict[str, Any]:
         """The JSON body sent for ``conv``."""
         body: dict[str, Any] = {"model": self.model, "messages": _api_messages(conv.messages)}
         if self.send_tools and conv.tools:
             body["tools"] = conv.tools
+        if self.return_tokens:
+            body.update(logprobs=True, return_token_ids=True)
         body.update(self.sampling)
         if self.seed is not None:
             body["seed"] = self.seed + conv.id
@@ -425,7 +473,7 @@ def _text(content: Any) -> Any:
 # -- responses --------------------------------------------------------------------
 
 
-def _generation(content: bytes, conv: Conversation) -> Generation:
+def _generation(content: bytes, conv: Conversation, *, tokens: bool = False) -> Generation:
     completion = _completion(content)
     choice = completion.choices[0]
     action: dict[str, Any] = {"role": "assistant", "content": choice.message.content or ""}
@@ -444,7 +492,26 @@ def _generation(content: bytes, conv: Conversation) -> Generation:
             }
             for i, call in enumerate(choice.message.tool_calls)
         ]
-    return Generation(action=action, finish_reason=choice.finish_reason)
+    if not tokens:
+        return Generation(action=action, finish_reason=choice.finish_reason)
+    ids, steps = choice.token_ids, choice.logprobs.content if choice.logprobs is not None else None
+    if completion.prompt_token_ids is None or ids is None or steps is None:
+        raise _Failed(
+            "the server gave no token ids or log-probs (return_tokens=True asks for return_token_ids and "
+            "logprobs: vLLM's OpenAI server gives both)"
+        )
+    if len(steps) != len(ids) or not ids:
+        raise _Failed(f"the server gave {len(steps)} log-probs for {len(ids)} generated tokens")
+    logprobs = [step.logprob for step in steps]
+    if not all(math.isfinite(lp) and lp <= 0 for lp in logprobs):
+        raise _Failed("the server gave a log-prob that is not a finite number <= 0")
+    return Generation(
+        action=action,
+        prompt_ids=completion.prompt_token_ids,
+        token_ids=ids,
+        logprobs=logprobs,
+        finish_reason=choice.finish_reason,
+    )
 
 
 def _completion(content: bytes) -> _Completion:

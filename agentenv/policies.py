@@ -60,6 +60,11 @@ class Generation(BaseModel):
     logprobs: list[FiniteFloat] = []
     finish_reason: str | None = None
     """"stop" (end of turn), "length" (cut at the token limit), or the server's word."""
+    full_prompt: bool = False
+    """True when ``prompt_ids`` hold the whole context the turn was sampled from, not only
+    what came after the turn before: a server rendered the conversation so that the
+    episode's earlier ids are not a prefix of it (`agentenv.OpenAIPolicy`). A trainer
+    starts a new sequence at such a turn."""
     policy_version: int | None = None
     """The version of the weights that sampled every token of this turn: the learner's
     step count when they were published (asynchronous training); None when not tracked."""

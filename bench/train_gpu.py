@@ -58,6 +58,8 @@ SMOKE = dict(
     layers=2,
     hidden=64,
     vocab=1000,
+    sampling_rows=4,
+    sampling_tokens=8,
 )
 
 
@@ -74,6 +76,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("--layers", 24, "decoder layers"),
         ("--hidden", 896, "hidden size (heads of 64 dims)"),
         ("--vocab", 151936, "embedding rows, padded"),
+        ("--sampling-rows", 64, "conversations sampled at once in the sampling comparison"),
+        ("--sampling-tokens", 256, "tokens per conversation in the sampling comparison"),
     ):
         p.add_argument(flag, type=int, default=default, help=f"{help_} (default {default})")
     p.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
@@ -94,6 +98,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             "a GPU (to check the script on a CPU: --smoke --device cpu)"
         )
     return args
+
+
+def sampling(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, float]:
+    """Tokens/s of one turn for --sampling-rows conversations of --sampling-tokens tokens
+    (a random model rarely ends its turn: about rows x tokens), sampled by the static
+    decoder (`static_decode`: CUDA graphs, no host sync per token) and by the forward loop
+    (`generation.sample`), each after an untimed call of its own (the graph capture)."""
+    import agentenv
+    from agentenv.policies import Conversation
+    from agentenv.trainers.policy import TransformersPolicy
+
+    env = agentenv.make("guess-number-v0", tool_prompt="compact")
+    conversations = []
+    for i in range(args.sampling_rows):
+        obs, _ = env.reset(seed=i)
+        conversations.append(Conversation(i, list(obs)))
+    env.close()
+    figures: dict[str, float] = {}
+    for name, static in (("static", True), ("forward", False)):
+        policy = TransformersPolicy(
+            model, tokenizer, max_new_tokens=args.sampling_tokens, max_context_tokens=4096, static=static, seed=0
+        )
+        policy.act(conversations[:8])  # warm-up (and, for the static decoder, its graphs)
+        policy.reset()
+        sync(model.device)
+        start = time.perf_counter()
+        out = policy.act(conversations)
+        sync(model.device)
+        seconds = time.perf_counter() - start
+        tokens = sum(len(g.token_ids) for g in out if hasattr(g, "token_ids"))
+        figures[f"{name}_tps"] = tokens / seconds
+        figures[f"{name}_tokens"] = tokens
+        print(f"sampling, {name}: {tokens} tokens in {seconds:.2f} s", flush=True)
+    figures["ratio"] = figures["static_tps"] / figures["forward_tps"]
+    return figures
 
 
 def measure(trainer: Any, args: argparse.Namespace) -> list[dict[str, float | None]]:
@@ -221,6 +260,7 @@ def main() -> None:
         env.max_format_errors = args.max_turns  # an invalid call every turn must not end the episode early
         return varied_penalty(env)
 
+    speeds = sampling(model, tokenizer, args)
     with tempfile.TemporaryDirectory(prefix="train_gpu_") as output_dir:
         config = GRPOConfig(
             model="random-init/qwen2-0.5b-shape",
@@ -244,6 +284,11 @@ def main() -> None:
         steps = measure(trainer, args)
     figures = medians(steps)
     report(trainer, args, figures, len(steps))
+    print(
+        f"\nsampling {args.sampling_rows} conversations x {args.sampling_tokens} tokens: static decoder "
+        f"{speeds['static_tps']:,.0f} tokens/s, forward loop {speeds['forward_tps']:,.0f} tokens/s "
+        f"({speeds['ratio']:.1f}x; target >= 10,000 tokens/s for a 0.5B-class model)"
+    )
     write_json(
         args.out,
         {
@@ -256,6 +301,7 @@ def main() -> None:
             "settings": {k: v for k, v in vars(args).items() if k != "out"},
             "steps_measured": len(steps),
             "medians": figures,
+            "sampling": speeds,
         },
     )
 

@@ -547,3 +547,68 @@ def test_retry_after_http_date() -> None:
     when = format_datetime(now + timedelta(seconds=30), usegmt=True)
     assert _retry_after_s(when, now=now) == 30.0
     assert _retry_after_s(format_datetime(now - timedelta(seconds=5), usegmt=True), now=now) == 0.0
+
+
+# -- trainable rollouts: token ids and log-probs (return_tokens) ---------------------------
+
+
+def token_reply(prompt_ids: list[int], ids: list[int], logprobs: list[float] | None = None) -> Reply:
+    """A chat completion with vLLM's token fields (return_token_ids, logprobs)."""
+    reply = chat_reply("ok")
+    logprobs = logprobs or [-0.5] * len(ids)
+    steps = [{"token": f"t{t}", "logprob": lp, "top_logprobs": []} for t, lp in zip(ids, logprobs, strict=True)]
+    reply.body["choices"][0].update(token_ids=ids, logprobs={"content": steps})
+    reply.body["prompt_token_ids"] = prompt_ids
+    return reply
+
+
+def test_with_return_tokens_each_turn_keeps_only_the_ids_added_since_the_last(server: OpenAIServer) -> None:
+    # The server renders the whole conversation each turn; turn 1's prompt extends turn 0's
+    # prompt and reply, so turn 1 holds only the observation's ids.
+    prompts = {0: [1, 2, 3], 1: [1, 2, 3, 7, 8, 9, 4, 5]}
+    server.script = lambda request: token_reply(prompts[len(request.messages) // 2 - 1], [7, 8, 9], [-0.1, -0.2, -0.3])
+    with make_policy(server, return_tokens=True) as policy:
+        first = act_one(policy)
+        conv = conversation()
+        conv.messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "again"}]
+        second = act_one(policy, conv)
+    assert server.requests[0].body["logprobs"] is True and server.requests[0].body["return_token_ids"] is True
+    assert isinstance(first, Generation) and isinstance(second, Generation)
+    assert (first.prompt_ids, first.token_ids, first.logprobs) == ([1, 2, 3], [7, 8, 9], [-0.1, -0.2, -0.3])
+    assert (second.prompt_ids, second.full_prompt) == ([4, 5], False)
+
+
+def test_a_prompt_that_does_not_extend_the_episodes_ids_is_kept_whole_and_marked(server: OpenAIServer) -> None:
+    # Turn 0's reply [7, 8, 9] comes back re-tokenised as [7, 89]: the episode's ids are not a prefix.
+    prompts = {0: [1, 2, 3], 1: [1, 2, 3, 7, 89, 4, 5]}
+    server.script = lambda request: token_reply(prompts[len(request.messages) // 2 - 1], [7, 8, 9])
+    with make_policy(server, return_tokens=True) as policy:
+        act_one(policy)
+        conv = conversation()
+        conv.messages += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "again"}]
+        second = act_one(policy, conv)
+    assert isinstance(second, Generation)
+    assert (second.prompt_ids, second.full_prompt) == ([1, 2, 3, 7, 89, 4, 5], True)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda body: body.pop("prompt_token_ids"), "no token ids or log-probs"),
+        (lambda body: body["choices"][0].pop("logprobs"), "no token ids or log-probs"),
+        (lambda body: body["choices"][0]["logprobs"]["content"].pop(), "2 log-probs for 3 generated tokens"),
+        (lambda body: body["choices"][0]["logprobs"]["content"][0].update(logprob=0.5), "finite number <= 0"),
+        (lambda body: body["choices"][0].update(token_ids=[7, -1, 9]), "token_ids"),
+    ],
+    ids=["no prompt ids", "no log-probs", "a log-prob short", "a positive log-prob", "a negative id"],
+)
+def test_a_reply_without_consistent_tokens_fails_its_conversation(server: OpenAIServer, edit, expected) -> None:
+    def script(request: Request) -> Reply:
+        reply = token_reply([1, 2, 3], [7, 8, 9])
+        edit(reply.body)
+        return reply
+
+    server.script = script
+    with make_policy(server, return_tokens=True, max_retries=0) as policy:
+        out = act_one(policy)
+    assert isinstance(out, PolicyFailure) and expected in out.error

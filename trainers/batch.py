@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from agentenv.policies import Generation
 from agentenv.trainers import advantages as adv
 from agentenv.trainers.modes import STEP_ADVANTAGES, check_mode
 from agentenv.trajectory import Trajectory
@@ -46,6 +47,8 @@ class Example:
     truncated: bool  # cut at max_seq_len
     lags: list[int] = field(default_factory=list)
     """Per id, learner version minus the version that sampled it (empty: all 0)."""
+    episode: int = 0
+    """The index of the trajectory it comes from, among those `build_examples` was given."""
 
 
 @dataclass
@@ -162,54 +165,76 @@ def turn_advantages(
 def build_examples(
     trajs: Sequence[Trajectory], per_turn: Sequence[Sequence[float]], *, max_seq_len: int, version: int | None = None
 ) -> list[Example]:
-    """One `Example` per trajectory, in order: infra ones get an all-zero mask, and one
-    without generations (it ended before its first turn) gets no ids at all.
+    """The `Example`s of ``trajs``, in order: one per trajectory, or one per run of turns
+    where a turn holds its whole prompt (`Generation.full_prompt`: a server's rendering
+    whose earlier ids are not a prefix of it), each naming its trajectory (``episode``).
+    Infra ones get an all-zero mask, and one without generations (it ended before its
+    first turn) gets no ids at all.
 
     With the learner's ``version``, each generated id's lag is ``version`` minus its
-    turn's `Generation.policy_version` (0 for a turn that records none)."""
+    turn's `Generation.policy_version` (0 for a turn that records none). A turn whose
+    log-probs do not match its ids one for one is refused (ValueError): its tokens would
+    otherwise train against a made-up sampling probability."""
     examples = []
-    for traj, advs in zip(trajs, per_turn, strict=True):
-        ids: list[int] = []
-        mask: list[int] = []
-        old: list[float] = []
-        advantages: list[float] = []
-        lengths: list[int] = []
-        lags: list[int] = []
+    for index, (traj, advs) in enumerate(zip(trajs, per_turn, strict=True)):
         live = traj.failure is not Failure.INFRA
+        segment = _Segment()
         for k, gen in enumerate(traj.generations):
             if gen is None:
                 continue
-            prompt = gen.prompt_ids or []
-            ids += prompt
-            mask += [0] * len(prompt)
-            lags += [0] * len(prompt)
-            old += [0.0] * len(prompt)
-            advantages += [0.0] * len(prompt)
-            a = advs[k] if k < len(advs) else 0.0
-            ids += gen.token_ids
-            mask += [int(live)] * len(gen.token_ids)
-            old += list(gen.logprobs) if len(gen.logprobs) == len(gen.token_ids) else [0.0] * len(gen.token_ids)
-            advantages += [a] * len(gen.token_ids)
-            lengths.append(len(gen.token_ids))
+            if len(gen.logprobs) != len(gen.token_ids):
+                raise ValueError(
+                    f"trajectory {index} ({traj.task.id}), turn {k}: {len(gen.logprobs)} log-probs for "
+                    f"{len(gen.token_ids)} generated tokens; a policy that returns token ids must return one "
+                    "log-prob per token"
+                )
+            if gen.full_prompt and segment.ids:
+                examples.append(segment.example(max_seq_len, index))
+                segment = _Segment()
             behind = version - gen.policy_version if version is not None and gen.policy_version is not None else 0
             if behind < 0:
                 raise ValueError(
                     f"a turn was sampled by version {gen.policy_version}, newer than the learner's {version}"
                 )
-            lags += [behind] * len(gen.token_ids)
-        truncated = len(ids) > max_seq_len
-        examples.append(
-            Example(
-                ids[:max_seq_len],
-                mask[:max_seq_len],
-                old[:max_seq_len],
-                advantages[:max_seq_len],
-                lengths,
-                truncated,
-                lags[:max_seq_len],
-            )
-        )
+            segment.add(gen.prompt_ids or [], gen, advs[k] if k < len(advs) else 0.0, live=live, behind=behind)
+        examples.append(segment.example(max_seq_len, index))
     return examples
+
+
+@dataclass
+class _Segment:
+    """The ids of one training sequence as its turns are added."""
+
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    old: list[float] = field(default_factory=list)
+    advantages: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    lags: list[int] = field(default_factory=list)
+
+    def add(self, prompt: Sequence[int], gen: Generation, advantage: float, *, live: bool, behind: int) -> None:
+        """A turn: the ids before it, then what it generated (scored unless ``live`` is
+        false: an infra episode), ``behind`` versions behind the learner."""
+        n = len(gen.token_ids)
+        self.ids += [*prompt, *gen.token_ids]
+        self.mask += [0] * len(prompt) + [int(live)] * n
+        self.old += [0.0] * len(prompt) + list(gen.logprobs)
+        self.advantages += [0.0] * len(prompt) + [advantage] * n
+        self.lags += [0] * len(prompt) + [behind] * n
+        self.lengths.append(n)
+
+    def example(self, max_seq_len: int, episode: int) -> Example:
+        cut = max_seq_len
+        return Example(
+            self.ids[:cut],
+            self.mask[:cut],
+            self.old[:cut],
+            self.advantages[:cut],
+            self.lengths,
+            len(self.ids) > max_seq_len,
+            self.lags[:cut],
+            episode,
+        )
 
 
 def collate(examples: Sequence[Example], pad_id: int, device: torch.device | str = "cpu") -> TrainBatch:

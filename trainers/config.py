@@ -36,6 +36,7 @@ from agentenv.miner.config import MinerConfig
 from agentenv.ray_workers import RayConfig
 from agentenv.task import did_you_mean
 from agentenv.trainers.modes import LOSS_MODES, STEP_ADVANTAGES, TASK_ADVANTAGES, check_mode
+from agentenv.trainers.pretrained import KNOWN_MODELS
 
 __all__ = ["GRPOConfig", "VLLMConfig"]
 
@@ -81,8 +82,10 @@ class GRPOConfig(BaseModel):
 
     # -- model -----------------------------------------------------------------
     model: str = "tiny"
-    """A local path or hub id of a causal LM, or "tiny" for the project's tiny Qwen2
-    (hidden 128, 2 layers, random init) with a tokenizer built from the envs' text."""
+    """A local path or hub id of a causal LM; "tiny" for the project's tiny Qwen2 (hidden
+    128, 2 layers, random init) with a tokenizer built from the envs' text; or a known
+    model, ready offline ("smollm2-135m-instruct": SmolLM2-135M-Instruct, the smollm2
+    extra; `agentenv.trainers.pretrained`)."""
     envs: dict[str, float] = Field(default_factory=lambda: {"arithmetic-v0": 1.0})
     """Registered env ids and their sampling weights; a list of ids means equal weights
     (used by the CLI; the trainer's ``envs`` argument overrides it)."""
@@ -399,8 +402,13 @@ class GRPOConfig(BaseModel):
     @field_validator("model")
     @classmethod
     def _check_model(cls, model: str) -> str:
-        if model != "tiny" and not Path(model).exists() and not re.fullmatch(r"[\w.-]+/[\w.-]+", model):
-            raise ValueError(f"model {model!r} is neither 'tiny', an existing path, nor a hub id (org/name)")
+        if model in ("tiny", *KNOWN_MODELS) or Path(model).exists() or re.fullmatch(r"[\w.-]+/[\w.-]+", model):
+            return model
+        known = ", ".join(repr(m) for m in KNOWN_MODELS)
+        raise ValueError(
+            f"model {model!r} is neither 'tiny', a known model ({known}), an existing path, nor a hub id (org/name)."
+            f"{did_you_mean(model, ['tiny', *KNOWN_MODELS])}"
+        )
         return model
 
     @field_validator("device")

@@ -13,6 +13,7 @@ model against them (``isinstance``) gives a clear error for any other module.
 
 from __future__ import annotations
 
+import re
 import threading
 import types
 import weakref
@@ -578,9 +579,14 @@ def build_tiny(
 
 
 def load_model(path: str, *, dtype: torch.dtype | None = None) -> tuple[torch.nn.Module, Any]:
-    """A causal LM and its tokenizer from a local path or hub id."""
+    """A causal LM and its tokenizer from a local path, a hub id or a known model's name
+    (`agentenv.trainers.pretrained.KNOWN_MODELS`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from agentenv.trainers.pretrained import KNOWN_MODELS, known_model_path
+
+    if path in KNOWN_MODELS:
+        path = str(known_model_path(path))
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         with quiet_progress_bars():
@@ -594,3 +600,30 @@ def load_model(path: str, *, dtype: torch.dtype | None = None) -> tuple[torch.nn
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+_PEFT_PREFIX = re.compile(r"^base_model\.model\.")
+
+
+def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """``model``'s weights under the names of its checkpoint (what vLLM loads, what
+    `static_decode` computes with). For a peft LoRA model, each adapted layer's base
+    weight plus its adapters' delta (the model is not modified) and no adapter tensors."""
+    base = getattr(model, "base_model", None)
+    if base is None or not hasattr(model, "peft_config"):
+        yield from model.state_dict().items()
+        return
+    modules = dict(model.named_modules())
+    for name, tensor in model.state_dict().items():
+        if ".lora_" in name:
+            continue
+        owner, _, leaf = name.rpartition(".")
+        if owner.endswith(".base_layer"):
+            layer = modules[owner.removesuffix(".base_layer")]
+            if leaf == "weight" and not getattr(layer, "merged", False):
+                tensor = tensor + sum(
+                    (layer.get_delta_weight(a) for a in layer.active_adapters if a in layer.lora_A),
+                    torch.zeros_like(tensor),
+                )
+            name = f"{owner.removesuffix('.base_layer')}.{leaf}"
+        yield _PEFT_PREFIX.sub("", name), tensor

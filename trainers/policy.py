@@ -43,6 +43,7 @@ import torch
 from agentenv._admit import Refused
 from agentenv.policies import Conversation, Generation, PolicyOutput
 from agentenv.trainers.generation import KVPrefix, Sampled, reusable, sample
+from agentenv.trainers.static_decode import StaticDecoder, static_decoder
 from agentenv.trainers.tokens import ChatDelta
 
 __all__ = ["TokenPolicy", "TransformersPolicy"]
@@ -88,6 +89,9 @@ class TokenPolicy:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.delta.end_of_turn_id
         self.generator: torch.Generator | None = None
         """Seeds the samples, where the sampler can be seeded (the trainer sets it per rollout)."""
+        self.exact_logprobs = False
+        """Whether the log-probs sampled are the trainer's own arithmetic, up to float
+        rounding; where they are not, the trainer corrects for the gap (``sampler_is``)."""
         self._episodes: dict[int, _Episode] = {}
         self._warned_context = False
 
@@ -192,6 +196,7 @@ class TransformersPolicy(TokenPolicy):
         stop: Sequence[str] = (),
         reuse_cache: bool = True,
         share_prompts: bool = True,
+        static: bool = True,
     ) -> None:
         super().__init__(
             tokenizer,
@@ -214,6 +219,14 @@ class TransformersPolicy(TokenPolicy):
         self._kv_rows: list[int] = []  # conversation id of each cached row
         self._kv_weights: tuple[tuple[int, int], ...] = ()
         self._kv_off = False  # memory ran short: no caching until reset()
+        self.static = static
+        """On a GPU, sample with a `static_decode.StaticDecoder` (static cache, CUDA graphs, no
+        host sync per token) where the model qualifies, instead of `generation.sample`."""
+        self._static: StaticDecoder | None = None
+        self._static_checked = False  # whether the model was looked at for it (at the first call)
+        self.exact_logprobs = True
+        """Whether the sampled log-probs are the trainer's own arithmetic (up to float
+        rounding); False once the GPU's static decoder, with its bf16 weight copies, samples."""
 
     def settings(self) -> dict[str, Any]:
         """The keyword arguments (besides model and tokenizer) of a policy that samples
@@ -228,6 +241,7 @@ class TransformersPolicy(TokenPolicy):
             stop=self.stop,
             reuse_cache=self.reuse_cache,
             share_prompts=self.share_prompts,
+            static=self.static,
         )
 
     def reset(self) -> None:
@@ -244,6 +258,20 @@ class TransformersPolicy(TokenPolicy):
             self.model.train(was_training)
 
     def _sample_in_eval(self, conv_ids: list[int], prompts: list[list[int]], max_new_tokens: list[int]) -> Sampled:
+        static = self._static_decoder()
+        if static is not None:
+            return static.sample(
+                prompts,
+                stop_ids=[self.delta.end_of_turn_id],
+                pad_id=self.pad_id,
+                max_new_tokens=max_new_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                top_k=self.top_k,
+                generator=self.generator,
+                stop_strings=self.stop,
+                decode=self._decode,
+            )
         keep = self.reuse_cache and not self._kv_off
         with torch.inference_mode():  # the kept cache holds inference tensors (as `sample` makes them)
             prefix = self._prefix(conv_ids, prompts) if keep else None
@@ -275,6 +303,14 @@ class TransformersPolicy(TokenPolicy):
             self._kv, self._kv_rows, self._kv_weights = result.prefix, conv_ids, self._weights_version()
             result.prefix = None
         return result
+
+    def _static_decoder(self) -> StaticDecoder | None:
+        if not self._static_checked:
+            self._static_checked = True
+            on_gpu = next(self.model.parameters()).device.type == "cuda"
+            self._static = static_decoder(self.model) if self.static and on_gpu else None
+            self.exact_logprobs = self._static is None
+        return self._static
 
     def _prefix(self, conv_ids: list[int], prompts: list[list[int]]) -> KVPrefix | None:
         """The kept cache rearranged for this call's rows, or None when no row can use it."""

@@ -140,9 +140,8 @@ class GRPOTrainer:
             self.executor.start()
         self.engine: VLLMEngine | None = None
         self.policy, self.eval_policy = self._policies(end_of_turn)
-        self._foreign_tokens = self.engine is not None
-        """Whether the tokens trained on were sampled by another implementation (vLLM, a
-        served model): their log-probs then get `sampler_importance_weights`."""
+        self._foreign_tokens = False
+        """Set while `update` trains on trajectories sampled elsewhere (a served model)."""
         self.rlpr = self._rlpr_scorer()
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
@@ -750,7 +749,7 @@ class GRPOTrainer:
         built = build_examples(trajs, per_turn, max_seq_len=cfg.max_seq_len, version=self.step)
         # Every rank holds the whole batch; it trains on its share of the groups.
         mine = set(self.dist.mine(len(groups)))
-        local = [e for e, g in zip(built, group_ids, strict=True) if g in mine and any(e.mask)]
+        local = [e for e in built if group_ids[e.episode] in mine and any(e.mask)]
         examples = [e for e in built if any(e.mask)]
         if not any(a for e in examples for a, m in zip(e.advantages, e.mask, strict=True) if m):
             # No signal (every group's rewards were equal). An optimiser step now would only
@@ -877,7 +876,7 @@ class GRPOTrainer:
                 prox, batch.old_logp, batch.lag, batch.mask, cap=cfg.importance_cap
             )
             advantages = advantages * weights
-        elif self._foreign_tokens:  # sampled by vLLM or a server: the sampler/trainer mismatch
+        elif self._foreign_tokens or not self.policy.exact_logprobs:  # vLLM, a server, bf16 graphs: the mismatch
             weights, off_policy = sampler_importance_weights(
                 prox, batch.old_logp, batch.mask, mode=cfg.sampler_is, cap=cfg.sampler_is_cap
             )

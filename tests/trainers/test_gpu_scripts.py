@@ -101,6 +101,9 @@ def test_train_gpu_smoke_reports_generation_and_an_update(smoke):
         assert medians[key] > 0, (key, medians[key])  # the varied format penalty: every step updates
     assert medians["mfu"] is None and medians["peak_gib"] is None  # a CPU
     assert "MFU = FLOPs / train_s / 989 TFLOP/s" in printed
+    speeds = smoke.figures("train_gpu")["sampling"]
+    assert speeds["static_tokens"] > 0 and speeds["forward_tokens"] > 0 and speeds["ratio"] > 0
+    assert "static decoder" in printed and "forward loop" in printed
 
 
 def test_e2e_smoke_reports_every_phase_and_held_out_success(smoke):

