@@ -218,6 +218,14 @@ class GRPOConfig(BaseModel):
     ppo_epochs: int = Field(1, ge=1)
     """Passes over each batch; above 1 the importance ratio departs from 1 and clipping acts."""
 
+    shuffle_rewards: bool = False
+    """A control arm: each step, the episodes' task rewards are permuted across the batch
+    before the advantages are computed, so the update has the RL arm's every ingredient
+    (data, tokens, lengths, KL, optimiser) but no information about which episode earned
+    what. Run it from the same warm start and seeds as the RL arm: RL minus this control is
+    what the reward taught. Step rewards are not permuted; for a clean control use
+    step_advantage="none". The logged and written rewards stay the true ones."""
+
     # -- reward -----------------------------------------------------------------------
     reward: Literal["verifier", "rlpr"] = "verifier"
     """Episode reward in the advantage: the env's verifier (its task reward), or "rlpr": the
@@ -263,8 +271,9 @@ class GRPOConfig(BaseModel):
     token sampled by older weights mu (`agentenv.trainers.off_policy`)."""
 
     # -- optimisation ------------------------------------------------------------
-    learning_rate: float = Field(1e-5, gt=0.0)
-    """AdamW learning rate."""
+    learning_rate: float = Field(1e-5, ge=0.0)
+    """AdamW learning rate. 0 is a sanity control arm: the same run with no change to the
+    weights (what the held-out figure does with nothing learned)."""
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warm-up over this many steps."""
     lr_decay: Literal["constant", "linear"] = "constant"
@@ -320,7 +329,8 @@ class GRPOConfig(BaseModel):
     sft_weight_decay: float = Field(0.0, ge=0.0)
     """AdamW weight decay of the supervised warm start."""
     eval_every: int = Field(10, ge=0)
-    """Evaluate greedy success on held-out tasks every this many steps (0 = only at start and end)."""
+    """Evaluate success on held-out tasks every this many steps (0 = only at start and end),
+    sampled at eval_temperature (greedy at 0) with top_p and top_k."""
     eval_episodes: int = Field(64, ge=0)
     """Held-out episodes per evaluation (0 = no evaluation, and no task is held out:
     every env trains on all its tasks, however few)."""

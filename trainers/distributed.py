@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import inspect
 import logging
 import os
@@ -203,14 +204,16 @@ class DataParallel:
 
     # -- the model -------------------------------------------------------------------
 
-    def wrap(self, model: torch.nn.Module) -> None:
+    def wrap(self, model: torch.nn.Module, *, bf16: bool = False) -> None:
         """Make ``model`` data-parallel (rank 0's weights are copied to every rank). The
-        trainer keeps using ``model`` itself; training passes go through `forward`."""
+        trainer keeps using ``model`` itself; training passes go through `forward`.
+        Sharded with ``bf16`` (on a GPU): FSDP2 gathers the float32 master weights as bf16
+        for compute and reduces gradients in float32 (its MixedPrecisionPolicy)."""
         if not self.active:
             return
         if self.shard:
             with self._guard("sharding the model"):
-                self._wrapped = _fully_shard(model)
+                self._wrapped = _fully_shard(model, bf16=bf16)
             return
         from torch.nn.parallel import DistributedDataParallel
 
@@ -453,18 +456,22 @@ def _is_comm_failure(e: BaseException) -> bool:
     return any(marker in text for marker in _COMM_FAILURES)
 
 
-def _fully_shard(model: torch.nn.Module) -> torch.nn.Module:
-    """FSDP2 over each decoder layer, then the whole model under a `_Forward` root."""
-    from torch.distributed.fsdp import fully_shard
+def _fully_shard(model: torch.nn.Module, *, bf16: bool = False) -> torch.nn.Module:
+    """FSDP2 over each decoder layer, then the whole model under a `_Forward` root; with
+    ``bf16``, parameters gathered in bf16 for compute, gradients reduced in float32."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None
+    shard = functools.partial(fully_shard, mp_policy=policy) if policy is not None else fully_shard
 
     get_decoder = getattr(model, "get_decoder", None)
     layers = getattr(get_decoder() if callable(get_decoder) else None, "layers", None)
     if not isinstance(layers, torch.nn.ModuleList):
         raise ValueError(f"data_parallel='fsdp' needs a decoder with a list of layers; {type(model).__name__} has none")
     for layer in layers:
-        fully_shard(layer)
+        shard(layer)
     root = _Forward(model)
-    fully_shard(root)
+    shard(root)
     # One empty pass through the root makes it FSDP's root before a rollout calls the
     # layers directly (the first FSDP module to run takes that role).
     # The root keeps its weights gathered after a pass: shard them again, so the model's

@@ -149,7 +149,10 @@ class MetricsLogger:
             ("success_rate", "success", "{:z.0%}"),
             ("eval/success_rate", "eval", "{:z.0%}"),
             ("loss", "loss", "{:+z.4f}"),
-            ("approx_kl", "kl", "{:z.4f}"),
+            # The KL to the reference (with kl_coef > 0); the one to the sampling policy (0
+            # with one PPO epoch, where the ratio is 1) is kl_old; update_kl, one step's size.
+            ("kl_ref", "kl_ref", "{:z.4f}"),
+            ("approx_kl", "kl_old", "{:z.4f}"),
             ("update_kl", "step", "{:z.4f}"),
             ("entropy", "H", "{:z.2f}"),
             ("time/generate_s", "gen", "{:.1f}s"),

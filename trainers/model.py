@@ -578,6 +578,20 @@ def build_tiny(
     return model, tokenizer
 
 
+def master_weights(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with every trainable parameter in float32, whatever dtype it was loaded
+    in (a LoRA model: its adapters; the frozen base stays as it is). The optimiser's
+    state follows its parameters, so AdamW's moments are float32 too. In bf16, an update
+    smaller than a weight's rounding step is lost: at lr 1e-6 one AdamW step changed about
+    2% of a bf16 model's weights and all of a float32 one's. Compute runs in bf16 under
+    autocast where the trainer asks for it (a GPU). In place; returns ``model``."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad and p.is_floating_point() and p.dtype != torch.float32:
+                p.data = p.data.float()
+    return model
+
+
 def load_model(path: str, *, dtype: torch.dtype | None = None) -> tuple[torch.nn.Module, Any]:
     """A causal LM and its tokenizer from a local path, a hub id or a known model's name
     (`agentenv.trainers.pretrained.KNOWN_MODELS`)."""

@@ -197,6 +197,7 @@ class TransformersPolicy(TokenPolicy):
         reuse_cache: bool = True,
         share_prompts: bool = True,
         static: bool = True,
+        bf16: bool = False,
     ) -> None:
         super().__init__(
             tokenizer,
@@ -222,6 +223,9 @@ class TransformersPolicy(TokenPolicy):
         self.static = static
         """On a GPU, sample with a `static_decode.StaticDecoder` (static cache, CUDA graphs, no
         host sync per token) where the model qualifies, instead of `generation.sample`."""
+        self.bf16 = bf16
+        """Sample in bf16 (on a GPU, over float32 master weights): autocast, or the static
+        decoder's bf16 weight copies."""
         self._static: StaticDecoder | None = None
         self._static_checked = False  # whether the model was looked at for it (at the first call)
         self.exact_logprobs = True
@@ -242,6 +246,7 @@ class TransformersPolicy(TokenPolicy):
             reuse_cache=self.reuse_cache,
             share_prompts=self.share_prompts,
             static=self.static,
+            bf16=self.bf16,
         )
 
     def reset(self) -> None:
@@ -252,8 +257,10 @@ class TransformersPolicy(TokenPolicy):
     def _sample(self, conv_ids: list[int], prompts: list[list[int]], max_new_tokens: list[int]) -> Sampled:
         was_training = self.model.training
         self.model.eval()
+        device = next(self.model.parameters()).device.type
         try:
-            return self._sample_in_eval(conv_ids, prompts, max_new_tokens)
+            with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=self.bf16):
+                return self._sample_in_eval(conv_ids, prompts, max_new_tokens)
         finally:
             self.model.train(was_training)
 
@@ -308,7 +315,8 @@ class TransformersPolicy(TokenPolicy):
         if not self._static_checked:
             self._static_checked = True
             on_gpu = next(self.model.parameters()).device.type == "cuda"
-            self._static = static_decoder(self.model) if self.static and on_gpu else None
+            dtype = torch.bfloat16 if self.bf16 else torch.float32
+            self._static = static_decoder(self.model, dtype) if self.static and on_gpu else None
             self.exact_logprobs = self._static is None
         return self._static
 

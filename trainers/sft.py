@@ -58,11 +58,13 @@ def sft(
     seed: int = 0,
     weight_decay: float = 0.0,
     share_prompts: bool = True,
+    bf16: bool = False,
     log: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """Train on the assistant turns of ``trajectories`` for ``steps`` steps; returns the
     losses. ``share_prompts``: episodes in a batch that open with the same prompt run it
-    once (`policy_logprobs`), the same gradient up to float rounding."""
+    once (`policy_logprobs`), the same gradient up to float rounding. ``bf16``: compute
+    under bf16 autocast (the weights stay as they are: the trainer's float32 masters)."""
     delta = ChatDelta(tokenizer, end_of_turn or tokenizer.eos_token)
     examples = [trajectory_example(delta, t, max_seq_len) for t in trajectories]
     if not examples:
@@ -79,7 +81,8 @@ def sft(
     for step in range(steps):
         pick = torch.randint(len(examples), (min(batch_size, len(examples)),), generator=generator).tolist()
         batch = collate([examples[i] for i in pick], pad, device)
-        logp, _ = policy_logprobs(model, batch, share_prompts=share_prompts)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+            logp, _ = policy_logprobs(model, batch, share_prompts=share_prompts)
         loss = -(logp * batch.mask).sum() / batch.mask.sum().clamp(min=1)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

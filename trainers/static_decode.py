@@ -281,7 +281,8 @@ class StaticDecoder:
             att[r, width - len(p) :] = 1
         att[len(prompts) :, -1] = 1  # padding rows: one position, so softmax has a column to read
         ids, att = ids.to(dev), att.to(dev)
-        autocast = torch.autocast(device_type=dev.type, dtype=self.dtype, enabled=self.graphs)
+        half = self.dtype in (torch.bfloat16, torch.float16)
+        autocast = torch.autocast(device_type=dev.type, dtype=self.dtype, enabled=self.graphs and half)
         with autocast:
             out = self.model(
                 input_ids=ids,

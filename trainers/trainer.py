@@ -51,6 +51,7 @@ from agentenv.trainers.model import (
     keep_freed_cpu_memory,
     lean_activations,
     load_model,
+    master_weights,
     quiet_progress_bars,
     resolve_device,
 )
@@ -132,7 +133,7 @@ class GRPOTrainer:
                 f"set max_seq_len <= {positions}"
             )
         self.model = self._prepare_model(model)
-        self.dist.wrap(self.model)
+        self.dist.wrap(self.model, bf16=self._bf16)
         self._max_turns = 1  # the longest episode of any env: `generation_budget`
         self.sources = [self._source(env, weight) for env, weight in env_weights.items()]
         self.sampler: TaskSampler = sampler or self._default_sampler()
@@ -171,7 +172,7 @@ class GRPOTrainer:
             lean_activations(model, attention=self.device.type == "cpu")
         if cfg.cpu_onednn_linear and self.device.type == "cpu":
             onednn_linear(model)
-        return model.to(self.device)
+        return master_weights(model).to(self.device)
 
     def _policies(self, end_of_turn: str | None) -> tuple[TokenPolicy, TokenPolicy]:
         """The rollout policy and the held-out one: the same settings but the temperature
@@ -199,7 +200,7 @@ class GRPOTrainer:
             held_out = VLLMPolicy(self.engine, self.tokenizer, temperature=cfg.eval_temperature, **shared)
             held_out.generator = torch.Generator(device=self.device)  # seeded by each evaluation
             return VLLMPolicy(self.engine, self.tokenizer, temperature=cfg.temperature, **shared), held_out
-        shared.update(reuse_cache=cfg.reuse_kv_cache, share_prompts=cfg.share_prompts)
+        shared.update(reuse_cache=cfg.reuse_kv_cache, share_prompts=cfg.share_prompts, bf16=self._bf16)
         return (
             TransformersPolicy(self.model, self.tokenizer, temperature=cfg.temperature, **shared),
             TransformersPolicy(self.model, self.tokenizer, temperature=cfg.eval_temperature, seed=cfg.seed, **shared),
@@ -307,6 +308,8 @@ class GRPOTrainer:
             if cfg.kl_coef > 0 and self.ref_model is None:
                 # The reference is the policy RL starts from (on resume: the resumed weights).
                 self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+                if self._bf16:  # frozen and only ever run under bf16 autocast: half the memory
+                    self.ref_model.to(torch.bfloat16)
             if not resumed and cfg.eval_episodes > 0:
                 start = {**compute.totals(), **self._held_out_metrics()}
                 self.history.append({"step": 0, **start})
@@ -410,6 +413,7 @@ class GRPOTrainer:
             end_of_turn=self.policy.delta.end_of_turn,
             seed=cfg.seed,
             share_prompts=cfg.share_prompts,
+            bf16=self._bf16,
             log=self._warm_start_progress,
         )
         print(
@@ -716,6 +720,8 @@ class GRPOTrainer:
     ) -> dict[str, Any]:
         cfg = self.config
         trajs = [t for g in groups for t in g]
+        if cfg.shuffle_rewards:
+            trajs = self._shuffled_rewards(trajs)
         group_ids = [i for i, g in enumerate(groups) for _ in g]
         weights = [
             self.sources[src].reward_weights if src >= 0 else {}
@@ -767,6 +773,17 @@ class GRPOTrainer:
         if not examples:
             return {**out, "loss": 0.0, "skipped_update": 1.0, "_train_tokens": 0}
         return {**out, **self._optimise(local)}
+
+    def _shuffled_rewards(self, trajs: list[Trajectory]) -> list[Trajectory]:
+        """The control arm's batch (``shuffle_rewards``): the task rewards of the episodes
+        that are not infra, permuted among them (drawn from the seed and the step)."""
+        valid = [i for i, t in enumerate(trajs) if t.failure is not Failure.INFRA]
+        rng = np.random.default_rng([self.config.seed, self.step, 11])
+        order = rng.permutation(len(valid))
+        out = list(trajs)
+        for i, j in zip(valid, order, strict=True):
+            out[i] = trajs[i].model_copy(update={"task_reward": trajs[valid[j]].task_reward})
+        return out
 
     def _overlong(self, traj: Trajectory) -> list[float]:
         cfg = self.config
@@ -933,9 +950,13 @@ class GRPOTrainer:
             scale *= 1.0 - 0.9 * (self.step - cfg.warmup_steps) / span
         return cfg.learning_rate * scale
 
+    @property
+    def _bf16(self) -> bool:
+        """Compute in bf16 (autocast over the float32 masters): on a GPU, with ``bf16``."""
+        return self.device.type == "cuda" and self.config.bf16
+
     def _autocast(self) -> Any:
-        enabled = self.device.type == "cuda" and self.config.bf16
-        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self._bf16)
 
     def _write_episodes(self, folder_name: str, step: int, trajs: Sequence[Trajectory]) -> None:
         if not self.dist.is_writer:

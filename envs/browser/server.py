@@ -91,17 +91,21 @@ class Dispatcher:
             return
         if scope["type"] != "http":
             return
-        token, headers = "", []
+        token, host, headers = "", "", []
         for key, value in scope["headers"]:
             if key == EPISODE_HEADER.encode():
                 token = value.decode("latin-1")
             else:
+                host = value.decode("latin-1") if key == b"host" else host
                 headers.append((key, value))
         app = self.apps.get(token) if token else None
         if app is None:
             await _plain(send, 403, "This page belongs to no live episode.")
             return
-        if not scope.get("raw_path", b"/").startswith(b"/") or scope.get("method") == "CONNECT":
+        # An absolute URL is a proxy request; so is a Host other than this server's (httptools,
+        # which uvicorn prefers when installed, hands the path alone on for an absolute URL).
+        proxied = not scope.get("raw_path", b"/").startswith(b"/") or host != self.origin.split("://", 1)[1]
+        if proxied or scope.get("method") == "CONNECT":
             # A proxy request (the browser's proxy for anything off the site is this server): never served.
             await _plain(send, 403, "Only this site's own pages are served here.")
             return
@@ -161,7 +165,12 @@ class SiteServer:
         self.origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
         self.dispatcher.origin = self.origin
         config = uvicorn.Config(
-            self.dispatcher, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+            self.dispatcher,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+            http="h11",  # the parser this server's checks were written against, whatever else is installed
         )
         self._server = _Server(config)
         self._thread = threading.Thread(

@@ -59,7 +59,13 @@ def main(argv: list[str] | None = None) -> None:
     sock.bind(("127.0.0.1", 0))  # the kernel picks a free port: no race with other processes
     threading.Thread(target=_exit_when_parent_dies, daemon=True).start()
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=SERVER_KEEP_ALIVE_S
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=SERVER_KEEP_ALIVE_S,
+        http="h11",  # the same parser whatever else is installed (vllm pulls in httptools)
+        loop="asyncio",
     )
     server = uvicorn.Server(config)
     print(json.dumps({"port": sock.getsockname()[1]}), flush=True)

@@ -373,3 +373,54 @@ def test_training_steps_hold_no_more_tensors_than_the_first(tmp_path, tokenizer)
         # By type(): isinstance reads __class__, which some module objects warn on.
         live.append(sum(issubclass(type(o), torch.Tensor) for o in gc.get_objects()))
     assert live[1] == live[2], live
+
+
+def _changed_share(tmp_path, tokenizer, dtype: torch.dtype) -> tuple[float, GRPOTrainer]:
+    """The share of weights one step at lr 1e-6 changes, from a checkpoint saved in ``dtype``."""
+    folder = tmp_path / str(dtype).removeprefix("torch.")
+    tiny_model(tokenizer, hidden=64, layers=2, heads=2).to(dtype).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    trainer = GRPOTrainer(str(folder), envs=[SayEnv], config=_config(tmp_path / "run", learning_rate=1e-6))
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    metrics = trainer.train_step()
+    assert not metrics.get("skipped_update")
+    changed = sum(int((b != p.detach()).sum()) for b, p in zip(before, trainer.model.parameters(), strict=True))
+    return changed / sum(b.numel() for b in before), trainer
+
+
+def test_a_bf16_checkpoint_trains_float32_master_weights_and_loses_no_small_update(tmp_path, tokenizer):
+    # In bf16, an AdamW step of 1e-6 rounds away on all but the smallest weights (about 2%
+    # changed); the trainer keeps float32 masters whatever the checkpoint's dtype.
+    fp32, _ = _changed_share(tmp_path / "a", tokenizer, torch.float32)
+    bf16, trainer = _changed_share(tmp_path / "b", tokenizer, torch.bfloat16)
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+    state = [s for s in trainer.optimizer.state.values() if "exp_avg" in s]
+    assert state and all(s["exp_avg"].dtype == torch.float32 for s in state)
+    assert fp32 > 0.9 and bf16 >= 0.99 * fp32, (fp32, bf16)
+
+
+def test_a_shuffled_reward_control_trains_on_the_same_tokens_with_the_rewards_permuted(tmp_path, tokenizer):
+    seen: dict[str, list[list[float]]] = {}
+
+    def record(name):
+        def update(groups, sources, group_weights=None):
+            seen[name] = [[t.task_reward for t in g] for g in groups]
+            return original[name](groups, sources, group_weights)
+
+        return update
+
+    original, rewards = {}, {}
+    for name, shuffle in (("rl", False), ("control", True)):
+        trainer = GRPOTrainer(
+            tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=_config(tmp_path / name, shuffle_rewards=shuffle)
+        )
+        original[name] = trainer._update
+        captured = {}
+        shuffled = trainer._shuffled_rewards
+        trainer._shuffled_rewards = lambda trajs, s=shuffled, c=captured: c.setdefault("out", s(trajs))  # type: ignore[method-assign]
+        trainer._update = record(name)  # type: ignore[method-assign]
+        trainer.train_step()
+        rewards[name] = [t.task_reward for t in captured.get("out", [])]
+    flat = [r for g in seen["control"] for r in g]
+    assert seen["rl"] == seen["control"]  # the same episodes: the control's differ only inside the update
+    assert sorted(rewards["control"]) == sorted(flat) and rewards["control"] != flat
