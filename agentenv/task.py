@@ -21,7 +21,7 @@ import unicodedata
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, overload
+from typing import Annotated, Any, Literal, overload
 
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -29,7 +29,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from agentenv import _safejson
 from agentenv.errors import EnvArgumentError, TaskFileError
 
-__all__ = ["Task", "TaskMeta", "TaskSet"]
+__all__ = ["Task", "TaskMeta", "TaskSet", "content_key"]
 
 
 def _printable(label: str) -> str:
@@ -66,6 +66,13 @@ class Task(BaseModel):
     prompt: str
     payload: dict[str, Any] = Field(default_factory=dict)
     metadata: TaskMeta = Field(default_factory=TaskMeta)
+
+
+def content_key(task: Task) -> str:
+    """A hash of what the agent is given and checked against (prompt and payload), not
+    of the id: two tasks with one key are one task under two ids."""
+    text = json.dumps([task.prompt, task.payload], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -149,17 +156,37 @@ class TaskSet(Sequence[Task]):
     def filter(self, predicate: Callable[[Task], bool]) -> TaskSet:
         return TaskSet(t for t in self._tasks if predicate(t))
 
-    def split(self, test_fraction: float = 0.2, *, seed: int = 0) -> tuple[TaskSet, TaskSet]:
-        """Deterministic (train, test) split by a hash of each id: the same task lands
-        on the same side whatever the order or size of the set."""
+    def split(
+        self, test_fraction: float = 0.2, *, seed: int = 0, by: Literal["content", "id"] = "content"
+    ) -> tuple[TaskSet, TaskSet]:
+        """Deterministic (train, test) split: each task's side is drawn from a hash of its
+        content (`content_key`: the prompt the agent sees and the payload its verifier
+        checks), so tasks of one content, under however many ids, land together and no test
+        task has a twin in train; the same content lands on the same side whatever the order
+        or size of the set. ``by="id"`` draws by id instead (tasks of one content may then
+        fall on both sides: `shared_content` counts them). A set of few distinct contents
+        splits coarsely: a set with one content holds it all on one side."""
         if not 0.0 <= test_fraction <= 1.0:
             raise ValueError(f"test_fraction must be in [0, 1], got {test_fraction}")
+        if by not in ("content", "id"):
+            raise ValueError(f"by must be 'content' or 'id', got {by!r}")
         train: list[Task] = []
         test: list[Task] = []
         for task in self._tasks:
-            digest = hashlib.blake2b(f"{seed}:{task.id}".encode(), digest_size=8).digest()
+            key = content_key(task) if by == "content" else task.id
+            digest = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
             (test if int.from_bytes(digest, "big") / 2**64 < test_fraction else train).append(task)
         return TaskSet(train), TaskSet(test)
+
+    def contents(self) -> int:
+        """How many distinct contents (`content_key`) the set holds."""
+        return len({content_key(task) for task in self._tasks})
+
+    def shared_content(self, other: TaskSet) -> int:
+        """How many of these tasks have a twin in ``other``: a task of the same content
+        (`content_key`), whatever its id. 0 for the test side of a content split."""
+        theirs = {content_key(task) for task in other}
+        return sum(content_key(task) in theirs for task in self._tasks)
 
     # -- files ---------------------------------------------------------------
 

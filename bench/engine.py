@@ -5,8 +5,11 @@ the trainer's process, on a real model, in one run.
     .venv/bin/python bench/engine.py --no-step       # tokens/s only, ~12 min
     .venv/bin/python bench/engine.py --smoke         # checks the script in a few minutes
 
-Model: SmolLM2-135M-Instruct (``model = "smollm2-135m-instruct"``, float32 for both
-engines: the trainer's dtype on a CPU, and the one whose log-probs agree). Work: the
+Model: SmolLM2-135M-Instruct (``model = "smollm2-135m-instruct"``) in float32, the
+trainer's dtype on a CPU, for every engine (the in-house sampler is pathologically slow in
+bf16 on a CPU); vLLM also in bf16, its fastest here (its log-probs then differ from the
+trainer's by bf16 rounding, which ``sampler_is`` corrects). For scale, transformers'
+``generate`` samples the first turn of the same episodes. Work: the
 same 64 prompts, each an episode of 4 turns of up to 64 tokens in a small chat env
 (any reply is a valid turn; the episode ends after the fourth), so each engine
 samples about 16,000 tokens, prompts and observations sent as token ids.
@@ -20,9 +23,9 @@ samples about 16,000 tokens, prompts and observations sent as token ids.
    for vLLM the weight push). The update is the same work for both, so on this CPU,
    where a 135 M model's backward pass is slow, it bounds the step's ratio.
 
-The last line reads ``engine: vllm N.Nx in-house tokens/s, GRPO step M.Mx``.
-Left out: GPUs (bench/train_gpu.py), bf16 (the in-house sampler is pathologically slow
-in bf16 on a CPU: 7 tokens/s).
+The last line reads ``engine: vllm N.Nx in-house tokens/s, GRPO step M.Mx``, vLLM in
+float32 (the like-for-like figure, and the trainer's default on a CPU).
+Left out: GPUs (bench/train_gpu.py).
 """
 
 from __future__ import annotations
@@ -121,6 +124,29 @@ def _sampling(policy: TokenPolicy, tasks: list[Task]) -> tuple[int, float]:
     return sum(len(g.token_ids) for t in trajs for g in t.generations if g is not None), timed.seconds
 
 
+def _generate_rate(model: torch.nn.Module, tokenizer: Any, tasks: list[Task], max_new_tokens: int) -> float:
+    """Tokens/s of transformers' own ``generate`` (sampling, its KV cache) on the first
+    turn of every episode, for scale: what "12x HF generate" was measured against."""
+    env = TalkEnv()
+    prompts = []
+    for task in tasks:
+        obs, _ = env.reset(options={"task": task})
+        prompts.append(tokenizer.apply_chat_template(obs, add_generation_prompt=True, tokenize=False))
+    env.close()
+    tokenizer.padding_side = "left"
+    batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    start = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(
+            **batch, max_new_tokens=max_new_tokens, do_sample=True, pad_token_id=tokenizer.pad_token_id
+        )
+    seconds = time.perf_counter() - start
+    new = out[:, batch["input_ids"].shape[1] :]
+    tokens = int((new != tokenizer.pad_token_id).sum())
+    print(f"hf generate: {tokens} tokens in {seconds:.1f} s", flush=True)
+    return tokens / seconds
+
+
 def _step(engine: str, model: torch.nn.Module, tokenizer: Any, args: argparse.Namespace, out: str) -> dict[str, float]:
     config = GRPOConfig(
         steps=1, group_size=args.group_size, batch_size=args.prompts, max_new_tokens=args.max_new_tokens,
@@ -154,7 +180,7 @@ def main() -> None:
     if args.smoke:
         args.prompts, args.turns, args.max_new_tokens, args.group_size = 8, 2, 16, 4
     torch.set_num_threads(args.threads)
-    print(header("bench/engine.py: vLLM against the in-house sampler, SmolLM2-135M-Instruct, float32"))
+    print(header("bench/engine.py: vLLM against the in-house sampler, SmolLM2-135M-Instruct"))
     model, tokenizer = load_model(MODEL)
     model.eval()
     tasks = list(TalkEnv().tasks)[: args.prompts]
@@ -162,23 +188,32 @@ def main() -> None:
     print(f"{len(tasks)} prompts, {args.turns} turns of up to {args.max_new_tokens} tokens, {args.threads} threads")
 
     TalkEnv.max_turns = args.turns
+    rates = {"hf generate (first turn)": _generate_rate(model, tokenizer, tasks, args.max_new_tokens)}
     inhouse = _sampling(TransformersPolicy(model, tokenizer, **settings), tasks)
+    rates["in-house"] = inhouse[0] / inhouse[1]
     print(f"in-house: {inhouse[0]} tokens in {inhouse[1]:.1f} s", flush=True)
     from agentenv.trainers.vllm_engine import VLLMEngine, VLLMPolicy
 
-    start = time.perf_counter()
-    engine = VLLMEngine(model, tokenizer, max_model_len=args.max_seq_len, kv_cache_gb=1.0)
-    started = time.perf_counter() - start
-    try:
-        vllm = _sampling(VLLMPolicy(engine, tokenizer, **settings), tasks)
-    finally:
-        engine.close()
-    print(f"vllm: {vllm[0]} tokens in {vllm[1]:.1f} s (engine start {started:.0f} s, not counted)", flush=True)
-    rates = {"in-house": inhouse[0] / inhouse[1], "vllm": vllm[0] / vllm[1]}
-    rows: list[list[object]] = [[name, f"{rates[name]:.1f}"] for name in rates]
+    for dtype in ("float32", "bfloat16"):
+        start = time.perf_counter()
+        engine = VLLMEngine(model, tokenizer, max_model_len=args.max_seq_len, kv_cache_gb=1.0, dtype=dtype)
+        started = time.perf_counter() - start
+        try:
+            tokens, seconds = _sampling(VLLMPolicy(engine, tokenizer, **settings), tasks)
+        finally:
+            engine.close()
+        rates[f"vllm {dtype}"] = tokens / seconds
+        print(
+            f"vllm {dtype}: {tokens} tokens in {seconds:.1f} s (engine start {started:.0f} s, not counted)", flush=True
+        )
     print()
-    print(table(["sampling", "tokens/s"], rows))
-    ratio = rates["vllm"] / rates["in-house"]
+    print(
+        table(
+            ["sampling", "tokens/s", "over in-house"],
+            [[k, f"{v:.1f}", f"{v / rates['in-house']:.2f}x"] for k, v in rates.items()],
+        )
+    )
+    ratio = rates["vllm float32"] / rates["in-house"]
     if args.no_step:
         print(f"\nengine: vllm {ratio:.1f}x in-house tokens/s, GRPO step not run (--no-step)")
         return

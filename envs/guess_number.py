@@ -3,6 +3,12 @@
 The reference env for interaction: the agent must read each observation to act
 well. Step reward: the share of the search interval each guess eliminates. One guess per
 turn: an action with more is a format error.
+
+Its tasks are not distinct in what the agent sees: every task of a range has the same
+prompt, and only the hidden secret (the payload) differs. So there are as many distinct
+tasks as secrets, whatever the number of ids (``guess-number-opening-v0``: 400 ids over 16
+secrets), and a held-out split by content (`TaskSet.split`) holds out whole secrets: the
+held-out episodes ask for secrets never searched for in training, under the same prompt.
 """
 
 from __future__ import annotations

@@ -34,6 +34,32 @@ def test_split_is_deterministic_disjoint_and_order_independent():
     assert set(ts[:100].split(0.25, seed=1)[1].ids) == set(test.ids) & set(ts[:100].ids)
 
 
+def _copies(contents: int, each: int) -> TaskSet:
+    """``contents`` problems, each under ``each`` ids (a merged dataset, or one prompt over
+    hidden payloads as in guess-number)."""
+    return TaskSet(
+        Task(id=f"copy-{c}-{k}", prompt="Find the secret.", payload={"secret": c})
+        for c in range(contents)
+        for k in range(each)
+    )
+
+
+def test_split_keeps_every_copy_of_a_content_on_one_side():
+    ts = _copies(40, 10)
+    train, test = ts.split(0.25, seed=0)
+    assert test and train and test.shared_content(train) == 0
+    assert {t.payload["secret"] for t in test}.isdisjoint({t.payload["secret"] for t in train})
+    assert test.contents() + train.contents() == ts.contents() == 40
+    # By id, copies fall on both sides: held-out tasks with twins in training.
+    id_train, id_test = ts.split(0.25, seed=0, by="id")
+    assert id_test.shared_content(id_train) > 0.8 * len(id_test)
+
+
+def test_a_set_of_one_content_cannot_be_split_by_it():
+    train, test = _copies(1, 50).split(0.5, seed=3)
+    assert {len(train), len(test)} == {0, 50}
+
+
 def test_jsonl_round_trip(tmp_path):
     ts = _tasks(3)
     path = tmp_path / "tasks.jsonl"

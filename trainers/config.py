@@ -155,7 +155,9 @@ class GRPOConfig(BaseModel):
     sampler_is_cap: float = Field(3.0, ge=1.0)
     """C of sampler_is: the truncation cap, or the mask's bounds [1/C, C]. TRL's default."""
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
-    """Share of each env's tasks held out for evaluation (split by task id hash)."""
+    """Share of each env's tasks held out for evaluation, split by content (`TaskSet.split`:
+    no held-out task shares its prompt and payload with a training task; an env of too
+    few distinct contents is split by id, and the run says how many twins that leaves)."""
     dynamic_sampling: bool = False
     """DAPO dynamic sampling: drop groups whose rewards are all equal and sample more."""
     max_sampling_rounds: int = Field(4, ge=1)

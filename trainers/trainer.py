@@ -32,7 +32,7 @@ from agentenv.miner import MinerSampler
 from agentenv.ray_workers import RayExecutor
 from agentenv.rollout import rollout
 from agentenv.sampling import Draw, TaskSampler
-from agentenv.task import Task
+from agentenv.task import Task, TaskSet
 from agentenv.trainers import advantages as adv
 from agentenv.trainers.async_rollout import AsyncRollouts, RolloutBatch
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate, turn_advantages
@@ -135,6 +135,7 @@ class GRPOTrainer:
         self.model = self._prepare_model(model)
         self.dist.wrap(self.model, bf16=self._bf16)
         self._max_turns = 1  # the longest episode of any env: `generation_budget`
+        self._twins: dict[str, int] = {}  # per env: held-out tasks that share content with training
         self.sources = [self._source(env, weight) for env, weight in env_weights.items()]
         self.sampler: TaskSampler = sampler or self._default_sampler()
         if isinstance(self.executor, RayExecutor):  # no room for the actors fails here, not at the first step
@@ -260,7 +261,7 @@ class GRPOTrainer:
             if cfg.eval_episodes == 0:  # nothing is evaluated: nothing held out
                 train, test = probe.tasks, probe.tasks.filter(lambda _task: False)
             else:
-                train, test = probe.tasks.split(cfg.test_fraction, seed=cfg.seed)
+                train, test = self._split(name, probe.tasks)
             if not train:
                 raise ValueError(f"env {name!r} has no training tasks after the split; give it more tasks")
             return EnvSource(
@@ -274,6 +275,27 @@ class GRPOTrainer:
             )
         finally:
             probe.close()
+
+    def _split(self, name: str, tasks: TaskSet) -> tuple[TaskSet, TaskSet]:
+        """``tasks``' (train, held-out) split by content, so no held-out task has a twin in
+        training; printed with its counts. An env of too few distinct contents for both
+        sides (one prompt and payload under every id) is split by id instead, and the
+        printed line says how many held-out tasks then share content with training."""
+        cfg = self.config
+        train, test = tasks.split(cfg.test_fraction, seed=cfg.seed)
+        how = "by content"
+        if not train or not test:
+            train, test = tasks.split(cfg.test_fraction, seed=cfg.seed, by="id")
+            how = f"by id (its {tasks.contents()} distinct contents cannot fill both sides)"
+        twins = test.shared_content(train)
+        if self.dist.is_writer:
+            print(
+                f"{name}: {len(test)} of {len(tasks)} tasks held out, split {how}: "
+                f"{test.contents()} held-out contents, {twins} held-out tasks share content with training",
+                flush=True,
+            )
+        self._twins[name] = twins
+        return train, test
 
     # -- the loop ---------------------------------------------------------------
 
@@ -472,7 +494,9 @@ class GRPOTrainer:
     def _held_out_metrics(self) -> dict[str, Any]:
         """``eval/success_rate`` with its 95% bootstrap interval over the held-out tasks
         (``eval/success_low``, ``eval/success_high``), ``eval/episodes`` (the valid ones the
-        rate counts) and ``eval/infra`` (those the env's infra failed, left out); the
+        rate counts), ``eval/infra`` (those the env's infra failed, left out) and
+        ``eval/content_twins`` (held-out tasks sharing content with training: 0 but for
+        an env split by id, `_split`); the
         episodes go to output_dir/evals/step-NNNNNN.jsonl."""
         trajs = self._held_out()
         if self.config.save_trajectories:
@@ -485,6 +509,7 @@ class GRPOTrainer:
             "eval/success_high": rate.high,
             "eval/episodes": valid,
             "eval/infra": len(trajs) - valid,
+            "eval/content_twins": sum(self._twins.values()),
         }
 
     # -- one step ---------------------------------------------------------------

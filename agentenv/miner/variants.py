@@ -15,8 +15,6 @@ sampler refuses a new task whose content a train or mined task already has.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ import numpy as np
 from agentenv.env import Env, Snapshot
 from agentenv.policies import Policy
 from agentenv.rollout import rollout
-from agentenv.task import Task
+from agentenv.task import Task, content_key
 
 __all__ = ["OracleValidator", "Validator", "check", "content_key", "make_variant", "stable_hash"]
 
@@ -45,13 +43,6 @@ def check(validate: Validator, task: Task, snapshot: Snapshot | None = None) -> 
         return validate(task) if snapshot is None else validate(task, snapshot)
     except Exception as e:  # noqa: BLE001 - a broken validator rejects, it never crashes the run
         return f"the validator raised {type(e).__name__}: {e}"
-
-
-def content_key(task: Task) -> str:
-    """A hash of what the agent is given and checked against (prompt and payload), not
-    of the id: two tasks with one key are one task under two ids."""
-    text = json.dumps([task.prompt, task.payload], sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def stable_hash(text: str) -> int:

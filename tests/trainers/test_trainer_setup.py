@@ -39,6 +39,31 @@ def test_without_evaluation_no_task_is_held_out(tmp_path, tokenizer):
     assert len(held.train) < everything and len(held.train) + len(held.test) == everything
 
 
+def test_held_out_tasks_share_no_content_with_training_and_the_run_says_so(tmp_path, tokenizer, capsys):
+    from agentenv import Task, TaskSet
+
+    class Copies(SayEnv):  # 12 problems, each under 5 ids
+        def default_tasks(self):
+            return TaskSet(Task(id=f"t{i}-{k}", prompt=f"Task {i}.") for i in range(12) for k in range(5))
+
+    cfg = GRPOConfig(output_dir=str(tmp_path / "a"), max_new_tokens=12, max_seq_len=256, tensorboard=False)
+    source = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[Copies], config=cfg).sources[0]
+    assert source.test and source.test.shared_content(source.train) == 0
+    assert f"{len(source.test)} of 60 tasks held out, split by content" in capsys.readouterr().out
+
+    class OnePrompt(SayEnv):  # one content under every id: it cannot fill both sides
+        def default_tasks(self):
+            return TaskSet(Task(id=f"same-{k}", prompt="Task.") for k in range(20))
+
+    cfg = cfg.model_copy(update={"output_dir": str(tmp_path / "b")})
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[OnePrompt], config=cfg)
+    out = capsys.readouterr().out
+    twins = len(trainer.sources[0].test)
+    assert twins > 0 and "split by id (its 1 distinct contents cannot fill both sides)" in out
+    assert f"{twins} held-out tasks share content with training" in out
+    assert trainer._held_out_metrics()["eval/content_twins"] == twins
+
+
 def test_held_out_figures_count_a_policy_that_failed_to_answer_and_report_infra(tmp_path, tokenizer, monkeypatch):
     # Left out, the episodes the policy cannot answer would raise its held-out success rate.
     from agentenv import Task, Trajectory
