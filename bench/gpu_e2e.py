@@ -299,7 +299,7 @@ def report(trainer: Any, args: argparse.Namespace, figures: dict[str, Any]) -> N
     print(
         f"model: Qwen2 random init, {figures['params'] / 1e6:.1f} M params, {c.num_hidden_layers} layers, "
         f"hidden {c.hidden_size}, vocab {c.vocab_size} (padded: the tokenizer uses {len(trainer.tokenizer)}), "
-        f"{figures['dtype']}, attention {c._attn_implementation}"
+        f"{figures['dtype']} weights, {figures['compute_dtype']} compute, attention {c._attn_implementation}"
     )
     print(f"envs: {', '.join(ENVS)}; {FLOPS_FORMULA}")
     print(f"MFU = train FLOPs / seconds / {args.peak_tflops:g} TFLOP/s (--peak-tflops: the device's bf16 dense peak)\n")
@@ -409,7 +409,8 @@ def main() -> None:
         "script": "bench/gpu_e2e.py",
         "device": str(device),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-        "dtype": str(model.dtype).removeprefix("torch."),
+        "dtype": str(model.dtype).removeprefix("torch."),  # the trained weights: float32 masters
+        "compute_dtype": "bfloat16" if device.type == "cuda" else "float32",
         "params": sum(p.numel() for p in model.parameters()),
         "peak_tflops": args.peak_tflops,
         "settings": {k: v for k, v in vars(args).items() if k != "out"},

@@ -15,9 +15,12 @@ call and almost never ends a turn: each turn runs to --max-new-tokens, each epis
 --max-turns (max_format_errors raised to match), a fixed worst-case load. Such episodes all
 score the same, and the trainer skips the update of a step without an advantage; so the
 env's format penalty here is 0.1 or 0.2 by a hash of the action's text, which gives every
-group different rewards and every step an update. On GPU the weights (so the AdamW states)
-are bf16, under autocast. --out writes the figures as JSON. Left out: LoRA, checkpointing,
-KL, eval; bench/gpu_e2e.py runs the whole path (warm start, eval, GRPO, checkpoint).
+group different rewards and every step an update. On GPU the weights (so the AdamW
+states) are float32 masters over the bf16 checkpoint, computed under bf16 autocast; a
+second run of the same steps with master_weights=false (the bf16 weights trained
+themselves, as before) gives the memory the masters cost. Before the steps, sampling
+alone: the static decoder against the forward loop. --out writes the figures as JSON.
+Left out: LoRA, checkpointing, KL, eval; bench/gpu_e2e.py runs the whole path (warm start, eval, GRPO, checkpoint).
 """
 
 from __future__ import annotations
@@ -282,8 +285,28 @@ def main() -> None:
         )
         trainer = GRPOTrainer(model, tokenizer, envs=[guess_number], config=config)
         steps = measure(trainer, args)
-    figures = medians(steps)
-    report(trainer, args, figures, len(steps))
+        figures = medians(steps)
+        report(trainer, args, figures, len(steps))
+        # Before float32 master weights: the same steps training the bf16 weights themselves.
+        model_dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
+        del trainer
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        bf16_model = build_qwen2(tokenizer, device, layers=args.layers, hidden=args.hidden, vocab=args.vocab)
+        before = GRPOTrainer(
+            bf16_model,
+            tokenizer,
+            envs=[guess_number],
+            config=config.model_copy(update={"master_weights": False, "output_dir": output_dir + "/bf16"}),
+        )
+        memory = {
+            "float32_masters": figures["peak_gib"],
+            "checkpoint_dtype": medians(measure(before, args))["peak_gib"],
+        }
+    print(
+        f"\npeak memory of a step: {memory['float32_masters']} GiB with float32 master weights ({model_dtype}), "
+        f"{memory['checkpoint_dtype']} GiB training the bf16 checkpoint's own weights (master_weights=false)"
+    )
     print(
         f"\nsampling {args.sampling_rows} conversations x {args.sampling_tokens} tokens: static decoder "
         f"{speeds['static_tps']:,.0f} tokens/s, forward loop {speeds['forward_tps']:,.0f} tokens/s "
@@ -302,6 +325,7 @@ def main() -> None:
             "steps_measured": len(steps),
             "medians": figures,
             "sampling": speeds,
+            "peak_gib_by_weights": memory,
         },
     )
 

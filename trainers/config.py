@@ -154,6 +154,10 @@ class GRPOConfig(BaseModel):
     arithmetic."""
     sampler_is_cap: float = Field(3.0, ge=1.0)
     """C of sampler_is: the truncation cap, or the mask's bounds [1/C, C]. TRL's default."""
+    split_seed: int | None = Field(None, ge=0, lt=2**64)
+    """Seeds the held-out split (None: ``seed``). Fix it to compare runs of several seeds
+    on one held-out set, or to share one warm start between them (it trains on the split's
+    training side)."""
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
     """Share of each env's tasks held out for evaluation, split by content (`TaskSet.split`:
     no held-out task shares its prompt and payload with a training task; an env of too
@@ -290,6 +294,12 @@ class GRPOConfig(BaseModel):
     """Policy tokens per log-prob chunk, so full-vocabulary logits never exist for the whole batch."""
     bf16: bool = True
     """bf16 autocast on GPU (ignored on CPU)."""
+    master_weights: bool = True
+    """Keep the trainable weights and AdamW's state in float32 whatever the checkpoint's
+    dtype (compute still runs in bf16 under autocast on a GPU). False trains in the
+    checkpoint's dtype: for a bf16 checkpoint, half the weight and optimiser memory, and
+    every update smaller than bf16's rounding step is lost (at lr 1e-6, one AdamW step
+    changed about 2% of a bf16 model's weights)."""
     gradient_checkpointing: bool = False
     """Recompute each decoder layer's activations in the backward pass to save memory,
     for about a third more training time. The update's shared prompt pass stays on: a

@@ -173,7 +173,7 @@ class GRPOTrainer:
             lean_activations(model, attention=self.device.type == "cpu")
         if cfg.cpu_onednn_linear and self.device.type == "cpu":
             onednn_linear(model)
-        return master_weights(model).to(self.device)
+        return (master_weights(model) if cfg.master_weights else model).to(self.device)
 
     def _policies(self, end_of_turn: str | None) -> tuple[TokenPolicy, TokenPolicy]:
         """The rollout policy and the held-out one: the same settings but the temperature
@@ -282,10 +282,11 @@ class GRPOTrainer:
         sides (one prompt and payload under every id) is split by id instead, and the
         printed line says how many held-out tasks then share content with training."""
         cfg = self.config
-        train, test = tasks.split(cfg.test_fraction, seed=cfg.seed)
+        seed = cfg.seed if cfg.split_seed is None else cfg.split_seed
+        train, test = tasks.split(cfg.test_fraction, seed=seed)
         how = "by content"
         if not train or not test:
-            train, test = tasks.split(cfg.test_fraction, seed=cfg.seed, by="id")
+            train, test = tasks.split(cfg.test_fraction, seed=seed, by="id")
             how = f"by id (its {tasks.contents()} distinct contents cannot fill both sides)"
         twins = test.shared_content(train)
         if self.dist.is_writer:
@@ -325,7 +326,7 @@ class GRPOTrainer:
         compute = ComputeMeter.resumed(self.history, world_size())  # cumulative, for `agentenv forecast`
         try:
             if not resumed and cfg.sft_steps > 0:
-                self._warm_start(logger)
+                self.warm_start()
                 self.dist.broadcast_parameters(self.model)  # every rank ran it: rank 0's weights win
             if cfg.kl_coef > 0 and self.ref_model is None:
                 # The reference is the policy RL starts from (on resume: the resumed weights).
@@ -415,8 +416,15 @@ class GRPOTrainer:
             print(f"resumed from {path} at step {self.step}")
         return True
 
-    def _warm_start(self, logger: MetricsLogger | None) -> None:
+    def warm_start(self) -> list[float]:
+        """The supervised warm start: each env's oracle plays its training tasks, and
+        ``sft_steps`` steps imitate the episodes it solved; then the vLLM engine, if any,
+        gets the weights. `train` runs it first (not on resume); call it yourself to keep
+        one warm start for several runs (save the model, start each from its folder with
+        ``sft_steps=0``). Returns the losses."""
         cfg = self.config
+        if cfg.sft_steps == 0:
+            raise ValueError("warm_start() with sft_steps=0 has nothing to do; set sft_steps > 0")
         trajs: list[Trajectory] = []
         print(f"warm start: the oracle plays the training tasks, then {cfg.sft_steps} supervised steps", flush=True)
         for source in self.sources:
@@ -443,6 +451,7 @@ class GRPOTrainer:
             f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
         )
         self._push_weights()
+        return losses
 
     def _warm_start_progress(self, step: int, loss: float) -> None:
         every = max(1, self.config.sft_steps // 10)

@@ -203,3 +203,41 @@ def test_grpo_trains_through_the_engine_with_the_weights_pushed_every_step(tmp_p
         assert 0.0 <= trainer.evaluate(4) <= 1.0  # the engine starts again, on the current weights
     finally:
         trainer.close()
+
+
+def test_the_real_model_trains_through_the_engine_and_the_engine_follows_it(tmp_path):
+    # SmolLM2-135M-Instruct (the smollm2 extra): one GRPO step on arithmetic through vLLM.
+    from agentenv.trainers import GRPOConfig, GRPOTrainer
+
+    config = GRPOConfig(
+        model="smollm2-135m-instruct", envs={"arithmetic-v0": 1.0}, tool_prompt="compact", steps=1,
+        group_size=2, batch_size=4, max_new_tokens=16, max_seq_len=512, max_turns=2, learning_rate=1e-4,
+        eval_episodes=0,
+        step_advantage="none", output_dir=str(tmp_path / "run"), tensorboard=False, resume=False,
+        rollout_engine="vllm", vllm={"enforce_eager": True, "kv_cache_gb": 0.5}, micro_batch_size=4,
+    )  # fmt: skip
+    trainer = GRPOTrainer(config=config, model=config.model)
+    try:
+        assert trainer.engine is not None
+        tok, source = trainer.tokenizer, trainer.sources[0]
+        probe = [tok("The quick brown fox", add_special_tokens=False)["input_ids"]]
+        first = trainer.engine.sample(probe, [6], stop_ids=[tok.eos_token_id], temperature=0.0)
+        trainer.policy.reset()
+        metrics = trainer._update(  # one update on episodes the engine sampled, rewards made to differ
+            [_varied(agentenv.rollout(source.factory, trainer.policy, tasks=[task] * 2)) for task in source.train[:2]],
+            [0, 0],
+        )
+        trainer.policy.reset()
+        assert not metrics.get("skipped_update") and metrics["sampler/logprob_gap_max"] < TOLERANCE
+        trainer.engine.push(trainer.model)
+        second = trainer.engine.sample(probe, [6], stop_ids=[tok.eos_token_id], temperature=0.0)
+        assert second.logprobs[0] != pytest.approx(first.logprobs[0], abs=1e-4)
+        forced = _forced(trainer.model, probe[0], second.token_ids[0])
+        assert float((forced - torch.tensor(second.logprobs[0])).abs().max()) < TOLERANCE
+    finally:
+        trainer.close()
+
+
+def _varied(group):
+    """The group with task rewards 0 and 1, so its advantages are not all zero."""
+    return [t.model_copy(update={"task_reward": float(i % 2)}) for i, t in enumerate(group)]
