@@ -131,7 +131,9 @@ def run_seed(seed: int, output_dir: Path, overrides: dict | None = None, *, quie
     warm_s = time.perf_counter() - start
     runs = {}
     for arm in ARMS:
-        fields = {**(overrides or {}), "model": str(warm), "sft_steps": 0, "shuffle_rewards": arm == "control"}
+        control = arm == "control"
+        fields = {**(overrides or {}), "model": str(warm), "sft_steps": 0, "shuffle_rewards": control}
+        fields["eval_first"] = not control  # the same start as RL's, measured there
         config = demo_config(seed, output_dir / arm, fields)
         run = SeedRun(seed, config.eval_episodes, folder=output_dir / arm)
         start = time.perf_counter()
@@ -139,6 +141,8 @@ def run_seed(seed: int, output_dir: Path, overrides: dict | None = None, *, quie
             history = GRPOTrainer(config=config, model=str(warm)).train()
         run.seconds = time.perf_counter() - start + warm_s / len(ARMS)
         run.curve = [(h["step"], h["eval/success_rate"]) for h in history if "eval/success_rate" in h]
+        if control:
+            run.curve.insert(0, runs["rl"].curve[0])
         # The episodes each rate counted (the env's infra failures are left out), not those asked for.
         run.episodes = min((int(h["eval/episodes"]) for h in history if "eval/episodes" in h), default=0)
         steps = sorted((output_dir / arm / "trajectories").glob("step-*.jsonl"))

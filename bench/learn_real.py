@@ -104,6 +104,7 @@ def run(arm: str, seed: int, warm: Path, args: argparse.Namespace, out: Path) ->
         eval_episodes=args.eval_episodes, eval_temperature=1.0, batch_size=args.batch_size,
         group_size=args.group_size, learning_rate=args.lr, step_advantage="none", micro_batch_size=8,
         rollout_engine="vllm", shuffle_rewards=arm == "control", output_dir=str(folder),
+        eval_first=arm == "rl",  # the control starts where RL does: measured once
     )  # fmt: skip
     start = time.perf_counter()
     history = GRPOTrainer(config=config, model=str(warm)).train()
@@ -151,7 +152,8 @@ def main() -> None:
         for step in sorted(rl["evals"]):
             cells = [seed, step]
             for arm in (rl, control):
-                h = next(r for r in arm["history"] if r["step"] == step and "eval/success_rate" in r)
+                evaluated = [r for r in arm["history"] if r["step"] == step and "eval/success_rate" in r]
+                h = evaluated[0] if evaluated else next(r for r in rl["history"] if r["step"] == step)
                 rate, low, high = h["eval/success_rate"], h["eval/success_low"], h["eval/success_high"]
                 cells.append(f"{100 * rate:.1f}% [{100 * low:.1f}, {100 * high:.1f}]")
             rows.append(cells)

@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, tool, tool_call_text
+from agentenv import CallOutcome, Env, EnvArgumentError, ScriptedPolicy, State, Task, TaskSet, tool, tool_call_text
 from agentenv.task import curriculum_slice
 
 OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
@@ -38,9 +38,23 @@ class ArithmeticEnv(Env[ArithmeticState]):
     max_turns = 8
     instructions = "Compute the expression. The calculator does one operation per call. Submit the final value."
 
-    def __init__(self, tasks: TaskSet | None = None, *, difficulties: Sequence[int] | None = None, **kwargs) -> None:
-        if tasks is None and difficulties is not None:  # a curriculum slice of the default tasks
-            tasks = curriculum_slice(_default_tasks(), difficulties, env=type(self).__name__)
+    def __init__(
+        self,
+        tasks: TaskSet | None = None,
+        *,
+        difficulties: Sequence[int] | None = None,
+        count: int | None = None,
+        **kwargs,
+    ) -> None:
+        """``difficulties``: only the default tasks of these levels; ``count``: that many
+        generated tasks instead of the default 400 (seed 0, levels in turn; a set of
+        ``count`` tasks holds the smaller sets' tasks, with the same ids)."""
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 100_000):
+            raise EnvArgumentError(f"{type(self).__name__}: count must be an int from 1 to 100000, got {count!r}")
+        if tasks is None and (difficulties is not None or count is not None):
+            tasks = _default_tasks() if count is None else _tasks_of(count)
+            if difficulties is not None:  # a curriculum slice
+                tasks = curriculum_slice(tasks, difficulties, env=type(self).__name__)
         super().__init__(tasks, **kwargs)
         self._gold_calls: list[bool] = []  # this step's calculations: was each a new gold step?
 
@@ -103,6 +117,11 @@ def _same_step(step: list, a: int, op: str, b: int) -> bool:
 @functools.cache
 def _default_tasks() -> TaskSet:
     return make_tasks(400, seed=0)  # made once per process: a TaskSet is immutable
+
+
+@functools.cache
+def _tasks_of(count: int) -> TaskSet:
+    return make_tasks(count, seed=0)
 
 
 def make_tasks(n: int, *, seed: int = 0, difficulties: tuple[int, ...] = (0, 1, 2, 3)) -> TaskSet:

@@ -101,7 +101,7 @@ def test_ids_may_carry_a_namespace(clean_registry):
 def test_a_misspelt_env_argument_fails_in_one_line_with_a_did_you_mean(clean_registry):
     with pytest.raises(EnvArgumentError, match=r"takes no argument 'max_turn'\. Did you mean 'max_turns'\?$"):
         agentenv.make("guess-number-v0", max_turn=3)
-    with pytest.raises(TypeError, match=r"'bogus'\. It takes: difficulties, .*max_turns, parser"):
+    with pytest.raises(TypeError, match=r"'bogus'\. It takes: count, difficulties, .*max_turns, parser"):
         agentenv.make("arithmetic-v0", bogus=1)  # also a TypeError, as Python's own would be
     agentenv.register("typo-v0", "agentenv.envs.guess_number:GuessNumberEnv", dificulties=[0])
     with pytest.raises(EnvArgumentError, match=r"'dificulties' \(a registered default\)\. Did you mean 'difficulties'"):

@@ -346,6 +346,9 @@ class GRPOConfig(BaseModel):
     eval_episodes: int = Field(64, ge=0)
     """Held-out episodes per evaluation (0 = no evaluation, and no task is held out:
     every env trains on all its tasks, however few)."""
+    eval_first: bool = True
+    """Evaluate before the first step too (logged at step 0). False for a run whose start
+    another run measured already (a control arm from the same warm start and seed)."""
     eval_temperature: float = Field(0.0, ge=0.0, le=10.0)
     """Sampling temperature of evaluation episodes (0 = greedy)."""
     save_trajectories: bool = True

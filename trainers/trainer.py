@@ -333,7 +333,7 @@ class GRPOTrainer:
                 self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
                 if self._bf16:  # frozen and only ever run under bf16 autocast: half the memory
                     self.ref_model.to(torch.bfloat16)
-            if not resumed and cfg.eval_episodes > 0:
+            if not resumed and cfg.eval_episodes > 0 and cfg.eval_first:
                 start = {**compute.totals(), **self._held_out_metrics()}
                 self.history.append({"step": 0, **start})
                 if logger is not None:

@@ -84,3 +84,14 @@ def test_a_bad_curriculum_slice_is_one_line_naming_difficulties(difficulties):
     with pytest.raises(agentenv.EnvArgumentError, match=r"^ArithmeticEnv: difficulties (must be a list|.* match no)"):
         agentenv.make("arithmetic-v0", difficulties=difficulties)
     assert {t.metadata.difficulty for t in ArithmeticEnv(difficulties=[2]).tasks} == {2}
+
+
+def test_count_generates_more_tasks_that_extend_the_default_ones():
+    import agentenv
+
+    default, more = agentenv.make("arithmetic-v0"), agentenv.make("arithmetic-v0", count=1000, difficulties=[1, 2])
+    assert len(more.tasks) == 500 and {t.metadata.difficulty for t in more.tasks} == {1, 2}
+    assert all(more.tasks.get(t.id) == t for t in default.tasks if t.metadata.difficulty in (1, 2))
+    for bad in (0, 10**6, True, "9"):
+        with pytest.raises(agentenv.EnvArgumentError, match="count must be an int"):
+            agentenv.make("arithmetic-v0", count=bad)

@@ -424,3 +424,11 @@ def test_a_shuffled_reward_control_trains_on_the_same_tokens_with_the_rewards_pe
     flat = [r for g in seen["control"] for r in g]
     assert seen["rl"] == seen["control"]  # the same episodes: the control's differ only inside the update
     assert sorted(rewards["control"]) == sorted(flat) and rewards["control"] != flat
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_eval_first_decides_whether_the_start_is_evaluated(tmp_path, tokenizer, first):
+    config = _config(tmp_path, eval_episodes=4, eval_every=0, eval_first=first)
+    history = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=config).train()
+    evaluated = [h["step"] for h in history if "eval/success_rate" in h]
+    assert evaluated == ([0, 1] if first else [1])
