@@ -159,9 +159,14 @@ class GRPOConfig(BaseModel):
     on one held-out set, or to share one warm start between them (it trains on the split's
     training side)."""
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
-    """Share of each env's tasks held out for evaluation, split by content (`TaskSet.split`:
-    no held-out task shares its prompt and payload with a training task; an env of too
-    few distinct contents is split by id, and the run says how many twins that leaves)."""
+    """Share of each env's tasks held out for evaluation, split as ``split_by`` says."""
+    split_by: Literal["content", "id"] = "content"
+    """How tasks are held out. "content" (`TaskSet.split`): no held-out task shares its
+    prompt and payload with a training task, so held-out success measures tasks never
+    trained on; an env of too few distinct contents for both sides is split by id, and
+    the run says so. "id": held-out task ids never trained on, which may share content
+    with training tasks (guess-number: 400 ids over 16 secrets); the run prints and logs
+    how many do (``eval/content_twins``), so the held-out set is what it says."""
     dynamic_sampling: bool = False
     """DAPO dynamic sampling: drop groups whose rewards are all equal and sample more."""
     max_sampling_rounds: int = Field(4, ge=1)

@@ -277,15 +277,16 @@ class GRPOTrainer:
             probe.close()
 
     def _split(self, name: str, tasks: TaskSet) -> tuple[TaskSet, TaskSet]:
-        """``tasks``' (train, held-out) split by content, so no held-out task has a twin in
-        training; printed with its counts. An env of too few distinct contents for both
-        sides (one prompt and payload under every id) is split by id instead, and the
-        printed line says how many held-out tasks then share content with training."""
+        """``tasks``' (train, held-out) split by content (``split_by``), so no held-out
+        task has a twin in training; printed with its counts. An env of too few distinct
+        contents for both sides (one prompt and payload under every id) is split by id
+        instead, and the printed line says how many held-out tasks then share content with
+        training."""
         cfg = self.config
         seed = cfg.seed if cfg.split_seed is None else cfg.split_seed
-        train, test = tasks.split(cfg.test_fraction, seed=seed)
-        how = "by content"
-        if not train or not test:
+        train, test = tasks.split(cfg.test_fraction, seed=seed, by=cfg.split_by)
+        how = f"by {cfg.split_by}"
+        if cfg.split_by == "content" and (not train or not test):
             train, test = tasks.split(cfg.test_fraction, seed=seed, by="id")
             how = f"by id (its {tasks.contents()} distinct contents cannot fill both sides)"
         twins = test.shared_content(train)

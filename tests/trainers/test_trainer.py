@@ -171,7 +171,7 @@ def test_bad_configs_fail_at_construction_with_the_fix():
         GRPOConfig(group_size=4, batch_size=10)
     with pytest.raises(ValueError, match="Did you mean 'cispo'"):
         GRPOConfig(loss="cipso")
-    with pytest.raises(ValueError, match="neither 'tiny', an existing path"):
+    with pytest.raises(ValueError, match=r"neither 'tiny', a known model .*, an existing path"):
         GRPOConfig(model="no-such-model")
 
 

@@ -63,6 +63,13 @@ def test_held_out_tasks_share_no_content_with_training_and_the_run_says_so(tmp_p
     assert f"{twins} held-out tasks share content with training" in out
     assert trainer._held_out_metrics()["eval/content_twins"] == twins
 
+    # Asked for by id, the split keeps the twins it makes, and says how many.
+    cfg = cfg.model_copy(update={"output_dir": str(tmp_path / "c"), "split_by": "id"})
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[Copies], config=cfg)
+    out = capsys.readouterr().out
+    twins = trainer.sources[0].test.shared_content(trainer.sources[0].train)
+    assert twins > 0 and "split by id:" in out and f"{twins} held-out tasks share content with training" in out
+
 
 def test_held_out_figures_count_a_policy_that_failed_to_answer_and_report_infra(tmp_path, tokenizer, monkeypatch):
     # Left out, the episodes the policy cannot answer would raise its held-out success rate.
