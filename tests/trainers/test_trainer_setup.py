@@ -132,3 +132,9 @@ def test_keep_freed_cpu_memory_keeps_a_freed_large_tensor_in_the_process():
 
     assert returned_mib("default") >= 60  # glibc hands a freed 64 MiB block straight back to the kernel
     assert returned_mib("keep") < 4  # kept for the next allocation
+
+
+def test_the_held_out_policy_samples_with_the_configured_nucleus_and_top_k(tmp_path, tokenizer):
+    trainer = _trainer(tmp_path, tokenizer, top_p=0.5, top_k=3, temperature=0.9, eval_temperature=0.7)
+    for policy, temperature in ((trainer.policy, 0.9), (trainer.eval_policy, 0.7)):
+        assert (policy.top_p, policy.top_k, policy.temperature) == (0.5, 3, temperature)
