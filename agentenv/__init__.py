@@ -4,12 +4,23 @@
     env = agentenv.make("arithmetic-v0")
     obs, info = env.reset(seed=0)
 
-Importing agentenv loads none of torch, transformers, playwright or docker.
+Importing agentenv loads none of torch, transformers, playwright, docker or httpx
+(`OpenAIPolicy` is imported on first use). The package is laid out in layers; see
+docs/architecture.md:
+
+    agentenv.core       the contract: Env, State, tools, Task/TaskSet, Policy, Trajectory
+    agentenv.rollout    the episode engine and its executors (threads, Ray)
+    agentenv.policies   scripted, human, OpenAI-compatible
+    agentenv.eval, .miner, .report, .cli      services built on the core
+    agentenv.envs, .sandboxes, .trainers      env families, execution backends, GRPO
 """
 
-from agentenv.checker import CheckReport, check_env
-from agentenv.env import CallOutcome, Env, Snapshot, Transition
-from agentenv.errors import (
+from typing import TYPE_CHECKING, Any
+
+from agentenv import _moved
+from agentenv.core.checker import CheckReport, check_env
+from agentenv.core.env import CallOutcome, Env, Snapshot, Transition
+from agentenv.core.errors import (
     AgentEnvError,
     EnvArgumentError,
     EnvCheckError,
@@ -20,8 +31,7 @@ from agentenv.errors import (
     ToolError,
     UnknownEnvError,
 )
-from agentenv.openai_policy import OpenAIPolicy
-from agentenv.parsers import (
+from agentenv.core.parsers import (
     ActionParser,
     AutoParser,
     HermesParser,
@@ -29,19 +39,34 @@ from agentenv.parsers import (
     OpenAIParser,
     tool_call_text,
 )
-from agentenv.policies import Conversation, Generation, HumanPolicy, Policy, PolicyFailure, ScriptedPolicy
+from agentenv.core.policy import Conversation, Generation, Policy, PolicyFailure
+from agentenv.core.spaces import ActionSpace, MessagesSpace, UnicodeText
+from agentenv.core.state import State, json_diff
+from agentenv.core.task import Task, TaskMeta, TaskSet
+from agentenv.core.tools import ToolSpec, tool
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Action, Failure, Message, ToolCall
+from agentenv.policies import HumanPolicy, ScriptedPolicy
 from agentenv.registry import EnvSpec, envs_list, make, register, register_namespace, spec
 from agentenv.rollout import rollout
-from agentenv.spaces import ActionSpace, MessagesSpace, UnicodeText
-from agentenv.state import State, json_diff
-from agentenv.task import Task, TaskMeta, TaskSet
-from agentenv.tools import ToolSpec, tool
-from agentenv.trajectory import Trajectory
-from agentenv.types import Action, Failure, Message, ToolCall
+
+if TYPE_CHECKING:
+    from agentenv.policies.openai import OpenAIPolicy
 
 list = envs_list
 
 __version__ = "0.1.0"
+
+_moved.install()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OpenAIPolicy":  # httpx takes a third of the import time: load it when asked
+        from agentenv.policies.openai import OpenAIPolicy
+
+        return OpenAIPolicy
+    raise AttributeError(f"module 'agentenv' has no attribute {name!r}")
+
 
 __all__ = [
     "Action",

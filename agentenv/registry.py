@@ -33,8 +33,8 @@ from typing import Any
 
 import gymnasium
 
-from agentenv.errors import EnvArgumentError, UnknownEnvError
-from agentenv.task import did_you_mean
+from agentenv.core.errors import EnvArgumentError, UnknownEnvError
+from agentenv.core.task import did_you_mean
 
 __all__ = ["EnvSpec", "envs_list", "make", "register", "register_namespace", "resolve", "spec"]
 
@@ -57,7 +57,7 @@ class EnvSpec:
 
     def make(self, **kwargs: Any) -> Any:
         """A new env: the registered defaults, overridden by ``kwargs`` (checked first)."""
-        from agentenv.env import Env
+        from agentenv.core.env import Env
 
         factory = _load(self.entry_point)
         self._check_kwargs(factory, kwargs)
@@ -271,7 +271,7 @@ def _load(target: str | Callable[..., Any]) -> Callable[..., Any]:
 
 def _resolve_code(name: str) -> str:
     """`resolve` for ``module:...``; called with the lock held."""
-    from agentenv.env import Env
+    from agentenv.core.env import Env
 
     module_name, _, rest = name.partition(":")
     attr, _, pick = rest.partition(":")
@@ -328,7 +328,7 @@ def _call_register_function(key: str, function: Callable[..., Any]) -> list[str]
     """The ids ``function`` registers, calling it the first time only."""
     if key in _called:
         return _called[key]
-    from agentenv.env import Env
+    from agentenv.core.env import Env
 
     recording: list[str] = []
     _recordings.append(recording)

@@ -32,13 +32,13 @@ import_agentenv()
 import torch
 
 from agentenv import Env, State, Task, TaskSet
+from agentenv.core.trajectory import Trajectory
 from agentenv.rollout import rollout
 from agentenv.trainers.batch import build_examples, collate
 from agentenv.trainers.logprobs import policy_logprobs
 from agentenv.trainers.policy import TransformersPolicy
 from agentenv.trainers.rlpr import RLPRScorer
 from agentenv.trainers.tokens import build_tiny_tokenizer
-from agentenv.trajectory import Trajectory
 
 CAPITALS = {"France": "Paris", "Peru": "Lima"}
 GROUP = 4

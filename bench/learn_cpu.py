@@ -38,9 +38,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import header, table
 
-from agentenv.evaluation import compare, score
+from agentenv.core.trajectory import Trajectory
+from agentenv.eval.evaluation import compare, score
 from agentenv.trainers import GRPOConfig, GRPOTrainer
-from agentenv.trajectory import Trajectory
 
 CONFIG = Path(__file__).resolve().parents[1] / "examples" / "tiny.toml"
 MEAN_BAR, EACH_BAR = 0.30, 0.20  # RL minus control, the mean over seeds and every seed (3 seeds: +40.7 to +56.8)

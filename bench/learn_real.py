@@ -24,7 +24,7 @@ content: no held-out expression is in training.
    and episode seeds for both arms) at every evaluation, with 95% bootstrap intervals
    over tasks.
 3. The claim: RL minus control at the last evaluation, per seed, with a paired 95%
-   bootstrap interval over the held-out tasks (`agentenv.evaluation.compare`).
+   bootstrap interval over the held-out tasks (`agentenv.eval.evaluation.compare`).
 
 The last line reads
 ``real model: RL minus control +X.X points held-out (mean of 3 seeds), smallest +Y.Y``.
@@ -46,10 +46,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import header, table
 
-from agentenv.evaluation import compare, score
+from agentenv.core.trajectory import Trajectory
+from agentenv.eval.evaluation import compare, score
 from agentenv.trainers import GRPOConfig, GRPOTrainer
 from agentenv.trainers.pretrained import cache_dir
-from agentenv.trajectory import Trajectory
 
 MODEL = "smollm2-135m-instruct"
 ENV = "arithmetic-v0"

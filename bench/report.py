@@ -34,11 +34,11 @@ from _common import header, import_agentenv, table
 import_agentenv()
 
 from agentenv import Task, TaskMeta, ToolCall, Trajectory
-from agentenv.env import Transition
+from agentenv.core.env import Transition
+from agentenv.core.types import Failure
 from agentenv.policies import Generation
 from agentenv.report import build_report
 from agentenv.trainers.metrics import MetricsLogger, rollout_metrics
-from agentenv.types import Failure
 
 EPISODES_PER_STEP = 64
 FAMILIES = ("search", "arith", "lookup", "edit", "plan")

@@ -35,7 +35,7 @@ from _common import header, table
 from rollout_concurrency import SleepEnv, make_policy
 
 from agentenv import rollout
-from agentenv.ray_workers import RayExecutor
+from agentenv.rollout.ray import RayExecutor
 
 ACTOR_COUNTS = (1, 2, 4)
 ACTOR_CPUS = 0.25  # the actors wait on I/O: four share a core

@@ -73,7 +73,7 @@ from _common import header, table
 
 import agentenv
 from agentenv import Trajectory
-from agentenv.env import Env
+from agentenv.core.env import Env
 from agentenv.envs.code.sandboxes import CodeSandboxes
 from agentenv.envs.tools import service as services
 from agentenv.policies import Conversation, Policy, PolicyFailure, PolicyOutput

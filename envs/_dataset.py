@@ -32,9 +32,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentenv import _safejson
-from agentenv.errors import TaskFileError
-from agentenv.task import Task, TaskMeta, did_you_mean
+from agentenv.core import _safejson
+from agentenv.core.errors import TaskFileError
+from agentenv.core.task import Task, TaskMeta, did_you_mean
 
 __all__ = [
     "META_FIELDS",

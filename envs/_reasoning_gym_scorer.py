@@ -115,7 +115,7 @@ class Scorer:
             # answer, every later honest answer scored 0, and killed the child again.
             prepared = self._generate({**_entry_keys(request), "op": "prepare"}, "preparing the answer's entries")
             if prepared.get("error") is not None:
-                from agentenv.errors import InfraError
+                from agentenv.core.errors import InfraError
 
                 raise InfraError(f"reasoning-gym could not make the entry to score against: {prepared['error']}")
             try:
@@ -153,7 +153,7 @@ class Scorer:
         """The child's reply to a request that generates entries (no answer in it); the
         caller holds the lock. A child that died since its last reply gets one fresh
         successor; a failure past that is `InfraError`: no answer played a part in it."""
-        from agentenv.errors import InfraError
+        from agentenv.core.errors import InfraError
 
         for attempt in range(2):
             try:
@@ -179,7 +179,7 @@ class Scorer:
     def _started(self) -> subprocess.Popen[bytes]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
-        from agentenv.errors import InfraError
+        from agentenv.core.errors import InfraError
 
         self._stop()
         self._proc = proc = subprocess.Popen(

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from agentenv import CallOutcome, Env, EnvArgumentError, ScriptedPolicy, State, Task, TaskSet, tool, tool_call_text
-from agentenv.task import curriculum_slice
+from agentenv.core.task import curriculum_slice
 
 OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 Operand = Annotated[int, Field(ge=-(10**12), le=10**12)]

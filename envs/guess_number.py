@@ -32,7 +32,7 @@ from agentenv import (
     tool,
     tool_call_text,
 )
-from agentenv.task import curriculum_slice
+from agentenv.core.task import curriculum_slice
 
 
 class GuessPayload(BaseModel):

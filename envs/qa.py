@@ -34,10 +34,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentenv import Conversation, Env, ScriptedPolicy, State, Task, TaskSet
+from agentenv.core.errors import TaskFileError
 from agentenv.envs import _dataset
 from agentenv.envs._dataset import Source
 from agentenv.envs.answers import extract_answer, matches, normalize
-from agentenv.errors import TaskFileError
 
 __all__ = ["QAEnv", "QAPayload", "QAState", "default_tasks", "from_dataset", "make_task", "make_tasks", "oracle"]
 

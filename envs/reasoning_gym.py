@@ -56,13 +56,13 @@ import numpy as np
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentenv.env import Env
+from agentenv.core.env import Env
+from agentenv.core.errors import EnvArgumentError
+from agentenv.core.state import State
+from agentenv.core.task import Task, TaskMeta, TaskSet, did_you_mean
 from agentenv.envs._reasoning_gym_scorer import shared_scorer
-from agentenv.errors import EnvArgumentError
 from agentenv.policies import ScriptedPolicy
 from agentenv.registry import register
-from agentenv.state import State
-from agentenv.task import Task, TaskMeta, TaskSet, did_you_mean
 
 __all__ = ["ReasoningGymEnv", "ReasoningGymPayload", "ReasoningGymState", "env_name", "oracle", "register_all"]
 

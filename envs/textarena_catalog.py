@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agentenv.task import did_you_mean
+from agentenv.core.task import did_you_mean
 
 __all__ = ["EXCLUDED", "GAMES", "GameInfo", "agentenv_id", "game_info"]
 

@@ -93,11 +93,11 @@ from agentenv import (
     TaskSet,
     ToolCall,
     ToolError,
-    _safejson,
     tool,
 )
+from agentenv.core import _safejson
+from agentenv.core.types import Action, Message
 from agentenv.envs.textarena_catalog import EXCLUDED, GAMES, GameInfo, agentenv_id, game_info
-from agentenv.types import Action, Message
 
 __all__ = [
     "EXCLUDED",

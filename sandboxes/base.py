@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentenv.errors import AgentEnvError, InfraError
+from agentenv.core.errors import AgentEnvError, InfraError
 
 __all__ = [
     "ExecResult",

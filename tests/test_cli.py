@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 import agentenv
 from agentenv.cli import EvalSummary, app
+from agentenv.core.types import Failure
 from agentenv.envs import arithmetic, guess_number
-from agentenv.evaluation import EvalResult, default_concurrency
-from agentenv.types import Failure
+from agentenv.eval.evaluation import EvalResult, default_concurrency
 
 runner = CliRunner()
 
@@ -206,7 +206,7 @@ def test_openai_policy_gets_endpoint_model_and_key(monkeypatch: pytest.MonkeyPat
         def close(self) -> None:
             closed.append(True)
 
-    monkeypatch.setattr("agentenv.openai_policy.OpenAIPolicy", FakeOpenAIPolicy)
+    monkeypatch.setattr("agentenv.policies.openai.OpenAIPolicy", FakeOpenAIPolicy)
     monkeypatch.setenv("MY_TEST_KEY", "sk-test")
     result = invoke(
         "eval",
@@ -470,7 +470,7 @@ def test_eval_json_to_stdout_prints_nothing_else_there() -> None:
 def _results(tmp_path: Path, name: str, rate: float, seed: int) -> Path:
     import random
 
-    from agentenv.evaluation import score
+    from agentenv.eval.evaluation import score
 
     rng = random.Random(seed)
     trajs = [
@@ -493,7 +493,7 @@ def _results(tmp_path: Path, name: str, rate: float, seed: int) -> Path:
 
 def test_compare_calls_no_winner_from_one_coin_flip(tmp_path: Path) -> None:
     # One task, one sample each: the bootstrap interval is [+100, +100], which is no evidence.
-    from agentenv.evaluation import score
+    from agentenv.eval.evaluation import score
 
     def result(name: str, ok: bool) -> Path:
         task = agentenv.Task(id="t0", prompt="")
@@ -518,7 +518,7 @@ def test_compare_prints_the_difference_with_its_paired_interval(tmp_path: Path) 
     assert "B - A on 40 shared tasks" in result.output and "A: weak" in result.output
     row = next(line for line in result.output.splitlines() if line.startswith("│ pass@1 "))
     assert "B > A" in row
-    from agentenv.evaluation import Comparison
+    from agentenv.eval.evaluation import Comparison
 
     saved = Comparison.model_validate_json(out.read_text())
     assert saved.differences["pass@1"].low is not None and saved.differences["pass@1"].low > 0.5

@@ -647,7 +647,7 @@ def test_a_typed_payload_is_validated_once_per_task_and_read_as_a_model():
 def test_every_hook_is_documented_where_authors_look_and_named_by_the_final_method_error():
     from pathlib import Path
 
-    import agentenv.env as env_module
+    import agentenv.core.env as env_module
 
     docs = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
     for hook in env_module.HOOKS:

@@ -1,4 +1,4 @@
-"""agentenv.evaluation: the estimators, the bootstrap over tasks, grouping, infra, paired comparisons."""
+"""agentenv.eval.evaluation: the estimators, the bootstrap over tasks, grouping, infra, paired comparisons."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 import agentenv
+from agentenv.core.task import Task, TaskMeta
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 from agentenv.envs.arithmetic import oracle
-from agentenv.evaluation import (
+from agentenv.eval.evaluation import (
     EvalResult,
     TaskOutcome,
     compare,
@@ -25,9 +28,6 @@ from agentenv.evaluation import (
     score,
     success_interval,
 )
-from agentenv.task import Task, TaskMeta
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
 
 
 def test_pass_at_k_is_one_minus_the_binomial_ratio_for_every_small_case() -> None:

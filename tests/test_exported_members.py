@@ -1,7 +1,14 @@
 """The public API is what `agentenv.__all__` says: pinned, so a change to it is deliberate."""
 
+import importlib
+import re
+import sys
+
+import pytest
+
 import agentenv
 import agentenv.trainers
+from agentenv._moved import MOVED
 
 PUBLIC = {
     "Action",
@@ -73,3 +80,13 @@ def test_every_exported_name_exists_and_says_where_it_lives():
 
 def test_trainer_exports():
     assert set(agentenv.trainers.__all__) == {"GRPOConfig", "GRPOTrainer", "TransformersPolicy"}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_a_moved_module_still_imports_from_its_old_path_with_a_warning(old: str) -> None:
+    """One release of grace: the old path gives the same module object (a monkeypatch
+    through either name reaches both) and says where it went."""
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=re.escape(f"{old} moved to {MOVED[old]}")):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(MOVED[old])

@@ -1,4 +1,4 @@
-"""`agentenv.forecast` and `agentenv forecast`: ScaleRL's sigmoid recovered from
+"""`agentenv.eval.forecast` and `agentenv forecast`: ScaleRL's sigmoid recovered from
 noisy synthetic curves, and every way a run can fail to be forecast said plainly.
 
 Tolerance (stated once): with 16 evaluations spread log-evenly over C_mid / 30 to
@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agentenv.cli import app
-from agentenv.forecast import (
+from agentenv.eval.forecast import (
     MAX_BOOTSTRAP,
     MIN_POINTS,
     Forecast,
@@ -266,7 +266,7 @@ def test_cli_refuses_a_bootstrap_past_its_bound_in_one_line(tmp_path):
 
 
 def test_the_refits_are_fitted_in_chunks_of_bounded_size(monkeypatch):
-    import agentenv.forecast as module
+    import agentenv.eval.forecast as module
 
     batches = []
     real = module._Batch

@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 
 import agentenv
 from agentenv import Conversation, Env, ScriptedPolicy, ToolCall, Trajectory, rollout
+from agentenv.core.types import Action, Failure
 from agentenv.envs.code import CodeEnv
-from agentenv.types import Action, Failure
 from tests.fuzz_strategies import KINDS, ActionStrategies, Fuzzed
 
 ENV_IDS = (
@@ -215,7 +215,7 @@ def test_a_rollout_of_generated_actions_writes_every_trajectory(env: Env, env_id
 
 # -- Python objects a policy's own code could hand over, which the generated mix leaves out:
 # each was a bug (an exception out of step, or a trajectory that did not serialise) until
-# the action boundary (agentenv._admit) checked every part of a ToolCall and stopped
+# the action boundary (agentenv.core._admit) checked every part of a ToolCall and stopped
 # calling methods of a message it refused.
 
 

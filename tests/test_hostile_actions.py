@@ -18,7 +18,7 @@ import pytest
 
 import agentenv
 from agentenv import Env, ScriptedPolicy, State, Task, ToolCall, ToolError, Trajectory, rollout, tool, tool_call_text
-from agentenv.env import Snapshot
+from agentenv.core.env import Snapshot
 from agentenv.envs.arithmetic import ArithmeticEnv, make_tasks
 from tests.toy_envs import CounterEnv
 

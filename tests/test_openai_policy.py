@@ -17,7 +17,7 @@ import pytest
 
 import agentenv
 from agentenv import Conversation, Failure, Generation, OpenAIPolicy, Policy, PolicyFailure, tool_call_text
-from agentenv.openai_policy import _retry_after_s
+from agentenv.policies.openai import _retry_after_s
 from tests.openai_server import OpenAIServer, Reply, Request, chat_reply, tool_call
 
 SYSTEM = {"role": "system", "content": "You are a test."}

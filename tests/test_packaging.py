@@ -222,7 +222,7 @@ def test_type_checkers_resolve_every_package_from_anywhere(tmp_path: Path) -> No
     revealed = [line for line in proc.stdout.splitlines() if "Revealed type" in line]
     assert len(revealed) == 4, proc.stdout + proc.stderr
     for name in (
-        "agentenv.env.Env",
+        "agentenv.core.env.Env",
         "agentenv.envs.code.env.CodeEnv",
         "agentenv.sandboxes.base.Limits",
         "agentenv.trainers.config.GRPOConfig",

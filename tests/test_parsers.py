@@ -110,7 +110,8 @@ def test_tool_call_text_round_trips_unicode():
 
 
 def test_parse_error_is_in_the_error_hierarchy_and_still_importable_from_parsers():
-    from agentenv import AgentEnvError, errors, parsers
+    from agentenv import AgentEnvError
+    from agentenv.core import errors, parsers
 
     assert parsers.ParseError is errors.ParseError is ParseError
     assert issubclass(ParseError, AgentEnvError) and issubclass(ParseError, ValueError)

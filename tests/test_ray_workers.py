@@ -1,4 +1,4 @@
-"""Env workers on Ray (`agentenv.ray_workers`), on a local Ray started once for the module."""
+"""Env workers on Ray (`agentenv.rollout.ray`), on a local Ray started once for the module."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from agentenv import ScriptedPolicy, Trajectory, rollout, tool_call_text
-from agentenv.ray_workers import RayClusterError, RayConfig, RayExecutor
+from agentenv.rollout.ray import RayClusterError, RayConfig, RayExecutor
 from tests.toy_envs import CounterEnv
 
 COUNTER = "tests.toy_envs:CounterEnv"

@@ -142,9 +142,9 @@ def test_bytes_that_are_not_utf8_name_the_line(tmp_path, compress):
 
 
 def test_an_overlong_line_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
-    import agentenv.task
+    import agentenv.core.task
 
-    monkeypatch.setattr(agentenv.task, "MAX_LINE_BYTES", 100)
+    monkeypatch.setattr(agentenv.core.task, "MAX_LINE_BYTES", 100)
     lines = '{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": "' + "x" * 200 + '"}\n'
     path = _gzipped(tmp_path / "tasks.jsonl.gz", lines)
     with pytest.raises(TaskFileError, match=r"tasks.jsonl.gz:2: line longer than 100 bytes"):
@@ -214,9 +214,9 @@ def test_a_surrogate_pair_is_ordinary_text(tmp_path):
 
 
 def test_a_gzip_bomb_is_refused_by_its_inflated_size_not_read_whole(tmp_path, monkeypatch):
-    import agentenv.task
+    import agentenv.core.task
 
-    monkeypatch.setattr(agentenv.task, "MAX_LINE_BYTES", 1 << 20)  # the floor of the bound, scaled down
+    monkeypatch.setattr(agentenv.core.task, "MAX_LINE_BYTES", 1 << 20)  # the floor of the bound, scaled down
     lines = "".join(json.dumps({"id": f"t{i}", "prompt": "A" * 10_000}) + "\n" for i in range(300))
     path = _gzipped(tmp_path / "tasks.jsonl.gz", lines)  # 3 MB inflated, >100x its size
     with pytest.raises(TaskFileError, match=r"tasks.jsonl.gz: gzip data inflates past \d+ bytes .*gunzip it"):

@@ -62,10 +62,10 @@ from typing import Any, Literal
 
 import torch
 
-from agentenv.policies import Conversation, Generation, PolicyOutput
-from agentenv.sampling import Draw
+from agentenv.core.policy import Conversation, Generation, PolicyOutput
+from agentenv.core.task_sampler import Draw
+from agentenv.core.trajectory import Trajectory
 from agentenv.trainers.policy import TransformersPolicy
-from agentenv.trajectory import Trajectory
 
 __all__ = ["AsyncRollouts", "PublishedWeights", "RolloutBatch", "VersionedPolicy"]
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from agentenv.policies import Generation
+from agentenv.core.policy import Generation
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 from agentenv.trainers import advantages as adv
 from agentenv.trainers.modes import STEP_ADVANTAGES, check_mode
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
 
 logger = logging.getLogger("agentenv.trainers")
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentenv._checkpoints import latest_checkpoint
+from agentenv.core.checkpoints import latest_checkpoint
 
 __all__ = ["RUN_FILES", "clear_run", "latest_checkpoint", "load_checkpoint", "other_run", "save_checkpoint"]
 

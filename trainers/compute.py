@@ -1,5 +1,5 @@
 """Cumulative training compute, written into every metrics row so that
-``agentenv forecast`` can fit reward against it (`agentenv.forecast`).
+``agentenv forecast`` can fit reward against it (`agentenv.eval.forecast`).
 
 Two measures, both summed over the RL steps since the run began (a resumed run
 continues from its last logged row):
@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentenv.forecast import COMPUTE_KEYS
+from agentenv.eval.forecast import COMPUTE_KEYS
 
 __all__ = ["ComputeMeter", "world_size"]
 

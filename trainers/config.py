@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from agentenv import _safejson
+from agentenv.core import _safejson
+from agentenv.core.task import did_you_mean
 from agentenv.miner.config import MinerConfig
-from agentenv.ray_workers import RayConfig
-from agentenv.task import did_you_mean
+from agentenv.rollout.ray import RayConfig
 from agentenv.trainers.modes import LOSS_MODES, STEP_ADVANTAGES, TASK_ADVANTAGES, check_mode
 from agentenv.trainers.pretrained import KNOWN_MODELS
 
@@ -180,7 +180,7 @@ class GRPOConfig(BaseModel):
     """With the miner: multiply each group's advantages by w = (1/|pool|) / P(task), the
     uniform over the sampling probability, normalised to mean 1 over the batch's groups."""
     ray: RayConfig | None = None
-    """Run the envs in Ray actors (a `agentenv.ray_workers.RayConfig`, or a table of its
+    """Run the envs in Ray actors (a `agentenv.rollout.ray.RayConfig`, or a table of its
     fields, e.g. {"actors": 4, "address": "10.0.0.5:6379"}); the model stays here and
     generates for every actor's episodes at once. None steps the envs in threads of this
     process. Needs the ray extra."""

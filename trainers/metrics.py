@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 
 __all__ = ["MetricsLogger", "advantage_metrics", "rollout_metrics"]
 

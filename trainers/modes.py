@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from agentenv.task import did_you_mean
+from agentenv.core.task import did_you_mean
 
 __all__ = ["LOSS_MODES", "STEP_ADVANTAGES", "TASK_ADVANTAGES", "LossMode", "check_mode"]
 

@@ -40,8 +40,8 @@ from typing import Any
 
 import torch
 
-from agentenv._admit import Refused
-from agentenv.policies import Conversation, Generation, PolicyOutput
+from agentenv.core._admit import Refused
+from agentenv.core.policy import Conversation, Generation, PolicyOutput
 from agentenv.trainers.generation import KVPrefix, Sampled, reusable, sample
 from agentenv.trainers.static_decode import StaticDecoder, static_decoder
 from agentenv.trainers.tokens import ChatDelta

@@ -63,11 +63,11 @@ from typing import Any, Literal
 
 import torch
 
-from agentenv.task import Task
+from agentenv.core.task import Task
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 from agentenv.trainers.batch import Example, collate
 from agentenv.trainers.logprobs import policy_logprobs
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
 
 __all__ = [
     "Layout",

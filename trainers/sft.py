@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
+from agentenv.core.trajectory import Trajectory
 from agentenv.trainers.batch import Example, collate
 from agentenv.trainers.logprobs import policy_logprobs
 from agentenv.trainers.tokens import ChatDelta
-from agentenv.trajectory import Trajectory
 
 __all__ = ["sft", "trajectory_example"]
 

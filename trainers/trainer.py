@@ -26,13 +26,15 @@ import numpy as np
 import torch
 
 import agentenv
-from agentenv.env import Env
-from agentenv.evaluation import outcomes, success_interval
+from agentenv.core.env import Env
+from agentenv.core.task import Task, TaskSet
+from agentenv.core.task_sampler import Draw, TaskSampler
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
+from agentenv.eval.evaluation import outcomes, success_interval
 from agentenv.miner import MinerSampler
-from agentenv.ray_workers import RayExecutor
 from agentenv.rollout import rollout
-from agentenv.sampling import Draw, TaskSampler
-from agentenv.task import Task, TaskSet
+from agentenv.rollout.ray import RayExecutor
 from agentenv.trainers import advantages as adv
 from agentenv.trainers.async_rollout import AsyncRollouts, RolloutBatch
 from agentenv.trainers.batch import Example, TrainBatch, build_examples, collate, turn_advantages
@@ -58,10 +60,8 @@ from agentenv.trainers.model import (
 from agentenv.trainers.off_policy import sampler_importance_weights, truncated_importance_weights
 from agentenv.trainers.policy import TokenPolicy, TransformersPolicy
 from agentenv.trainers.rlpr import RLPRScorer, RLPRScores, StdThreshold
-from agentenv.trainers.sampling import EnvSource, UniformSampler
 from agentenv.trainers.sft import sft
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
+from agentenv.trainers.task_sampler import EnvSource, UniformSampler
 
 if TYPE_CHECKING:
     from agentenv.trainers.vllm_engine import VLLMEngine
@@ -83,7 +83,7 @@ class GRPOTrainer:
         envs: Registered ids or env factories, as a list or a mapping to weights
             (None: ``config.envs``).
         config: The run's `GRPOConfig`.
-        sampler: A task sampler, an `agentenv.sampling.TaskSampler` (default: the
+        sampler: A task sampler, an `agentenv.core.task_sampler.TaskSampler` (default: the
             failure miner when ``config.miner`` is set, otherwise uniform over each
             env's train split).
         on_step: Called after each step with its number and metrics (which hold its
@@ -462,7 +462,7 @@ class GRPOTrainer:
     def evaluate(self, episodes: int | None = None) -> float:
         """Success rate on the held-out tasks (the same tasks and seeds every time), counted
         as `_held_out_metrics` counts it: the env's infra failures left out, an episode the
-        policy failed to answer a failed one (`agentenv.evaluation`)."""
+        policy failed to answer a failed one (`agentenv.eval.evaluation`)."""
         tasks = outcomes(self._held_out(episodes))
         valid = sum(t.n for t in tasks)
         return sum(t.successes for t in tasks) / valid if valid else float("nan")

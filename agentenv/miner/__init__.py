@@ -4,7 +4,7 @@ trainer what it can learn from next.
     ledger       per-task outcomes (infra failures re-queued, never counted)
     sampler      Prioritized Level Replay over the learnability p(1-p), pool exits,
                  quarantine and retests; a `TaskSampler` for the GRPO trainer (the
-                 contract, with `Draw` and `Source`, is in `agentenv.sampling`)
+                 contract, with `Draw` and `Source`, is in `agentenv.core.task_sampler`)
     breakpoints  the turn a failed episode broke at, and the resume task from there
     variants     `Env.mutate` variants, validated by the env's oracle
     proposer     an optional LLM proposer of tasks from clustered failures

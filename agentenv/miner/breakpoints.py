@@ -26,10 +26,10 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from agentenv.env import Snapshot
-from agentenv.task import MAX_ID_CHARS, Task, TaskMeta
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
+from agentenv.core.env import Snapshot
+from agentenv.core.task import MAX_ID_CHARS, Task, TaskMeta
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 
 __all__ = ["BreakPoint", "break_point", "resume_from", "resume_task", "root_id", "state_digest", "turns_left"]
 

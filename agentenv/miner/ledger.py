@@ -19,11 +19,11 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentenv.core.task import Task
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 from agentenv.miner.breakpoints import break_point
 from agentenv.miner.config import MinerConfig
-from agentenv.task import Task
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
 
 __all__ = ["Ledger", "TaskRecord", "Visit"]
 

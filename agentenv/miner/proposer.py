@@ -27,10 +27,10 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agentenv import _safejson
-from agentenv._deadline import run_within
+from agentenv.core import _safejson
+from agentenv.core._deadline import run_within
+from agentenv.core.task import MAX_DEPTH, Task
 from agentenv.miner.variants import stable_hash
-from agentenv.task import MAX_DEPTH, Task
 
 __all__ = [
     "MAX_PAYLOAD_CHARS",

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentenv._checkpoints import latest_checkpoint
+from agentenv.core.checkpoints import latest_checkpoint
 from agentenv.miner.ledger import TaskRecord
 
 __all__ = ["MinerReport"]

@@ -44,17 +44,17 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentenv.env import Env, Snapshot
+from agentenv.core.env import Env, Snapshot
+from agentenv.core.task import Task
+from agentenv.core.task_sampler import Draw, Source, TaskSampler
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 from agentenv.miner.breakpoints import break_point, resume_from, resume_task, turns_left
 from agentenv.miner.config import MinerConfig
 from agentenv.miner.ledger import Ledger, Origin, TaskRecord, Visit
 from agentenv.miner.priority import replay_distribution
 from agentenv.miner.proposer import OpenAIProposer, cluster_failures
 from agentenv.miner.variants import OracleValidator, Validator, check, content_key, make_variant, stable_hash
-from agentenv.sampling import Draw, Source, TaskSampler
-from agentenv.task import Task
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
 
 __all__ = ["MinedTask", "MinerSampler"]
 
@@ -82,7 +82,7 @@ class _State(BaseModel):
 
 
 class MinerSampler(TaskSampler):
-    """The failure miner as a `TaskSampler` (`agentenv.sampling`). See the module docstring."""
+    """The failure miner as a `TaskSampler` (`agentenv.core.task_sampler`). See the module docstring."""
 
     def __init__(
         self,

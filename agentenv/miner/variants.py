@@ -22,10 +22,10 @@ from typing import Protocol
 
 import numpy as np
 
-from agentenv.env import Env, Snapshot
-from agentenv.policies import Policy
+from agentenv.core.env import Env, Snapshot
+from agentenv.core.policy import Policy
+from agentenv.core.task import Task, content_key
 from agentenv.rollout import rollout
-from agentenv.task import Task, content_key
 
 __all__ = ["OracleValidator", "Validator", "check", "content_key", "make_variant", "stable_hash"]
 

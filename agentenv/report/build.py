@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from agentenv.evaluation import Estimate, EvalResult
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
+from agentenv.eval.evaluation import Estimate, EvalResult
 from agentenv.report.charts import Series, chart
 from agentenv.report.episodes import PAGE_EPISODES, BuiltEpisodes, EpisodeIndex, EpisodeRecord, read_episodes
 from agentenv.report.forecast import forecast_section
 from agentenv.report.page import Section, cards, html_table, render_page
 from agentenv.report.rundir import RunDir, Skipped
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
 
 __all__ = ["MAX_EMBEDDED", "Report", "build_eval_report", "build_report"]
 

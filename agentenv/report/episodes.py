@@ -32,8 +32,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agentenv.core.types import Failure
 from agentenv.report.rundir import EpisodeFile, Skipped, _why
-from agentenv.types import Failure
 
 __all__ = [
     "MAX_TEXT",

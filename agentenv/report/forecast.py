@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from agentenv.forecast import COMPUTE_KEYS, REWARD_KEY, Forecast, ForecastError, forecast_rows
+from agentenv.eval.forecast import COMPUTE_KEYS, REWARD_KEY, Forecast, ForecastError, forecast_rows
 from agentenv.report.charts import HEIGHT, LEFT, PALETTE, RIGHT, WIDTH, _fmt, _path, _Scale, _ticks
 from agentenv.report.page import html_table
 

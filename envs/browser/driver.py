@@ -30,7 +30,7 @@ from typing import TypeVar
 from playwright.async_api import Browser, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
-from agentenv.errors import InfraError
+from agentenv.core.errors import InfraError
 
 __all__ = ["CHROMIUM_ARGS", "Driver", "driver", "shutdown"]
 

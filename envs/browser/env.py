@@ -54,14 +54,14 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic_core import PydanticCustomError
 
 from agentenv import CallOutcome, Env, InfraError, Message, State, Task, TaskSet, ToolError, tool
+from agentenv.core.spaces import MessagesSpace
+from agentenv.core.tools import ToolSpec
 from agentenv.envs.browser import driver as drivers
 from agentenv.envs.browser import server as servers
 from agentenv.envs.browser.arguments import AnswerText, InputText, Key, OptionLabel, Ref, SiteUrl
 from agentenv.envs.browser.session import Session, Settings
 from agentenv.envs.browser.site import Site
 from agentenv.envs.browser.view import FILLABLE_ROLES, SELECTABLE_ROLES, Node, View
-from agentenv.spaces import MessagesSpace
-from agentenv.tools import ToolSpec
 
 __all__ = ["BrowserEnv", "BrowserPayload", "BrowserState", "load_site"]
 

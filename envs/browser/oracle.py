@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentenv import Conversation, ScriptedPolicy, ToolCall, tool_call_text
+from agentenv.core.parsers import AutoParser, ParseError
 from agentenv.envs.browser.site import Action, Target
 from agentenv.envs.browser.view import element_lines
-from agentenv.parsers import AutoParser, ParseError
 
 __all__ = ["oracle"]
 

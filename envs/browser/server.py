@@ -50,9 +50,9 @@ from urllib.parse import urljoin, urlsplit
 
 import uvicorn
 
+from agentenv.core.errors import InfraError
 from agentenv.envs._sqlite import check_same_schema
 from agentenv.envs.browser.site import Site
-from agentenv.errors import InfraError
 
 __all__ = [
     "EPISODE_HEADER",

@@ -47,10 +47,10 @@ from playwright.async_api import Browser, BrowserContext, Dialog, Page, Request,
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
+from agentenv.core.errors import InfraError, ToolError
 from agentenv.envs.browser.driver import describe
 from agentenv.envs.browser.server import EPISODE_HEADER
 from agentenv.envs.browser.view import Node, RefBook, View, parse
-from agentenv.errors import InfraError, ToolError
 
 __all__ = ["Session", "Settings"]
 

@@ -35,13 +35,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, ToolError, tool, tool_call_text
+from agentenv.core.task import curriculum_slice
 from agentenv.envs.code.families import FAMILIES
 from agentenv.envs.code.sandboxes import Backend, CodeSandboxes
 from agentenv.envs.code.tasks import CodeTask, code_task, default_tasks, make_task
 from agentenv.envs.code.verify import TestJob, TestReport, run_tests
 from agentenv.sandboxes import ExecResult, SandboxError
 from agentenv.sandboxes.pool import PooledSandbox
-from agentenv.task import curriculum_slice
 
 __all__ = ["CodeEnv", "CodeState", "oracle"]
 

@@ -52,8 +52,8 @@ except ModuleNotFoundError as e:  # pragma: no cover - the extra is missing
 
 from pydantic import ValidationError
 
+from agentenv.core.errors import InfraError, ToolError
 from agentenv.envs.mcp_env.config import ServerConfig
-from agentenv.errors import InfraError, ToolError
 
 __all__ = ["LINGER_S", "MCPClient", "ToolResult", "acquire", "release", "shutdown"]
 

@@ -48,13 +48,13 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
-from agentenv.env import Env
+from agentenv.core.env import Env
+from agentenv.core.errors import EnvStateError, InfraError, ToolError
+from agentenv.core.state import State
+from agentenv.core.task import Task, TaskSet
 from agentenv.envs.mcp_env.client import MCPClient, acquire, release
 from agentenv.envs.mcp_env.config import ServerConfig, as_config
 from agentenv.envs.mcp_env.schema import tool_spec
-from agentenv.errors import EnvStateError, InfraError, ToolError
-from agentenv.state import State
-from agentenv.task import Task, TaskSet
 
 __all__ = ["Isolation", "MCPEnv", "MCPState"]
 

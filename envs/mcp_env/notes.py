@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentenv.core.task import Task, TaskSet
+from agentenv.core.tools import tool
 from agentenv.envs.mcp_env.config import ServerConfig
 from agentenv.envs.mcp_env.env import MCPEnv
 from agentenv.policies import ScriptedPolicy
-from agentenv.task import Task, TaskSet
-from agentenv.tools import tool
 
 __all__ = ["NOTES_SERVER", "NotesEnv", "notes_tasks", "oracle"]
 

@@ -34,8 +34,8 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from agentenv._patterns import linear_patterns
-from agentenv.tools import ToolSpec
+from agentenv.core._patterns import linear_patterns
+from agentenv.core.tools import ToolSpec
 
 __all__ = ["MCPArguments", "agent_name", "tool_spec"]
 

@@ -49,7 +49,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from agentenv import Task, TaskMeta, TaskSet
-from agentenv.task import did_you_mean
+from agentenv.core.task import did_you_mean
 
 __all__ = [
     "MAX_GOLD_ACTIONS",

@@ -1,7 +1,7 @@
 """`ToolsEnv`: an agent acting through a domain's HTTP API, verified by final database state.
 
 The tools are the domain's routes: each request model becomes an OpenAI tool
-schema (`agentenv.tools.spec_from_model`), so the core validates arguments before
+schema (`agentenv.core.tools.spec_from_model`), so the core validates arguments before
 anything is sent and names the bad field. A valid call is POSTed with httpx to the
 domain's service (service.py) against this episode's own SQLite file. The env adds
 one tool of its own, ``respond``, which ends the episode: a free-text ``message``
@@ -55,10 +55,10 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from agentenv import CallOutcome, Env, InfraError, ScriptedPolicy, State, Task, TaskSet, ToolError
+from agentenv.core.tools import ToolSpec, spec_from_model
 from agentenv.envs.tools import service as services
 from agentenv.envs.tools.domain import FINISH_TOOL, MESSAGE_FIELD, Domain, Route, load_domain
 from agentenv.envs.tools.service import db_hash
-from agentenv.tools import ToolSpec, spec_from_model
 
 __all__ = ["ToolsEnv", "ToolsState", "db_hash", "oracle", "respond_spec", "route_specs"]
 

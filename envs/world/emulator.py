@@ -43,7 +43,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentenv import InfraError, ToolError, json_diff
-from agentenv._deadline import run_within
+from agentenv.core._deadline import run_within
 from agentenv.envs.world.cache import WorldCache
 from agentenv.envs.world.keys import cache_key, canonical_json, state_hash
 from agentenv.envs.world.metrics import WorldMetrics

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, tool_call_text
+from agentenv.core.tools import ToolSpec, spec_from_model
 from agentenv.envs.world.cache import WorldCache, open_cache
 from agentenv.envs.world.emulator import CallRefused, Emulator, run_code, start_chars
 from agentenv.envs.world.keys import canonical_json
@@ -49,7 +50,6 @@ from agentenv.envs.world.models import ScriptedWorldModel, WorldModel
 from agentenv.envs.world.predicates import Predicate, rule_predicate
 from agentenv.envs.world.prompt import HistoryItem
 from agentenv.envs.world.world import FINISH_TOOL, Args, World, WorldTaskPayload, WorldTool, task_payload
-from agentenv.tools import ToolSpec, spec_from_model
 
 __all__ = ["WorldEnv", "WorldEnvState", "load_world", "oracle"]
 

@@ -34,10 +34,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from agentenv import Conversation, Generation, OpenAIPolicy, PolicyFailure
+from agentenv import Conversation, Generation, PolicyFailure
 from agentenv.envs.world.models import WorldModelError
 from agentenv.envs.world.prompt import REPLY_SCHEMA, WorldRequest, messages
-from agentenv.openai_policy import context_overflow
+from agentenv.policies.openai import OpenAIPolicy, context_overflow
 
 __all__ = ["OpenAIWorldModel"]
 

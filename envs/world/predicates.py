@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentenv import _safejson
+from agentenv.core import _safejson
 from agentenv.envs.world._extra import need
 
 __all__ = ["MAX_RULE_DEPTH", "MAX_RULE_NODES", "OPS_BUDGET", "Predicate", "PredicateError", "rule_predicate"]

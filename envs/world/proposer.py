@@ -23,10 +23,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentenv import Conversation, Generation, Message, OpenAIPolicy
+from agentenv import Conversation, Generation, Message
 from agentenv.envs.world.spec import SpecError, WorldSpec, parse_spec
 from agentenv.envs.world.validate import Rejected, extract_json
 from agentenv.envs.world.world import World
+from agentenv.policies.openai import OpenAIPolicy
 
 __all__ = ["Draft", "admit", "propose_world"]
 

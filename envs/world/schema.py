@@ -12,7 +12,7 @@ are held back. ``$ref`` and ``$dynamicRef`` must be local (``#...``): a remote o
 be fetched mid-step (a request to any host, with no timeout), and the validator gets an
 empty registry, so nothing is ever retrieved. Patterns (``pattern``, ``patternProperties``,
 and so ``propertyNames``' patterns) run on a linear-time engine, the Rust regex of
-pydantic-core (`agentenv._patterns`), never Python's backtracking ``re``, where
+pydantic-core (`agentenv.core._patterns`), never Python's backtracking ``re``, where
 ``^(a|aa)+$`` takes 7 times longer for each 4 more characters of the text. A schema with
 a pattern that engine cannot run (a lookaround, a backreference) is refused when loaded,
 as is ``unevaluatedProperties`` beside ``patternProperties`` (jsonschema matches those
@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from agentenv._patterns import linear_patterns, matcher
+from agentenv.core._patterns import linear_patterns, matcher
 from agentenv.envs.world._extra import need
 
 __all__ = ["JSONSchemaState", "ModelState", "SchemaError", "StateSchema"]

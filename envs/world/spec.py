@@ -41,7 +41,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from agentenv import Task, TaskMeta, _safejson
+from agentenv import Task, TaskMeta
+from agentenv.core import _safejson
 from agentenv.envs.world.predicates import Predicate, PredicateError, rule_predicate
 from agentenv.envs.world.schema import JSONSchemaState, SchemaError
 from agentenv.envs.world.world import Args, GoldenStep, SubGoal, World, WorldTaskPayload

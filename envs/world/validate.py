@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentenv import _safejson
+from agentenv.core import _safejson
 from agentenv.envs.world._extra import need
 from agentenv.envs.world.paths import _Bound, allowed, split_pointer
 from agentenv.envs.world.predicates import PredicateError

@@ -38,7 +38,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentenv import Task, TaskMeta, TaskSet, _safejson
+from agentenv import Task, TaskMeta, TaskSet
+from agentenv.core import _safejson
 from agentenv.envs.world._extra import EXTRA, need
 from agentenv.envs.world.paths import PathPattern
 from agentenv.envs.world.predicates import Predicate, PredicateError, rule_predicate

@@ -19,11 +19,11 @@ from reasoning_gym.factory import DATASETS
 
 import agentenv
 from agentenv import check_env
+from agentenv.core.errors import EnvArgumentError, UnknownEnvError
+from agentenv.core.task import TaskSet
 from agentenv.envs import _reasoning_gym_scorer as scorer_module
 from agentenv.envs.reasoning_gym import ReasoningGymEnv, env_name, oracle
-from agentenv.errors import EnvArgumentError, UnknownEnvError
 from agentenv.registry import _ID_RE
-from agentenv.task import TaskSet
 
 NO_REFERENCE = {"boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"}
 """Datasets whose entries have no reference answer (answer None): their scorers check a solution."""

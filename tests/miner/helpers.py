@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentenv import Env, Task, TaskSet, Trajectory, Transition
-from agentenv.types import Failure
+from agentenv.core.types import Failure
 
 
 def traj(

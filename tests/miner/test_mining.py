@@ -5,11 +5,11 @@ import pytest
 
 import agentenv
 from agentenv import ScriptedPolicy, Task, rollout, tool_call_text
+from agentenv.core.task import MAX_ID_CHARS
 from agentenv.envs.arithmetic import ArithmeticEnv
 from agentenv.envs.guess_number import GuessNumberEnv
 from agentenv.miner import OracleValidator, break_point, make_variant, resume_task
 from agentenv.miner.breakpoints import state_digest
-from agentenv.task import MAX_ID_CHARS
 from tests.miner.helpers import step, traj
 
 T = Task(id="t", prompt="p")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agentenv import Task, TaskMeta, ToolCall, Trajectory
-from agentenv.env import Transition
-from agentenv.types import Failure
+from agentenv.core.env import Transition
+from agentenv.core.types import Failure
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from agentenv.forecast import Sigmoid, forecast_rows
+from agentenv.eval.forecast import Sigmoid, forecast_rows
 from agentenv.report import build_report
 from agentenv.report.rundir import RunDir
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from agentenv.cli import app
-from agentenv.evaluation import score
+from agentenv.eval.evaluation import score
 from agentenv.report import build_eval_report, build_report
 from agentenv.report.charts import MAX_POINTS, Series, chart
 from agentenv.report.episodes import MAX_TEXT, embed_json

@@ -21,7 +21,7 @@ import pytest
 
 import agentenv
 from agentenv.envs.arithmetic import oracle
-from agentenv.evaluation import score
+from agentenv.eval.evaluation import score
 from agentenv.report import build_eval_report, build_report
 from tests.report.conftest import HOSTILE, hostile_trajectory, write_steps
 from tests.report.test_report import parse

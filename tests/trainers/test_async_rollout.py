@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from agentenv import Failure, Generation, Task, Trajectory
-from agentenv.sampling import Draw
+from agentenv.core.task_sampler import Draw
 from agentenv.trainers import GRPOConfig, GRPOTrainer
 from agentenv.trainers.async_rollout import AsyncRollouts, PublishedWeights, RolloutBatch, VersionedPolicy
 from agentenv.trainers.batch import build_examples, collate

@@ -10,8 +10,8 @@ import math
 import pytest
 
 from agentenv import Task, Trajectory, Transition
+from agentenv.core.types import Failure
 from agentenv.trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics
-from agentenv.types import Failure
 
 
 def _traj(task_reward: float | None, step_rewards: list[float], *, failure: Failure = Failure.NONE) -> Trajectory:

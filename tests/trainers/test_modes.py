@@ -81,7 +81,7 @@ def test_the_config_the_tables_and_the_advantages_need_no_torch() -> None:
         from agentenv.trainers.advantages import anchor_state_advantages, combine, group_advantages
         from agentenv.trainers.modes import LOSS_MODES
         from agentenv.trainers.metrics import rollout_metrics
-        from agentenv.trainers.sampling import UniformSampler
+        from agentenv.trainers.task_sampler import UniformSampler
 
         config = GRPOConfig(loss="dapo", miner={}, importance_weighting=True)
         task = group_advantages([1.0, 0.0, 0.0, 1.0], ["g"] * 4, mode=config.advantage)

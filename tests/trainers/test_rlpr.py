@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from agentenv import ScriptedPolicy, Task, TaskSet, rollout
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 from agentenv.policies import Generation
 from agentenv.trainers import GRPOConfig, GRPOTrainer
 from agentenv.trainers.rlpr import (
@@ -22,8 +24,6 @@ from agentenv.trainers.rlpr import (
     split_reply,
 )
 from agentenv.trainers.tokens import build_tiny_tokenizer
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
 from tests.trainers.qa_toy import CapitalQA, qa_corpus
 from tests.trainers.toy import tiny_model
 
@@ -368,7 +368,7 @@ def test_an_env_without_references_fails_before_training_naming_the_task(tmp_pat
 
 
 def test_a_drawn_task_without_a_reference_stops_the_step_naming_it(tmp_path, tok) -> None:
-    from agentenv.sampling import Draw
+    from agentenv.core.task_sampler import Draw
 
     trainer = GRPOTrainer(tiny_model(tok), tok, envs=[CapitalQA], config=_config(tmp_path))
     variant = Task(id="capital-france-variant", prompt="?")  # e.g. a sampler's mutation that dropped the payload

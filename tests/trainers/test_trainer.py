@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from agentenv import Task, TaskSet
+from agentenv.core.trajectory import Trajectory
 from agentenv.trainers import GRPOConfig, GRPOTrainer
-from agentenv.trajectory import Trajectory
 from tests.trainers.toy import SayEnv, same_gradient, tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.slow  # training runs

@@ -74,7 +74,7 @@ def test_held_out_tasks_share_no_content_with_training_and_the_run_says_so(tmp_p
 def test_held_out_figures_count_a_policy_that_failed_to_answer_and_report_infra(tmp_path, tokenizer, monkeypatch):
     # Left out, the episodes the policy cannot answer would raise its held-out success rate.
     from agentenv import Task, Trajectory
-    from agentenv.types import Failure
+    from agentenv.core.types import Failure
 
     def episode(task_id, failure, error=None):
         task = Task(id=task_id, prompt="p")

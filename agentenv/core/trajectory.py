@@ -10,11 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
-from agentenv import _safejson
-from agentenv.env import Snapshot, Transition
-from agentenv.policies import Generation
-from agentenv.task import Task
-from agentenv.types import Failure
+from agentenv.core import _safejson
+from agentenv.core.env import Snapshot, Transition
+from agentenv.core.policy import Generation
+from agentenv.core.task import Task
+from agentenv.core.types import Failure
 
 __all__ = ["Trajectory"]
 

@@ -52,10 +52,12 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 import agentenv
-from agentenv._cli_eval import EvalRun, PolicyUnreachable, comparison_table, figure_tables
-from agentenv._cli_forecast import forecast_json, print_forecast
-from agentenv.env import Env
-from agentenv.evaluation import (
+from agentenv.cli.eval import EvalRun, PolicyUnreachable, comparison_table, figure_tables
+from agentenv.cli.forecast import forecast_json, print_forecast
+from agentenv.core.env import Env
+from agentenv.core.task import did_you_mean
+from agentenv.core.types import Failure
+from agentenv.eval.evaluation import (
     POLICY_ERROR_PREFIX,
     EvalResult,
     compare,
@@ -63,16 +65,14 @@ from agentenv.evaluation import (
     load_trajectories,
     score,
 )
-from agentenv.evaluation import load as load_result
-from agentenv.forecast import MAX_BOOTSTRAP as MAX_FORECAST_BOOTSTRAP
-from agentenv.forecast import ForecastError, forecast_rows
+from agentenv.eval.evaluation import load as load_result
+from agentenv.eval.forecast import MAX_BOOTSTRAP as MAX_FORECAST_BOOTSTRAP
+from agentenv.eval.forecast import ForecastError, forecast_rows
 from agentenv.registry import EnvSpec
 from agentenv.report import Report, build_eval_report, build_report
 from agentenv.report.rundir import RunDir
 from agentenv.sandboxes.cli import app as sandbox_app
 from agentenv.sandboxes.factory import logger as sandbox_logger
-from agentenv.task import did_you_mean
-from agentenv.types import Failure
 
 __all__ = ["EvalSummary", "app", "main"]
 
@@ -471,7 +471,7 @@ def _make_policy(
         return env_spec.make_oracle()
     if not base_url or not model:
         _fail("--policy openai needs --base-url and --model")
-    from agentenv.openai_policy import OpenAIPolicy
+    from agentenv.policies.openai import OpenAIPolicy
 
     # Only the command line reads the key from the environment; the library never does.
     # An unset variable means no key, which local servers (vLLM, Ollama) accept.

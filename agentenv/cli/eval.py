@@ -13,9 +13,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agentenv.evaluation import POLICY_ERROR_PREFIX, Comparison, Estimate, EvalResult, evaluate
-from agentenv.policies import Conversation, Policy, PolicyFailure, PolicyOutput
-from agentenv.trajectory import Trajectory
+from agentenv.core.policy import Conversation, Policy, PolicyFailure, PolicyOutput
+from agentenv.core.trajectory import Trajectory
+from agentenv.eval.evaluation import POLICY_ERROR_PREFIX, Comparison, Estimate, EvalResult, evaluate
 
 __all__ = ["EvalRun", "PolicyUnreachable", "comparison_table", "figure_tables", "format_figure"]
 
@@ -43,7 +43,7 @@ class EvalRun:
         return outputs
 
     def run(self, env_id: str, *, n: int, k: int, **options: Any) -> EvalResult:
-        """`agentenv.evaluation.evaluate` of this policy, with ``options`` passed on."""
+        """`agentenv.eval.evaluation.evaluate` of this policy, with ``options`` passed on."""
         progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

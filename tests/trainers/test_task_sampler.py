@@ -1,4 +1,4 @@
-"""The sampler contract (`agentenv.sampling`): what a sampler must write, what it may
+"""The sampler contract (`agentenv.core.task_sampler`): what a sampler must write, what it may
 leave to the defaults, and that the trainer asks only that of it."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from agentenv import Task, TaskSet
+from agentenv.core.task_sampler import Draw, TaskSampler
 from agentenv.miner import MinerSampler
-from agentenv.sampling import Draw, TaskSampler
 from agentenv.trainers import GRPOConfig, GRPOTrainer
-from agentenv.trainers.sampling import EnvSource, UniformSampler
+from agentenv.trainers.task_sampler import EnvSource, UniformSampler
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
 TASKS = TaskSet([Task(id=f"t{i}", prompt=f"Task {i}.") for i in range(5)])

@@ -52,14 +52,14 @@ import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agentenv import _admit, _safejson
-from agentenv.errors import EnvStateError, InfraError, ToolError
-from agentenv.parsers import ActionParser, AutoParser, ParseError
-from agentenv.spaces import ActionSpace, MessagesSpace
-from agentenv.state import State, json_diff
-from agentenv.task import Task, TaskSet, did_you_mean
-from agentenv.tools import ToolSpec, collect_tools, non_finite
-from agentenv.types import Action, Failure, Message, ToolCall
+from agentenv.core import _admit, _safejson
+from agentenv.core.errors import EnvStateError, InfraError, ToolError
+from agentenv.core.parsers import ActionParser, AutoParser, ParseError
+from agentenv.core.spaces import ActionSpace, MessagesSpace
+from agentenv.core.state import State, json_diff
+from agentenv.core.task import Task, TaskSet, did_you_mean
+from agentenv.core.tools import ToolSpec, collect_tools, non_finite
+from agentenv.core.types import Action, Failure, Message, ToolCall
 
 __all__ = ["HOOKS", "CallOutcome", "Env", "Snapshot", "Transition"]
 
@@ -84,7 +84,7 @@ HOOKS = (
     "on_close",
 )
 """What a subclass overrides (besides its tools). Everything in `_FINAL` it may not."""
-logger = logging.getLogger("agentenv.env")
+logger = logging.getLogger("agentenv.core.env")
 ErrorKind = Literal["format", "tool", "infra"]
 _JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # one encoder: json.dumps(**kw) builds one per call
 ToolPrompt = Literal["json", "compact", "none"]

@@ -54,10 +54,10 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
-from agentenv import _admit, _safejson
-from agentenv._admit import Refused
-from agentenv._deadline import run_within
-from agentenv.policies import Conversation, Generation, PolicyFailure, PolicyOutput, TokenId
+from agentenv.core import _admit, _safejson
+from agentenv.core._admit import Refused
+from agentenv.core._deadline import run_within
+from agentenv.core.policy import Conversation, Generation, PolicyFailure, PolicyOutput, TokenId
 
 __all__ = ["OpenAIPolicy"]
 

@@ -12,7 +12,7 @@ from typing import Any, cast
 import numpy as np
 from gymnasium.spaces import Space
 
-from agentenv.types import Message, ToolCall
+from agentenv.core.types import Message, ToolCall
 
 __all__ = ["ActionSpace", "MessagesSpace", "UnicodeText"]
 

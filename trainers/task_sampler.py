@@ -2,7 +2,7 @@
 its train/test split) and the default, uniform sampler.
 
 The contract every sampler follows (`TaskSampler`, `Draw`, `Source`) lives in
-`agentenv.sampling`, shared with the failure miner (`agentenv.miner.MinerSampler`).
+`agentenv.core.task_sampler`, shared with the failure miner (`agentenv.miner.MinerSampler`).
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from agentenv.env import Env
-from agentenv.sampling import Draw, Source, TaskSampler
-from agentenv.task import TaskSet
+from agentenv.core.env import Env
+from agentenv.core.task import TaskSet
+from agentenv.core.task_sampler import Draw, Source, TaskSampler
 
 __all__ = ["EnvSource", "UniformSampler"]
 
 
 @dataclass
 class EnvSource:
-    """One env the trainer draws from (an `agentenv.sampling.Source`)."""
+    """One env the trainer draws from (an `agentenv.core.task_sampler.Source`)."""
 
     name: str
     factory: Callable[[], Env]

@@ -3,7 +3,7 @@
 A parser is any object with ``parse(action) -> list[ToolCall]`` and a
 ``format_hint`` that tells the model how to call tools. An empty list means the
 action was plain text with no tool call. Malformed input raises `ParseError`
-(defined in `agentenv.errors`, re-exported here), which `Env.step` turns into an
+(defined in `agentenv.core.errors`, re-exported here), which `Env.step` turns into an
 error observation and a format penalty.
 
 Built in: `HermesParser` (``<tool_call>{...}</tool_call>``, the format of the
@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol, runtime_checkable
 
-from agentenv import _safejson
-from agentenv.errors import ParseError
-from agentenv.types import Action, ToolCall
+from agentenv.core import _safejson
+from agentenv.core.errors import ParseError
+from agentenv.core.types import Action, ToolCall
 
 __all__ = [
     "ActionParser",
@@ -75,13 +75,13 @@ def _call_from_obj(obj: Any, index: int) -> ToolCall:
     if call_id is not None and not isinstance(call_id, str):
         raise ParseError(f'tool call {index}: "id" must be a string')
     # Whatever reaches here was checked already: JSON text by _loads / _safejson.loads,
-    # an assistant message by the env's boundary (agentenv._admit).
+    # an assistant message by the env's boundary (agentenv.core._admit).
     return ToolCall(name, arguments, call_id)
 
 
 def checked_call(call: ToolCall, index: int = 1) -> ToolCall:
     """``call`` if its name, id and arguments are plain JSON data that every later
-    reader can take (see `agentenv._safejson`); otherwise `ParseError`."""
+    reader can take (see `agentenv.core._safejson`); otherwise `ParseError`."""
     found = _safejson.problem(
         {"name": call.name, "id": call.id, "arguments": call.arguments}, max_depth=MAX_ARGUMENT_DEPTH + 1
     )

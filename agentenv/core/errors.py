@@ -67,7 +67,7 @@ class EnvCheckError(AgentEnvError, AssertionError):
 class ParseError(AgentEnvError, ValueError):
     """An action could not be read as tool calls; the message is shown to the agent.
 
-    Raised by action parsers (see `agentenv.parsers`); `Env.step` turns it into an
+    Raised by action parsers (see `agentenv.core.parsers`); `Env.step` turns it into an
     error observation with the ``format`` penalty, never an exception of ``step``.
     """
 

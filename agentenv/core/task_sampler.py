@@ -6,7 +6,7 @@ the trainer rolls it out G times. After the step the sampler sees every trajecto
 (groups that dynamic sampling dropped included) and may change what it draws next.
 An env the trainer draws from is a `Source`.
 
-Two samplers ship: uniform (`agentenv.trainers.sampling.UniformSampler`) and the
+Two samplers ship: uniform (`agentenv.trainers.task_sampler.UniformSampler`) and the
 failure miner (`agentenv.miner.MinerSampler`); both subclass `TaskSampler`, and a
 sampler of your own does the same.
 
@@ -26,15 +26,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentenv.env import Env, Snapshot
-from agentenv.task import Task, TaskSet
-from agentenv.trajectory import Trajectory
+from agentenv.core.env import Env, Snapshot
+from agentenv.core.task import Task, TaskSet
+from agentenv.core.trajectory import Trajectory
 
 __all__ = ["Draw", "Source", "TaskSampler"]
 
 
 class Source(Protocol):
-    """One env a sampler draws from (the trainer's `agentenv.trainers.sampling.EnvSource`)."""
+    """One env a sampler draws from (the trainer's `agentenv.trainers.task_sampler.EnvSource`)."""
 
     @property
     def name(self) -> str:

@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentenv.env import Env, Snapshot, _hook_failures
-from agentenv.errors import EnvCheckError, EnvStateError
-from agentenv.parsers import tool_call_text
-from agentenv.types import Action, ToolCall
+from agentenv.core.env import Env, Snapshot, _hook_failures
+from agentenv.core.errors import EnvCheckError, EnvStateError
+from agentenv.core.parsers import tool_call_text
+from agentenv.core.types import Action, ToolCall
 
 __all__ = ["CheckReport", "check_env"]
 

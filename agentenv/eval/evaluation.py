@@ -40,12 +40,12 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentenv.env import Env
-from agentenv.policies import Policy
+from agentenv.core.env import Env
+from agentenv.core.policy import Policy
+from agentenv.core.task import Task
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 from agentenv.rollout import rollout
-from agentenv.task import Task
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
 
 __all__ = [
     "Comparison",

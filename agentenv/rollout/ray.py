@@ -50,11 +50,13 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentenv import _admit, _safejson
-from agentenv.env import Env
-from agentenv.errors import AgentEnvError
-from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
-from agentenv.rollout import (
+from agentenv.core import _admit, _safejson
+from agentenv.core.env import Env
+from agentenv.core.errors import AgentEnvError
+from agentenv.core.policy import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
+from agentenv.core.task import did_you_mean
+from agentenv.core.trajectory import Trajectory
+from agentenv.rollout.engine import (
     EnvFactory,
     _close_quietly,
     _each,
@@ -64,8 +66,6 @@ from agentenv.rollout import (
     ask_policy,
     checked_output,
 )
-from agentenv.task import did_you_mean
-from agentenv.trajectory import Trajectory
 
 __all__ = ["RayClusterError", "RayConfig", "RayExecutor"]
 

@@ -26,7 +26,7 @@ let an action dodge its episode's penalty. Any other failure of ``snapshot()``
 episode as ``infra``, as a failing step does.
 
 With ``executor="ray"`` the same rounds run with the envs in Ray actors
-(`agentenv.ray_workers`), on one machine or across a cluster.
+(`agentenv.rollout.ray`), on one machine or across a cluster.
 
 Left out on purpose: retries of infra failures (the failure miner re-queues
 them).
@@ -46,16 +46,16 @@ from enum import Enum
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from agentenv import _admit, _safejson
-from agentenv.env import Env, Snapshot
-from agentenv.errors import InfraError, message_of
-from agentenv.policies import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
-from agentenv.task import Task, did_you_mean
-from agentenv.trajectory import Trajectory
-from agentenv.types import Failure
+from agentenv.core import _admit, _safejson
+from agentenv.core.env import Env, Snapshot
+from agentenv.core.errors import InfraError, message_of
+from agentenv.core.policy import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
+from agentenv.core.task import Task, did_you_mean
+from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 
 if TYPE_CHECKING:
-    from agentenv.ray_workers import RayExecutor
+    from agentenv.rollout.ray import RayExecutor
 
 __all__ = ["rollout"]
 
@@ -199,8 +199,8 @@ def rollout(
         on_episode: Called with each trajectory as it finishes (progress bars).
         env_kwargs: Keyword arguments for `agentenv.make` when ``env`` is an id.
         executor: Where the envs run: ``"thread"`` (this process, stepped by a thread
-            pool), ``"ray"`` (Ray actors made for this call, see `agentenv.ray_workers`),
-            or a `agentenv.ray_workers.RayExecutor` whose actors outlive the call. With
+            pool), ``"ray"`` (Ray actors made for this call, see `agentenv.rollout.ray`),
+            or a `agentenv.rollout.ray.RayExecutor` whose actors outlive the call. With
             Ray, ``max_workers`` is the threads of each actor.
     """
     env_id, factory = _factory(env, env_kwargs or {})
@@ -209,7 +209,7 @@ def rollout(
     if max_workers is not None and max_workers < 1:
         raise ValueError(f"max_workers must be >= 1, got {max_workers}")
     if not (isinstance(executor, str) and executor == "thread"):
-        from agentenv.ray_workers import ray_rollout
+        from agentenv.rollout.ray import ray_rollout
 
         return ray_rollout(
             executor,

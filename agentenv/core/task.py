@@ -26,8 +26,8 @@ from typing import Annotated, Any, Literal, overload
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from agentenv import _safejson
-from agentenv.errors import EnvArgumentError, TaskFileError
+from agentenv.core import _safejson
+from agentenv.core.errors import EnvArgumentError, TaskFileError
 
 __all__ = ["Task", "TaskMeta", "TaskSet", "content_key"]
 
@@ -283,7 +283,7 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def _json_record(line: str, where: str) -> dict[str, Any]:
     """One line's JSON object; `TaskFileError` for anything else, hostile input included
-    (see `agentenv._safejson`: lone surrogates, nesting past `MAX_DEPTH`, huge numbers),
+    (see `agentenv.core._safejson`: lone surrogates, nesting past `MAX_DEPTH`, huge numbers),
     and NaN or infinity (``NaN``, ``Infinity``, ``1e309``), which `json.loads` accepts
     but JSON cannot write back: a task holding one would become another task (null)
     in a trajectory or a checkpoint."""

@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from agentenv import _safejson
-from agentenv.types import Action, Message, ToolCall
+from agentenv.core import _safejson
+from agentenv.core.types import Action, Message, ToolCall
 
 __all__ = ["Admitted", "Refused", "admit", "clean_messages", "limited", "safe_repr"]
 

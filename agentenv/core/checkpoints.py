@@ -1,6 +1,6 @@
-"""Which checkpoint of a run is its latest: the rule every reader of ``checkpoints/latest``
-follows (the trainer resuming a run, `agentenv miner show` and `agentenv report`), kept
-torch-free here so the readers that do not train need not load the trainer.
+"""Which checkpoint of a run is its latest: the contract between the trainer that writes
+``checkpoints/latest`` and every reader of it (the trainer resuming a run, `agentenv miner
+show` and `agentenv report`), kept torch-free so the readers need not load the trainer.
 
 Left out: reading the checkpoint itself (the trainer's `load_checkpoint`, the report's
 pydantic models).

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agentenv.forecast import COMPUTE_KEYS, REWARD_KEY, Forecast, Interval
+from agentenv.eval.forecast import COMPUTE_KEYS, REWARD_KEY, Forecast, Interval
 
 __all__ = ["forecast_json", "print_forecast"]
 
