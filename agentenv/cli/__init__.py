@@ -1,6 +1,8 @@
-"""The ``agentenv`` command line (`app.py`), with the tables of ``eval`` (`eval.py`) and
-``forecast`` (`forecast.py`). The application: the one place that wires every package."""
+"""The ``agentenv`` command line: `app.py` builds it from one module per command group
+(`play`, `eval`, `train`, `report`, `forecast`, `miner`) over `common.py`. The
+application: the one place that wires every layer together."""
 
-from agentenv.cli.app import EvalSummary, app, main
+from agentenv.cli.app import app, main
+from agentenv.cli.eval import EvalSummary
 
 __all__ = ["EvalSummary", "app", "main"]

@@ -1,23 +1,72 @@
-"""What ``agentenv eval`` and ``agentenv compare`` need beyond their options: running the
-evaluation behind a progress bar while watching whether the policy answers at all,
-and the tables of an `EvalResult` and a `Comparison` (rich; imported by the command
-line only)."""
+"""``agentenv eval`` and ``agentenv compare``: running an evaluation behind a progress bar
+while watching whether the policy answers at all, the tables of an `EvalResult` and a
+`Comparison`, and the two commands (rich; imported by the command line only)."""
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+import agentenv
+from agentenv.cli.common import (
+    ENV_HELP,
+    EXIT_INTERRUPTED,
+    EXIT_POLICY_FAILED,
+    OPENAI_PANEL,
+    env_kwargs_of,
+    env_spec_of,
+    fail,
+    mean_of,
+    number,
+    prepare_out,
+    refuse_same_file,
+    sandbox_choice_shown,
+    stdout,
+)
+from agentenv.cli.report import print_report
 from agentenv.core.policy import Conversation, Policy, PolicyFailure, PolicyOutput
 from agentenv.core.trajectory import Trajectory
-from agentenv.eval.evaluation import POLICY_ERROR_PREFIX, Comparison, Estimate, EvalResult, evaluate
+from agentenv.core.types import Failure
+from agentenv.eval.evaluation import (
+    POLICY_ERROR_PREFIX,
+    Comparison,
+    Estimate,
+    EvalResult,
+    compare,
+    default_concurrency,
+    evaluate,
+)
+from agentenv.eval.evaluation import load as load_result
+from agentenv.registry import EnvSpec
+from agentenv.report import build_eval_report
 
-__all__ = ["EvalRun", "PolicyUnreachable", "comparison_table", "figure_tables", "format_figure"]
+__all__ = [
+    "EvalRun",
+    "EvalSummary",
+    "PolicyKind",
+    "PolicyUnreachable",
+    "compare_command",
+    "comparison_table",
+    "eval_command",
+    "figure_tables",
+    "format_figure",
+]
+
+
+class PolicyKind(str, Enum):
+    scripted = "scripted"
+    openai = "openai"
 
 
 class PolicyUnreachable(Exception):
@@ -189,3 +238,237 @@ def _signed(name: str, value: float | None) -> str:
     if name.startswith("mean@"):
         return f"{round(value, 3) + 0.0:+.3f}"
     return f"{round(100 * value, 1) + 0.0:+.1f}"
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSummary:
+    """What an evaluation printed, computed from its trajectories."""
+
+    episodes: int
+    success_rate: float
+    mean_reward: float
+    """Mean over episodes of the summed step rewards (task reward included)."""
+    mean_turns: float
+    failures: dict[Failure, int]
+    """Episodes by how they ended; every kind is present, zeros included."""
+    by_difficulty: dict[int, tuple[int, float]]
+    """Task difficulty -> (episodes, success rate)."""
+    errors: list[str]
+    """Distinct infra errors, first seen first."""
+
+    @classmethod
+    def of(cls, trajectories: Sequence[agentenv.Trajectory]) -> EvalSummary:
+        n = len(trajectories)
+        failures = Counter(t.failure for t in trajectories)
+        groups: dict[int, list[bool]] = {}
+        for t in trajectories:
+            groups.setdefault(t.task.metadata.difficulty, []).append(t.success)
+        return cls(
+            episodes=n,
+            success_rate=mean_of(t.success for t in trajectories),
+            mean_reward=mean_of(t.total_reward for t in trajectories),
+            mean_turns=mean_of(t.turns for t in trajectories),
+            failures={kind: failures.get(kind, 0) for kind in Failure},
+            by_difficulty={d: (len(s), mean_of(s)) for d, s in sorted(groups.items())},
+            errors=list(dict.fromkeys(t.error for t in trajectories if t.error)),
+        )
+
+    def tables(self) -> list[Table]:
+        main = Table()
+        main.add_column("measure")
+        main.add_column("value", justify="right")
+        main.add_row("episodes", str(self.episodes))
+        main.add_row("success rate", f"{self.success_rate:.1%}")
+        main.add_row("mean reward", number(self.mean_reward, ".3f"))
+        main.add_row("mean turns", f"{self.mean_turns:.2f}")
+        for kind, count in self.failures.items():
+            main.add_row(f"failure: {kind.value}", str(count))
+        by_difficulty = Table(title="by difficulty", title_justify="left")
+        for column in ("difficulty", "episodes", "success rate"):
+            by_difficulty.add_column(column, justify="right")
+        for difficulty, (count, rate) in self.by_difficulty.items():
+            by_difficulty.add_row(str(difficulty), str(count), f"{rate:.1%}")
+        return [main, by_difficulty]
+
+
+def eval_command(
+    env_id: Annotated[str, typer.Argument(metavar="ENV", help=ENV_HELP)],
+    policy: Annotated[PolicyKind, typer.Option(help="scripted: the env's oracle; openai: a chat endpoint.")] = (
+        PolicyKind.scripted
+    ),
+    episodes: Annotated[
+        int, typer.Option("--episodes", "-n", help="Task draws: draw i resets with seed + i, which picks its task.")
+    ] = 10,
+    k: Annotated[int, typer.Option("--k", "-k", help="Samples per draw: same task and seed, k episodes.")] = 1,
+    out: Annotated[Path | None, typer.Option(help="Write the trajectories here as JSONL.")] = None,
+    append: Annotated[bool, typer.Option(help="Append to --out instead of overwriting it.")] = False,
+    json_out: Annotated[
+        str | None, typer.Option("--json", metavar="<path>", help="Write the results as JSON here ('-': stdout only).")
+    ] = None,
+    report: Annotated[Path | None, typer.Option(help="Write an HTML report with a trajectory viewer here.")] = None,
+    compare_to: Annotated[
+        Path | None, typer.Option(help="A baseline (an --json result or an --out JSONL) to compare with, paired.")
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Draw i resets with seed + i.")] = 0,
+    concurrency: Annotated[
+        int | None, typer.Option(help=f"Episodes live at once (default: 2 per CPU, here {default_concurrency()}).")
+    ] = None,
+    confidence: Annotated[float, typer.Option(help="Of the bootstrap intervals over tasks.")] = 0.95,
+    max_turns: Annotated[int | None, typer.Option(help="Override the env's turn limit.")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="Endpoint, e.g. http://127.0.0.1:8000/v1.", rich_help_panel=OPENAI_PANEL)
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Model name the endpoint serves.", rich_help_panel=OPENAI_PANEL)
+    ] = None,
+    api_key_env: Annotated[
+        str, typer.Option(help="Environment variable holding the API key.", rich_help_panel=OPENAI_PANEL)
+    ] = "OPENAI_API_KEY",
+) -> None:
+    """Run a policy on an env, k samples per task: pass@k, pass^k, mean@k with intervals, failures."""
+    env_spec = env_spec_of(env_id)
+    env_id = env_spec.id
+    for name, value in (("--episodes", episodes), ("--k", k), ("--concurrency", concurrency)):
+        if value is not None and value < 1:
+            fail(f"{name} must be >= 1, got {value}")
+    if not 0 < confidence < 1:
+        fail(f"--confidence must be between 0 and 1, got {confidence}")
+    env_kwargs = env_kwargs_of(env_spec, max_turns)
+    json_path = Path(json_out) if json_out not in (None, "-") else None
+    refuse_same_file([("--compare-to", compare_to)], [("--out", out), ("--json", json_path), ("--report", report)])
+    baseline = _load_result(compare_to, "--compare-to") if compare_to is not None else None
+    if out is not None:
+        prepare_out(out, append=append, option="--out")
+    for option, path in (("--json", json_path), ("--report", report)):
+        if path is not None:
+            prepare_out(path, append=False, option=option)
+    chosen = _make_policy(env_spec, policy, base_url=base_url, model=model, api_key_env=api_key_env)
+    label = f"{env_id} · {policy.value} policy" + (f" {model}" if policy is PolicyKind.openai and model else "")
+
+    # With --json -, stdout is the JSON alone: the progress bar and the tables go to stderr.
+    console = Console(highlight=False, stderr=json_out == "-")
+    watched = EvalRun(chosen, console)
+    try:
+        with sandbox_choice_shown():
+            result = watched.run(
+                env_id,
+                n=episodes,
+                k=k,
+                seed=seed,
+                concurrency=concurrency,
+                out=out,
+                env_kwargs=env_kwargs,
+                label=label,
+                confidence=confidence,
+            )
+    except PolicyUnreachable as e:
+        fail(f"the policy could not be reached, so nothing was evaluated: {e}", code=EXIT_POLICY_FAILED)
+    except KeyboardInterrupt:
+        where = f" (written to {out})" if out is not None else ""
+        Console(stderr=True).print(f"interrupted: {len(watched.finished)} of {episodes * k} episodes finished{where}")
+        raise typer.Exit(code=EXIT_INTERRUPTED) from None
+    finally:
+        close = getattr(chosen, "close", None)
+        if callable(close):
+            close()
+    finished = watched.finished
+
+    if baseline is not None:
+        result.comparison = compare(baseline, result, confidence=confidence)
+    _print_eval(console, result, finished, out)
+    cited = out if out is not None and not append else None  # appended: its lines are not this run's numbers
+    _write_eval_outputs(console, result, finished, json_out=json_out, report=report, out=cited)
+    if result.policy_failures:
+        first = next(t.error for t in finished if (t.error or "").startswith(POLICY_ERROR_PREFIX))
+        fail(
+            f"the policy failed in {result.policy_failures} of {result.episodes} episodes (first: {first}); "
+            "they count as failed samples in the figures above",
+            code=EXIT_POLICY_FAILED,
+        )
+
+
+def _print_eval(console: Console, result: EvalResult, finished: list[agentenv.Trajectory], out: Path | None) -> None:
+    summary = EvalSummary.of(finished)
+    console.print(f"[bold]{escape(result.label)}[/]")
+    for table in [summary.tables()[0], *figure_tables(result)]:
+        console.print(table)
+    for error in summary.errors[:3]:
+        console.print(f"infra error: {escape(error)}", soft_wrap=True)
+    if result.comparison is not None:
+        console.print(comparison_table(result.comparison))
+    if out is not None:
+        console.print(f"wrote {len(finished)} trajectories to {escape(str(out))}", soft_wrap=True)
+
+
+def _write_eval_outputs(
+    console: Console,
+    result: EvalResult,
+    finished: list[agentenv.Trajectory],
+    *,
+    json_out: str | None,
+    report: Path | None,
+    out: Path | None,
+) -> None:
+    if json_out == "-":
+        print(result.model_dump_json(indent=1))
+    elif json_out is not None:
+        Path(json_out).write_text(result.model_dump_json(indent=1) + "\n", encoding="utf-8")
+        console.print(f"wrote the results to {escape(json_out)}", soft_wrap=True)
+    if report is not None:
+        source = out.name if out is not None else "the evaluation"
+        print_report(console, build_eval_report(finished, result, report, source=source))
+
+
+def _load_result(path: Path, option: str) -> EvalResult:
+    try:
+        return load_result(path)
+    except ValueError as e:
+        fail(f"{option}: {e}")
+
+
+def compare_command(
+    a: Annotated[Path, typer.Argument(metavar="A", help="An eval --json result, or an eval --out JSONL.")],
+    b: Annotated[Path, typer.Argument(metavar="B", help="The same, for the other model or checkpoint.")],
+    k: Annotated[int | None, typer.Option("--k", "-k", help="Samples per task (default: the smaller k).")] = None,
+    confidence: Annotated[float, typer.Option(help="Of the paired bootstrap intervals.")] = 0.95,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", metavar="<path>", help="Write the comparison here.")
+    ] = None,
+) -> None:
+    """Compare two evaluations on the tasks both ran: B - A, paired bootstrap over tasks."""
+    if k is not None and k < 1:
+        fail(f"--k must be >= 1, got {k}")
+    if not 0 < confidence < 1:
+        fail(f"--confidence must be between 0 and 1, got {confidence}")
+    refuse_same_file([("A", a), ("B", b)], [("--json", json_out)])
+    first, second = _load_result(a, "A"), _load_result(b, "B")
+    if k is not None and k > min(first.k, second.k):
+        fail(f"--k {k} is more than the samples per task of A ({first.k}) or B ({second.k})")
+    if json_out is not None:
+        prepare_out(json_out, append=False, option="--json")
+    comparison = compare(first, second, k=k, confidence=confidence)
+    if comparison.matched == 0:
+        fail(f"A and B share no task (A has {comparison.only_a}, B {comparison.only_b}): nothing to compare")
+    stdout().print(comparison_table(comparison))
+    if json_out is not None:
+        json_out.write_text(comparison.model_dump_json(indent=1) + "\n", encoding="utf-8")
+
+
+def _make_policy(
+    env_spec: EnvSpec, kind: PolicyKind, *, base_url: str | None, model: str | None, api_key_env: str
+) -> agentenv.Policy:
+    if kind is PolicyKind.scripted:
+        if env_spec.oracle is None:
+            fail(f"env {env_spec.id!r} has no scripted oracle; use --policy openai")
+        return env_spec.make_oracle()
+    if not base_url or not model:
+        fail("--policy openai needs --base-url and --model")
+    from agentenv.policies.openai import OpenAIPolicy
+
+    # Only the command line reads the key from the environment; the library never does.
+    # An unset variable means no key, which local servers (vLLM, Ollama) accept.
+    api_key = os.environ.get(api_key_env) or None
+    try:
+        return OpenAIPolicy(base_url=base_url, model=model, api_key=api_key)
+    except (TypeError, ValueError) as e:
+        fail(f"cannot build the openai policy: {e}")

@@ -1,19 +1,32 @@
-"""What ``agentenv forecast`` prints: the fitted parameters with their intervals, the
-predictions, and the notes; or the same as one strict JSON object."""
+"""``agentenv forecast RUN_DIR``: ScaleRL's sigmoid of held-out reward against compute,
+printed as the fitted parameters with their intervals, the predictions and the notes,
+or as one strict JSON object."""
 
 from __future__ import annotations
 
+import json
 import math
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agentenv.eval.forecast import COMPUTE_KEYS, REWARD_KEY, Forecast, Interval
+from agentenv.cli.common import EXIT_NO_FORECAST, fail, stdout
+from agentenv.eval.forecast import COMPUTE_KEYS, REWARD_KEY, Forecast, ForecastError, Interval, forecast_rows
+from agentenv.eval.forecast import MAX_BOOTSTRAP as MAX_FORECAST_BOOTSTRAP
+from agentenv.report.rundir import RunDir
 
-__all__ = ["forecast_json", "print_forecast"]
+__all__ = ["ComputeAxis", "forecast_command", "forecast_json", "print_forecast"]
+
+
+class ComputeAxis(str, Enum):
+    tokens = "tokens"
+    device_hours = "device_hours"
+
 
 UNITS = {"tokens": "tokens", "device_hours": "device-hours"}
 
@@ -81,3 +94,46 @@ def _strict(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_strict(v) for v in value]
     return value
+
+
+def forecast_command(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A training run directory (output_dir).")],
+    compute: Annotated[
+        ComputeAxis,
+        typer.Option(help="tokens: generated plus trained (hardware-independent); device_hours: wall time x devices."),
+    ] = ComputeAxis.tokens,
+    json_out: Annotated[
+        bool,
+        typer.Option("--json", help="Print the forecast as one strict JSON object (a non-finite number is null)."),
+    ] = False,
+    bootstrap: Annotated[
+        int, typer.Option(help=f"Bootstrap refits for the intervals (1 to {MAX_FORECAST_BOOTSTRAP:,}).")
+    ] = 1000,
+    confidence: Annotated[float, typer.Option(help="Of the bootstrap intervals.")] = 0.95,
+    seed: Annotated[int, typer.Option(min=0, help="Of the bootstrap.")] = 0,
+) -> None:
+    """Fit ScaleRL's sigmoid of held-out reward against compute: the asymptote A, the
+    efficiency B, the midpoint C_mid, and the reward at 2x and 10x the run's compute.
+    Exit code 1 when the run cannot be forecast yet (too few evaluations): nothing is fitted."""
+    if not 1 <= bootstrap <= MAX_FORECAST_BOOTSTRAP:
+        fail(f"--bootstrap must be between 1 and {MAX_FORECAST_BOOTSTRAP:,}, got {bootstrap}")
+    if not 0 < confidence < 1:
+        fail(f"--confidence must be between 0 and 1, got {confidence}")
+    if not run_dir.is_dir():
+        fail(f"no such directory: {run_dir}" if not run_dir.exists() else f"not a directory: {run_dir}")
+    data = RunDir(run_dir)
+    if not data.rows:
+        fail(f"{run_dir} has no metrics (metrics.jsonl): nothing to forecast", code=EXIT_NO_FORECAST)
+    skipped = data.skipped.all()
+    for note in skipped:
+        Console(stderr=True, highlight=False).print(f"skipped: {escape(note)}", soft_wrap=True)
+    try:
+        result = forecast_rows(
+            data.numbers(), compute=compute.value, n_bootstrap=bootstrap, confidence=confidence, seed=seed
+        )
+    except ForecastError as e:
+        fail(f"{run_dir}: {e}; nothing was fitted", code=EXIT_NO_FORECAST)
+    if json_out:
+        print(json.dumps(forecast_json(run_dir, result, skipped), indent=1, allow_nan=False))
+    else:
+        print_forecast(stdout(), run_dir, result)

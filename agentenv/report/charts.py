@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Literal
 
-__all__ = ["MAX_POINTS", "PALETTE", "Series", "chart", "legend"]
+__all__ = ["MAX_POINTS", "PALETTE", "Scale", "Series", "chart", "format_value", "legend", "svg_path", "ticks_between"]
 
 MAX_POINTS = 400
 """Points drawn per series; longer series are averaged into this many buckets."""
@@ -81,9 +81,9 @@ def chart(
     x0, x1 = min(xs), max(xs)
     lo = min(ys) if y_min is None else min(y_min, min(ys))
     hi = max(ys) if y_max is None else max(y_max, max(ys))
-    ticks = _ticks(lo, hi)
+    ticks = ticks_between(lo, hi)
     lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
-    scale = _Scale(x0, x1, lo, hi)
+    scale = Scale(x0, x1, lo, hi)
     parts = [
         f'<svg viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}" class="plot">',
         _axes(scale, ticks, fmt),
@@ -110,7 +110,7 @@ def legend(labels: Sequence[str]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Scale:
+class Scale:
     x0: float
     x1: float
     y0: float
@@ -177,7 +177,7 @@ def _stacked(series: list[Series]) -> list[Series]:
     return out
 
 
-def _ticks(lo: float, hi: float, count: int = 4, *, whole: bool = False) -> list[float]:
+def ticks_between(lo: float, hi: float, count: int = 4, *, whole: bool = False) -> list[float]:
     """Round tick values that cover [lo, hi]; ``whole``: integers only (steps)."""
     if hi - lo < 1e-12:
         lo, hi = lo - (abs(lo) * 0.1 or 0.5), hi + (abs(hi) * 0.1 or 0.5)
@@ -195,7 +195,7 @@ def _ticks(lo: float, hi: float, count: int = 4, *, whole: bool = False) -> list
     return ticks
 
 
-def _fmt(value: float, fmt: Format) -> str:
+def format_value(value: float, fmt: Format) -> str:
     if fmt == "percent":
         return f"{round(100 * value, 1) + 0.0:g}%"
     if fmt == "seconds":
@@ -205,23 +205,23 @@ def _fmt(value: float, fmt: Format) -> str:
     return f"{round(value, 4) + 0.0:g}"
 
 
-def _axes(scale: _Scale, ticks: list[float], fmt: Format) -> str:
+def _axes(scale: Scale, ticks: list[float], fmt: Format) -> str:
     out = ['<g class="axes">']
     for t in ticks:
         y = scale.y(t)
         out.append(
             f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
-            f'<text x="{LEFT - 4}" y="{y + 3:.1f}" text-anchor="end">{escape(_fmt(t, fmt))}</text>'
+            f'<text x="{LEFT - 4}" y="{y + 3:.1f}" text-anchor="end">{escape(format_value(t, fmt))}</text>'
         )
-    for x in _ticks(scale.x0, scale.x1, 5, whole=True):
+    for x in ticks_between(scale.x0, scale.x1, 5, whole=True):
         if scale.x0 <= x <= scale.x1 or scale.x0 == scale.x1:
             px = scale.x(x)
-            out.append(f'<text x="{px:.1f}" y="{HEIGHT - 8}" text-anchor="middle">{_fmt(x, "number")}</text>')
+            out.append(f'<text x="{px:.1f}" y="{HEIGHT - 8}" text-anchor="middle">{format_value(x, "number")}</text>')
     out.append("</g>")
     return "".join(out)
 
 
-def _path(points: list[tuple[float, float]]) -> str:
+def svg_path(points: list[tuple[float, float]]) -> str:
     return "".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(points))
 
 
@@ -237,7 +237,7 @@ def _runs(s: Series, values: Sequence[float | None]) -> list[list[tuple[float, f
     return [r for r in runs if r]
 
 
-def _line(scale: _Scale, s: Series, color: str) -> str:
+def _line(scale: Scale, s: Series, color: str) -> str:
     out = []
     dash = ' stroke-dasharray="4 3"' if s.dashed else ""
     for run in _runs(s, s.y):
@@ -246,11 +246,11 @@ def _line(scale: _Scale, s: Series, color: str) -> str:
             x, y = pts[0]
             out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>')
         else:
-            out.append(f'<path d="{_path(pts)}" fill="none" stroke="{color}" stroke-width="1.6"{dash}/>')
+            out.append(f'<path d="{svg_path(pts)}" fill="none" stroke="{color}" stroke-width="1.6"{dash}/>')
     return "".join(out)
 
 
-def _band(scale: _Scale, s: Series, color: str) -> str:
+def _band(scale: Scale, s: Series, color: str) -> str:
     assert s.low is not None and s.high is not None  # the caller checked
     pairs = [(x, lo, hi) for x, lo, hi in zip(s.x, s.low, s.high, strict=True) if lo is not None and hi is not None]
     if not pairs:
@@ -261,17 +261,17 @@ def _band(scale: _Scale, s: Series, color: str) -> str:
         return f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{scale.y(lo):.1f}" y2="{scale.y(hi):.1f}" stroke="{color}"/>'
     upper = [(scale.x(x), scale.y(hi)) for x, _, hi in pairs]
     lower = [(scale.x(x), scale.y(lo)) for x, lo, _ in reversed(pairs)]
-    return f'<path d="{_path(upper + lower)}Z" fill="{color}" fill-opacity="0.15" stroke="none"/>'
+    return f'<path d="{svg_path(upper + lower)}Z" fill="{color}" fill-opacity="0.15" stroke="none"/>'
 
 
-def _area(scale: _Scale, s: Series, below: Series | None, color: str) -> str:
+def _area(scale: Scale, s: Series, below: Series | None, color: str) -> str:
     top = [(scale.x(x), scale.y(v or 0.0)) for x, v in zip(s.x, s.y, strict=True)]
     base = below.y if below is not None else [0.0] * len(s.x)
     bottom = [(scale.x(x), scale.y(v or 0.0)) for x, v in zip(reversed(s.x), reversed(base), strict=True)]
-    return f'<path d="{_path(top + bottom)}Z" fill="{color}" fill-opacity="0.55" stroke="none"/>'
+    return f'<path d="{svg_path(top + bottom)}Z" fill="{color}" fill-opacity="0.55" stroke="none"/>'
 
 
-def _hover(scale: _Scale, drawn: list[Series], fmt: Format, stacked: bool) -> str:
+def _hover(scale: Scale, drawn: list[Series], fmt: Format, stacked: bool) -> str:
     """Invisible columns whose tooltip lists each series' value at that x (a stacked
     series' own value, not its cumulative top)."""
     xs = sorted({x for s in drawn for x in s.x})
@@ -287,11 +287,11 @@ def _hover(scale: _Scale, drawn: list[Series], fmt: Format, stacked: bool) -> st
     width = (WIDTH - LEFT - RIGHT) / max(len(xs), 1)
     out = ['<g class="hover">']
     for x in xs:
-        lines = [f"step {_fmt(x, 'number')}"]
+        lines = [f"step {format_value(x, 'number')}"]
         for s, v in zip(drawn, values, strict=True):
             value = v.get(x)
             if value is not None:
-                lines.append(f"{s.label}: {_fmt(value, fmt)}")
+                lines.append(f"{s.label}: {format_value(value, fmt)}")
         left = min(max(scale.x(x) - width / 2, LEFT), WIDTH - RIGHT - width)
         out.append(
             f'<rect x="{left:.1f}" y="{TOP}" width="{width:.1f}" height="{HEIGHT - TOP - BOTTOM}">'

@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentenv.core.types import Failure
-from agentenv.report.rundir import EpisodeFile, Skipped, _why
+from agentenv.report.rundir import EpisodeFile, Skipped, validation_reason
 
 __all__ = [
     "MAX_TEXT",
@@ -138,7 +138,7 @@ def read_episodes(file: EpisodeFile, skipped: Skipped) -> Iterator[tuple[int, Ep
             try:
                 yield number, parse_record(raw)
             except ValidationError as e:
-                skipped.line(file.name, number, _why(e))
+                skipped.line(file.name, number, validation_reason(e))
             except ValueError as e:
                 skipped.line(file.name, number, str(e))
 

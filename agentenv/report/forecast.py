@@ -16,7 +16,7 @@ import math
 from html import escape
 
 from agentenv.eval.forecast import COMPUTE_KEYS, REWARD_KEY, Forecast, ForecastError, forecast_rows
-from agentenv.report.charts import HEIGHT, LEFT, PALETTE, RIGHT, WIDTH, _fmt, _path, _Scale, _ticks
+from agentenv.report.charts import HEIGHT, LEFT, PALETTE, RIGHT, WIDTH, Scale, format_value, svg_path, ticks_between
 from agentenv.report.page import html_table
 
 __all__ = ["forecast_section"]
@@ -69,8 +69,8 @@ def forecast_chart(f: Forecast) -> str:
     curve = [(x, f.curve(10**x)) for x in grid]
     ys = [r for _, r in f.points] + [y for _, y in curve] + [f.r0, f.a.value]
     ys += [v for p in f.predictions for v in (p.reward.low, p.reward.high)]
-    ticks = _ticks(min(ys), max(ys))
-    scale = _Scale(lo_x, hi_x, min(min(ys), ticks[0]), max(max(ys), ticks[-1]))
+    ticks = ticks_between(min(ys), max(ys))
+    scale = Scale(lo_x, hi_x, min(min(ys), ticks[0]), max(max(ys), ticks[-1]))
     measured = math.log10(f.run_compute)
     seen = [(x, y) for x, y in curve if x <= measured]
     ahead = [(x, y) for x, y in curve if x >= measured]
@@ -109,13 +109,13 @@ def _legend(labels: list[str], colors: list[str]) -> str:
     return f'<div class="legend">{items}</div>'
 
 
-def _axes(scale: _Scale, ticks: list[float]) -> str:
+def _axes(scale: Scale, ticks: list[float]) -> str:
     out = ['<g class="axes">']
     for t in ticks:
         y = scale.y(t)
         out.append(
             f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
-            f'<text x="{LEFT - 4}" y="{y + 3:.1f}" text-anchor="end">{escape(_fmt(t, "percent"))}</text>'
+            f'<text x="{LEFT - 4}" y="{y + 3:.1f}" text-anchor="end">{escape(format_value(t, "percent"))}</text>'
         )
     for x in _log_ticks(scale.x0, scale.x1):
         out.append(f'<text x="{scale.x(x):.1f}" y="{HEIGHT - 8}" text-anchor="middle">{10**x:.3g}</text>')
@@ -138,7 +138,7 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
     return found if len(found) <= 6 else found[:: math.ceil(len(found) / 6)]
 
 
-def _level(scale: _Scale, value: float, color: str, tip: str) -> str:
+def _level(scale: Scale, value: float, color: str, tip: str) -> str:
     y = scale.y(value)
     return (
         f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="{color}" '
@@ -146,9 +146,9 @@ def _level(scale: _Scale, value: float, color: str, tip: str) -> str:
     )
 
 
-def _polyline(scale: _Scale, points: list[tuple[float, float]], color: str, *, dashed: bool) -> str:
+def _polyline(scale: Scale, points: list[tuple[float, float]], color: str, *, dashed: bool) -> str:
     if len(points) < 2:
         return ""
     dash = ' stroke-dasharray="4 3"' if dashed else ""
-    path = _path([(scale.x(x), scale.y(y)) for x, y in points])
+    path = svg_path([(scale.x(x), scale.y(y)) for x, y in points])
     return f'<path d="{path}" fill="none" stroke="{color}" stroke-width="1.6"{dash}/>'

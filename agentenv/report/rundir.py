@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["EpisodeFile", "MetricsRow", "RunDir", "Skipped"]
+__all__ = ["EpisodeFile", "MetricsRow", "RunDir", "Skipped", "validation_reason"]
 
 _STEP_FILE = re.compile(r"^step-(\d{1,9})\.jsonl$")
 MAX_METRICS_LINE = 1 << 20
@@ -111,7 +111,7 @@ class RunDir:
             try:
                 row = MetricsRow.model_validate_json(line)
             except ValidationError as e:
-                self.skipped.line("metrics.jsonl", number, _why(e))
+                self.skipped.line("metrics.jsonl", number, validation_reason(e))
                 continue
             by_step[row.step] = row  # a step logged twice (a resume) counts once, the later line
         return [by_step[s] for s in sorted(by_step)]
@@ -166,7 +166,7 @@ def _lines(path: Path, skipped: Skipped) -> list[tuple[int, str]]:
     return out
 
 
-def _why(e: ValidationError) -> str:
+def validation_reason(e: ValidationError) -> str:
     err = e.errors()[0]
     if err["type"] == "json_invalid":
         return "not JSON (cut short?)"

@@ -1,0 +1,147 @@
+"""What every command of the ``agentenv`` command line shares: the exit codes, the one-line
+``error:`` a mistake ends with, the env an ENV argument names, output files that never
+overwrite an input, and showing the sandbox backend an env picks.
+
+Left out: the commands (one module per command group beside this one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+import agentenv
+from agentenv.core.env import Env
+from agentenv.registry import EnvSpec
+from agentenv.sandboxes.factory import logger as sandbox_logger
+
+EXIT_POLICY_FAILED = 1
+EXIT_NO_FORECAST = 1
+EXIT_TRAINING_STOPPED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+OPENAI_PANEL = "--policy openai"
+ENV_HELP = "A registered env id (arithmetic-v0, team/name-v0) or code: module:Class, module:register_fn."
+
+
+def stdout() -> Console:
+    # Built per call, not at import: rich then writes to whatever sys.stdout is now
+    # (a test runner swaps it).
+    return Console(highlight=False)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(code=code)
+
+
+def env_spec_of(env_id: str) -> EnvSpec:
+    """The spec ENV names: a registered id, or code that `agentenv.registry.resolve` registers."""
+    try:
+        return agentenv.spec(env_id)
+    except agentenv.UnknownEnvError as e:
+        fail(str(e))
+
+
+def env_kwargs_of(env_spec: EnvSpec, max_turns: int | None) -> dict[str, Any]:
+    if max_turns is None:
+        return {}
+    if max_turns < 1:
+        fail(f"--max-turns must be >= 1, got {max_turns}")
+    try:
+        env_spec.check_kwargs({"max_turns": max_turns})
+    except agentenv.EnvArgumentError as e:
+        fail(f"--max-turns: {e}")
+    return {"max_turns": max_turns}
+
+
+def check_task(env_spec: EnvSpec, task_id: str, env_kwargs: dict[str, Any]) -> None:
+    env: Env = env_spec.make(**env_kwargs)
+    try:
+        env.tasks.get(task_id)
+    except KeyError as e:
+        fail(f"env {env_spec.id!r}: {e.args[0]}")
+    finally:
+        env.close()
+
+
+class _SandboxChoice(logging.Handler):
+    """Prints each sandbox backend chosen for "auto" (a record with a ``sandbox_backend``
+    attribute, see `agentenv.sandboxes.factory`) on stderr, once."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.shown: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if getattr(record, "sandbox_backend", None) is not None and message not in self.shown:
+            self.shown.add(message)
+            Console(stderr=True, highlight=False).print(escape(message), soft_wrap=True)
+
+
+@contextlib.contextmanager
+def sandbox_choice_shown() -> Iterator[None]:
+    """Show the sandbox backend an env picks, and why: the library logs it at INFO,
+    which nothing shows by default, and the backends differ a lot in isolation."""
+    handler, level = _SandboxChoice(), sandbox_logger.level
+    sandbox_logger.addHandler(handler)
+    if not sandbox_logger.isEnabledFor(logging.INFO):
+        sandbox_logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        sandbox_logger.removeHandler(handler)
+        sandbox_logger.setLevel(level)
+
+
+def refuse_same_file(inputs: Sequence[tuple[str, Path | None]], outputs: Sequence[tuple[str, Path | None]]) -> None:
+    """Fail, before anything is written, when an output names the file of an input or of
+    an earlier output (through a relative path, a symlink or a hard link too): writing it
+    would replace what is read, or what the other option wrote, with nothing to say so."""
+    seen = [(name, path) for name, path in inputs if path is not None]
+    for name, path in outputs:
+        if path is None:
+            continue
+        for other, earlier in seen:
+            if _same_file(path, earlier):
+                fail(f"{name} and {other} name the same file ({str(path)!r}): give {name} another path")
+        seen.append((name, path))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): realpath told already
+        return False
+
+
+def prepare_out(path: Path, *, append: bool, option: str) -> None:
+    # Open it now: a bad path fails before any episode runs, and a rerun starts a fresh file.
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a" if append else "w", encoding="utf-8"):
+            pass
+    except OSError as e:
+        fail(f"cannot write {option} {str(path)!r}: {e.strerror or e}")
+
+
+def mean_of(values: Any) -> float:
+    items = list(values)
+    return float(sum(items)) / len(items) if items else 0.0
+
+
+def number(value: float, spec: str) -> str:
+    """``value`` formatted by ``spec``, never as a negative zero ("-0.000" reads as a penalty)."""
+    text = format(value, spec)
+    return text[1:] if text.startswith("-") and not any(c in "123456789" for c in text) else text

@@ -1,0 +1,101 @@
+"""``agentenv list`` (the registered envs) and ``agentenv play`` (one episode, typed by a person)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+import agentenv
+from agentenv.cli.common import (
+    ENV_HELP,
+    EXIT_INTERRUPTED,
+    check_task,
+    env_kwargs_of,
+    env_spec_of,
+    number,
+    sandbox_choice_shown,
+    stdout,
+)
+from agentenv.core.task import did_you_mean
+from agentenv.core.types import Failure
+
+
+def list_command(
+    namespace: Annotated[
+        str | None, typer.Argument(help="List this adapter namespace's envs (e.g. reasoning-gym).")
+    ] = None,
+) -> None:
+    """List the registered envs; an adapter namespace is one line unless named."""
+    declared = agentenv.registry.declared_namespaces()
+    if namespace is not None and namespace not in declared:
+        hint = did_you_mean(namespace, declared) or f" Namespaces: {', '.join(declared) or 'none'}."
+        raise typer.BadParameter(f"no adapter namespace {namespace!r}.{hint}", param_hint="NAMESPACE")
+    specs = agentenv.envs_list()
+    table = Table(title="registered envs", title_justify="left")
+    table.add_column("id", no_wrap=True, style="bold")
+    table.add_column("description")
+    table.add_column("oracle", no_wrap=True)
+    for env_spec in specs:
+        own = env_spec.id.partition("/")[0] if "/" in env_spec.id else None
+        if (own == namespace) if namespace is not None else (own not in declared):
+            table.add_row(env_spec.id, env_spec.description, "yes" if env_spec.oracle is not None else "no")
+    if namespace is None:
+        for name, description in declared.items():
+            count = sum(s.id.startswith(name + "/") for s in specs)
+            shown = f"{count} envs: agentenv list {name}" if count else "not installed"
+            table.add_row(f"{name}/*", f"{description} ({shown})", "")
+    stdout().print(table)
+
+
+def play_command(
+    env_id: Annotated[str, typer.Argument(metavar="ENV", help=ENV_HELP)],
+    seed: Annotated[int, typer.Option(min=0, help="Reset seed; picks the task unless --task is given.")] = 0,
+    task: Annotated[str | None, typer.Option("--task", help="The id of the task to play.")] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Override the env's turn limit.")] = None,
+) -> None:
+    """Play one episode yourself: type each action at the prompt."""
+    env_spec = env_spec_of(env_id)
+    env_kwargs = env_kwargs_of(env_spec, max_turns)
+    if task is not None:
+        check_task(env_spec, task, env_kwargs)
+    out = stdout()
+    out.print(
+        f"Playing [bold]{escape(env_spec.id)}[/]. Call a tool with "
+        + escape('{"name": "TOOL", "arguments": {...}}')
+        + " or a <tool_call> block; end a line with \\ to continue it; Ctrl-D quits.",
+        soft_wrap=True,
+    )
+    try:
+        with sandbox_choice_shown():
+            [trajectory] = agentenv.rollout(
+                env_spec.id, agentenv.HumanPolicy(), n=1, tasks=[task], seed=seed, env_kwargs=env_kwargs
+            )
+    except EOFError:
+        out.print("\nEnd of input: episode abandoned, nothing scored.")
+        return
+    except KeyboardInterrupt:
+        out.print("\nInterrupted: episode abandoned, nothing scored.")
+        raise typer.Exit(code=EXIT_INTERRUPTED) from None
+    _print_outcome(out, trajectory)
+
+
+def _print_outcome(out: Console, trajectory: agentenv.Trajectory) -> None:
+    # The policy shows each observation before the next action; the last one is shown here.
+    roles = [m["role"] for m in trajectory.messages]
+    last_action = len(roles) - 1 - roles[::-1].index("assistant") if "assistant" in roles else len(roles)
+    for message in trajectory.messages[last_action + 1 :]:
+        out.print(f"\n\\[{message['role']}] {escape(str(message['content']))}", soft_wrap=True)
+    task_reward = "-" if trajectory.task_reward is None else number(trajectory.task_reward, "g")
+    verdict = "[green]solved[/]" if trajectory.success else "[red]not solved[/]"
+    out.print(
+        f"\n{verdict}  task {escape(trajectory.task.id)}  task reward {task_reward}  "
+        f"total reward {number(trajectory.total_reward, '.3g')}  failure {trajectory.failure.value}  "
+        f"turns {trajectory.turns}",
+        soft_wrap=True,
+    )
+    if trajectory.error and trajectory.failure is Failure.INFRA:
+        out.print(f"error: {escape(trajectory.error)}", soft_wrap=True)
