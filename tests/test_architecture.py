@@ -18,13 +18,14 @@ ROOTS = {"agentenv": REPO / "agentenv", "agentenv.envs": REPO / "envs", "agenten
 ROOTS["agentenv.trainers"] = REPO / "trainers"
 LINKS = ("envs", "sandboxes", "trainers")  # agentenv/<name> links to the top-level folder
 
-_BASE = {"core"}
+_BASE = {"core", "registry"}
 LAYERS: dict[str, set[str]] = {
     # layer: the layers it may import (itself included)
     "core": {"core"},
+    "registry": {"core", "registry"},  # ids to env classes: names envs by strings, never imports them
     "rollout": _BASE | {"rollout"},
     "policies": _BASE | {"policies"},
-    "root": _BASE | {"rollout", "policies", "root"},  # agentenv/__init__, the registry
+    "root": _BASE | {"rollout", "policies", "root"},  # agentenv/__init__: the public names
     "eval": _BASE | {"rollout", "policies", "root", "eval"},
     "miner": _BASE | {"rollout", "policies", "root", "eval", "miner"},
     "report": _BASE | {"rollout", "policies", "root", "eval", "miner", "report"},
@@ -62,8 +63,10 @@ MODULES = _modules()
 
 def layer_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) == 1 or parts[1] in ("registry", "_moved"):
+    if len(parts) == 1 or parts[1] == "_moved":
         return "root"
+    if parts[1] == "__main__":  # python -m agentenv: the command line
+        return "cli"
     return parts[1]
 
 

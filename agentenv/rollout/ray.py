@@ -1,9 +1,10 @@
-"""Env workers on Ray: `rollout(..., executor="ray")` with the envs in Ray actors.
+"""Env workers on Ray: `RayExecutor`, the executor of `rollout(..., executor="ray")`.
 
 Each actor (`_EnvWorker`) is a process on some node of a Ray cluster that builds its
 envs itself, from the env id and keyword arguments (or a picklable factory) sent to
 it, so every actor has its own sandbox pools, browsers and services, next to the
-envs that use them. An episode lives on one actor from reset to its last step.
+envs that use them. An episode lives on one actor from reset to its last step, in
+the actor's `EnvStepper`: the env side the thread executor runs too.
 
 The policy stays with the caller, where the trainer and its model are (or it is
 an OpenAI-compatible server the caller talks to). Two designs were possible: each
@@ -42,30 +43,28 @@ import os
 import re
 import socket
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentenv.core import _admit, _safejson
-from agentenv.core.env import Env
 from agentenv.core.errors import AgentEnvError
 from agentenv.core.policy import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
-from agentenv.core.task import did_you_mean
 from agentenv.core.trajectory import Trajectory
-from agentenv.rollout.engine import (
+from agentenv.rollout.episode import (
     EnvFactory,
-    _close_quietly,
-    _each,
-    _Episode,
-    _factory,
-    _jsonl_line,
+    Episode,
     ask_policy,
+    asked_task_ids,
+    check_task_ids,
     checked_output,
+    env_factory,
 )
+from agentenv.rollout.executor import RolloutJob
+from agentenv.rollout.recorder import Recorder
+from agentenv.rollout.stepper import EnvStepper
 
 __all__ = ["RayClusterError", "RayConfig", "RayExecutor"]
 
@@ -131,18 +130,11 @@ class _Update:
 
 
 class _EnvWorker:
-    """The actor: holds the episodes placed on it and steps them with a thread pool.
-
-    It reuses the thread executor's `_Episode`, so an episode behaves the same in
-    either; an env that raised is closed, any other is kept for the next episode."""
+    """The actor: the `EnvStepper` of the episodes placed on it, so an episode behaves the
+    same as with threads; it answers each call with its episodes' news."""
 
     def __init__(self) -> None:
-        self.episodes: dict[int, _Episode] = {}
-        self.idle: list[Env] = []
-        self.pool: ThreadPoolExecutor | None = None
-        self.env_id: str | None = None
-        self.factory: EnvFactory | None = None
-        self.keep_snapshots = False
+        self.stepper: EnvStepper | None = None
 
     def ready(self) -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
@@ -150,59 +142,43 @@ class _EnvWorker:
     def begin(self, source: _EnvSource, keep_snapshots: bool, threads: int) -> None:
         """Get ready for one rollout; the env is resolved here, on the actor's node."""
         self.end()
-        self.env_id, self.factory = _factory(source.env, source.kwargs)
-        self.keep_snapshots = keep_snapshots
-        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="agentenv-step")
+        env_id, factory = env_factory(source.env, source.kwargs)
+        self.stepper = EnvStepper(env_id, factory, keep_snapshots=keep_snapshots, threads=threads)
 
-    def task_ids(self) -> list[str]:
-        assert self.factory is not None  # `begin` came first
-        probe = self.factory()
-        self.idle.append(probe)  # kept for the first episode, as the thread executor does
-        return list(probe.tasks.ids)
+    def task_ids(self) -> tuple[str, list[str]]:
+        assert self.stepper is not None  # `begin` came first
+        return self.stepper.task_ids()  # the env made to tell is kept for the first episode
 
-    def start(self, episodes: list[_Episode]) -> list[_Update]:
-        assert self.pool is not None and self.factory is not None  # `begin` came first
-        factory = self.factory
-        for ep in episodes:
-            ep.env = self.idle.pop() if self.idle else None
-            self.episodes[ep.index] = ep
-        _each(self.pool, lambda ep: ep.start(factory, self.keep_snapshots), episodes)
+    def start(self, episodes: list[Episode]) -> list[_Update]:
+        assert self.stepper is not None  # `begin` came first
+        self.stepper.start(episodes)
         return self.updates(episodes)
 
     def step(self, outputs: list[tuple[int, PolicyOutput]]) -> list[_Update]:
-        assert self.pool is not None  # `begin` came first
-        pairs = [(self.episodes[i], output) for i, output in outputs]
-        _each(self.pool, lambda pair: pair[0].advance(pair[1], self.keep_snapshots), pairs)
+        assert self.stepper is not None  # `begin` came first
+        pairs = [(self.stepper.live[i], output) for i, output in outputs]
+        self.stepper.advance(pairs)
         return self.updates([ep for ep, _ in pairs])
 
-    def updates(self, episodes: list[_Episode]) -> list[_Update]:
-        news = []
-        for ep in episodes:
-            if not ep.done:
-                news.append(_Update(ep.index, conversation=ep.conversation()))
-                continue
-            news.append(_Update(ep.index, trajectory=ep.trajectory(self.env_id)))
-            del self.episodes[ep.index]
-            if ep.env is not None:
-                if ep.error is None:
-                    self.idle.append(ep.env)
-                else:  # an env that raised may be broken: never reuse it
-                    _close_quietly(ep.env)
-                ep.env = None
-        return news
+    def updates(self, episodes: list[Episode]) -> list[_Update]:
+        assert self.stepper is not None  # `begin` came first
+        return [
+            _Update(ep.index, trajectory=self.stepper.finish(ep))
+            if ep.done
+            else _Update(ep.index, conversation=ep.conversation())
+            for ep in episodes
+        ]
 
     def end(self) -> None:
         """Close every env and the thread pool (a rollout ended)."""
-        for env in [ep.env for ep in self.episodes.values() if ep.env is not None] + self.idle:
-            _close_quietly(env)
-        self.episodes, self.idle = {}, []
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            self.pool = None
+        if self.stepper is not None:
+            self.stepper.close()
+            self.stepper = None
 
 
 class RayExecutor:
-    """Env actors on a Ray cluster, for `rollout` (``executor=``) and the trainer.
+    """Env actors on a Ray cluster: an `agentenv.rollout.Executor` for `rollout`
+    (``executor=``) and the trainer.
 
     The actors start on first use (or `start`) and live until `close` (or the end of
     a ``with`` block), so a trainer pays for them once, not every step. Pass a
@@ -253,6 +229,13 @@ class RayExecutor:
         self.actors, self._run = [], None
 
     # -- one rollout -----------------------------------------------------------------
+
+    def run(self, job: RolloutJob, policy: Policy, recorder: Recorder) -> None:
+        """Run ``job``'s episodes on the actors (see the module doc for the rounds); each
+        actor steps with ``job.threads`` threads, else ``threads`` of the config, else
+        one per live episode."""
+        threads = job.threads or self.config.threads or job.concurrency
+        _RayRun(self, job, policy, recorder).run(threads)
 
     def begin(self, source: _EnvSource, keep_snapshots: bool, threads: int) -> None:
         """Every actor gets ready for a rollout of ``source``; a dead one is replaced first."""
@@ -308,71 +291,22 @@ class RayExecutor:
         ray.get(calls)
 
 
-def ray_rollout(
-    executor: str | RayExecutor,
-    env: tuple[str | EnvFactory, dict[str, Any], str | None],
-    policy: Policy,
-    episodes: list[_Episode],
-    *,
-    concurrency: int,
-    threads: int | None,
-    out: str | Path | None,
-    keep_snapshots: bool,
-    on_episode: Callable[[Trajectory], None] | None,
-) -> list[Trajectory]:
-    """`rollout` with ``executor`` other than "thread" (which has checked the rest)."""
-    owned = isinstance(executor, str)
-    if isinstance(executor, str):
-        if executor != "ray":
-            hint = did_you_mean(executor, ["thread", "ray"])
-            raise ValueError(f"executor must be 'thread', 'ray' or a RayExecutor, got {executor!r}.{hint}")
-        executor = RayExecutor()
-    elif not isinstance(executor, RayExecutor):
-        raise TypeError(f"executor must be 'thread', 'ray' or a RayExecutor, got {type(executor).__name__}")
-    env_or_factory, kwargs, env_id = env
-    run = _RayRun(executor, _EnvSource(env_or_factory, kwargs), env_id, policy, episodes, concurrency)
-    try:
-        return run.run(out, threads or executor.config.threads or concurrency, keep_snapshots, on_episode)
-    finally:
-        if owned:
-            executor.close()
-
-
 class _RayRun:
     """One `rollout` on Ray, from the caller's side: the episodes waiting, where each live
-    one is and its conversation, and what finished (see the module doc for the rounds)."""
+    one is and its conversation (see the module doc for the rounds)."""
 
-    def __init__(
-        self,
-        executor: RayExecutor,
-        source: _EnvSource,
-        env_id: str | None,
-        policy: Policy,
-        episodes: list[_Episode],
-        concurrency: int,
-    ) -> None:
-        self.executor, self.source, self.env_id, self.policy = executor, source, env_id, policy
-        self.concurrency = concurrency
-        self.pending = deque(episodes)
-        self.episodes = {ep.index: ep for ep in episodes}
+    def __init__(self, executor: RayExecutor, job: RolloutJob, policy: Policy, recorder: Recorder) -> None:
+        self.executor, self.job, self.policy, self.recorder = executor, job, policy, recorder
+        self.pending = deque(job.episodes)
+        self.episodes = {ep.index: ep for ep in job.episodes}
         self.slot_of: dict[int, int] = {}  # episode -> actor slot, from its start to its end
         self.live: dict[int, Conversation] = {}
-        self.results: list[Trajectory | None] = [None] * len(episodes)
-        self.sink: IO[str] | None = None
-        self.on_episode: Callable[[Trajectory], None] | None = None
 
-    def run(
-        self,
-        out: str | Path | None,
-        threads: int,
-        keep_snapshots: bool,
-        on_episode: Callable[[Trajectory], None] | None,
-    ) -> list[Trajectory]:
-        self.on_episode = on_episode
+    def run(self, threads: int) -> None:
         try:
-            self.executor.begin(self.source, keep_snapshots, threads)
+            self.executor.begin(_EnvSource(self.job.env, self.job.env_kwargs), self.job.keep_snapshots, threads)
             self.check_task_ids()
-            self.sink = Path(out).open("a", encoding="utf-8") if out is not None else None
+            self.recorder.open()
             while self.pending or self.live:
                 self.start_episodes()
                 if self.live:
@@ -380,29 +314,21 @@ class _RayRun:
         finally:
             if self.executor.actors:
                 self.executor.end()
-            if self.sink is not None:
-                self.sink.close()
-        return [t for t in self.results if t is not None]
 
     def check_task_ids(self) -> None:
         """A mistyped task id is the caller's error (as with threads), asked of one actor."""
-        task_ids = {ep.task for ep in self.pending if isinstance(ep.task, str)}
-        if not task_ids:
-            return
-        ray = _import_ray()
-        known = ray.get(self.executor.actors[0].task_ids.remote())
-        missing = sorted(task_ids - set(known))
-        if missing:
-            hint = did_you_mean(missing[0], known)
-            raise KeyError(f"env {self.env_id or 'factory'} has no task {missing[0]!r}.{hint}")
+        asked = asked_task_ids(self.pending)
+        if asked:
+            env_name, known = _import_ray().get(self.executor.actors[0].task_ids.remote())
+            check_task_ids(asked, known, env_name)
 
     def start_episodes(self) -> None:
         """Fill the free slots, each episode on the actor with the fewest live ones."""
         load = [0] * len(self.executor.actors)
         for slot in self.slot_of.values():
             load[slot] += 1
-        batches: dict[int, list[_Episode]] = {}
-        while self.pending and len(self.slot_of) < self.concurrency:
+        batches: dict[int, list[Episode]] = {}
+        while self.pending and len(self.slot_of) < self.job.concurrency:
             ep = self.pending.popleft()
             slot = min(range(len(load)), key=lambda s: (load[s], s))
             load[slot] += 1
@@ -440,7 +366,7 @@ class _RayRun:
         for index in [i for i, s in self.slot_of.items() if s == slot]:
             ep, conversation = self.episodes[index], self.live.get(index)
             ep.done, ep.error = True, reason
-            traj = ep.trajectory(self.env_id)
+            traj = ep.trajectory(self.job.env_id)
             if conversation is not None:  # what the caller saw of it: its messages and task
                 update: dict[str, Any] = {"messages": list(conversation.messages)}
                 if conversation.task is not None:
@@ -452,12 +378,7 @@ class _RayRun:
     def finish(self, index: int, traj: Trajectory) -> None:
         self.slot_of.pop(index, None)
         self.live.pop(index, None)
-        self.results[index] = traj
-        if self.sink is not None:
-            self.sink.write(_jsonl_line(traj))
-            self.sink.flush()
-        if self.on_episode is not None:
-            self.on_episode(traj)
+        self.recorder.record(index, traj)
 
 
 def _import_ray() -> Any:

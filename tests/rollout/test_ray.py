@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from agentenv import ScriptedPolicy, Trajectory, rollout, tool_call_text
+from agentenv.rollout import Executor
 from agentenv.rollout.ray import RayClusterError, RayConfig, RayExecutor
 from tests.toy_envs import CounterEnv
 
@@ -74,9 +75,9 @@ def test_config_errors_name_the_field_and_the_fix():
             RayConfig(**{field: float("inf")})
 
 
-def test_an_unknown_executor_has_a_did_you_mean():
-    with pytest.raises(ValueError, match="Did you mean 'ray'"):
-        rollout(COUNTER, ScriptedPolicy(lambda c: ""), n=1, executor="rey")
+def test_a_ray_executor_is_an_executor_and_starts_nothing_until_used():
+    executor = RayExecutor(actors=3)
+    assert isinstance(executor, Executor) and executor.actors == []
 
 
 def test_without_ray_installed_the_message_says_how_to_install_it(monkeypatch):

@@ -1,3 +1,5 @@
+"""`agentenv.rollout.rollout` with the thread executor: batching, failures as data, the JSONL file."""
+
 import json
 import threading
 
@@ -47,6 +49,22 @@ def test_an_exception_in_one_env_fails_only_that_episode():
     assert [t.failure for t in trajs] == ["none", "infra", "none"]
     assert "RuntimeError: disk on fire" in trajs[1].error and not trajs[1].success
     assert trajs[1].task.id == "t1"
+
+
+def test_an_env_reused_for_an_episode_that_fails_to_start_records_nothing_of_the_episode_before():
+    # One slot: t1 gets the env t0 finished with. Before, t1's record held t0's conversation.
+    class Flaky(CounterEnv):
+        def initial_state(self, task):
+            if task.id == "t1":
+                raise RuntimeError("disk on fire")
+            return super().initial_state(task)
+
+    policy = ScriptedPolicy(lambda c: tool_call_text("add", amount=1) if c.turn < 2 else tool_call_text("submit"))
+    first, failed = rollout(Flaky, policy, tasks=["t0", "t1"], concurrency=1)
+    assert first.success and first.messages
+    assert failed.failure == "infra" and "disk on fire" in failed.error
+    assert failed.task.id == "t1" and failed.task.prompt == "Reach 3."
+    assert failed.messages == [] and failed.transitions == []
 
 
 def test_an_env_that_fails_to_start_is_an_infra_failure():
