@@ -457,30 +457,30 @@ def _register_builtins() -> None:
     )
     register(
         "qa-v0",
-        "agentenv.envs.qa:QAEnv",
+        "agentenv.envs.adapters.qa:QAEnv",
         description="Answer a question in one reply, matched to a reference answer; any Hugging Face datasets split.",
-        oracle="agentenv.envs.qa:oracle",
+        oracle="agentenv.envs.adapters.qa:oracle",
     )
     register_namespace(
         "reasoning-gym",
-        "agentenv.envs.reasoning_gym:register_all",
+        "agentenv.envs.adapters.reasoning_gym:register_all",
         requires="reasoning_gym",
         extra="reasoning-gym",
         description="reasoning-gym's procedural datasets, one env per dataset, scored by its own score_answer.",
     )
     register_namespace(
         "textarena",
-        "agentenv.envs.textarena_games:register_all",
+        "agentenv.envs.adapters.textarena_games:register_all",
         requires="textarena",
         extra="textarena",
-        explain="agentenv.envs.textarena_catalog:why_not",
+        explain="agentenv.envs.adapters.textarena_catalog:why_not",
         description="TextArena's text games: single-player puzzles, and two-player games against a fixed opponent.",
     )
     register(
         "mcp-notes-v0",
-        "agentenv.envs.mcp_env.notes:NotesEnv",
+        "agentenv.envs.adapters.mcp.notes:NotesEnv",
         description="Keep a notes store in order through a real MCP server's tools (stdio); needs the mcp extra.",
-        oracle="agentenv.envs.mcp_env.notes:oracle",
+        oracle="agentenv.envs.adapters.mcp.notes:oracle",
     )
 
 

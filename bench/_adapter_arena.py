@@ -28,7 +28,7 @@ import_agentenv()
 
 import textarena
 
-from agentenv.envs.textarena_games import TextArenaEnv
+from agentenv.envs.adapters.textarena_games import TextArenaEnv
 
 DIRECTIONS = ("[up]", "[left]", "[down]", "[right]")
 

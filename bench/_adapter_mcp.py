@@ -1,6 +1,6 @@
 """Per-step overhead of the MCP adapter: `MCPEnv.step` vs `ClientSession.call_tool` on the same server.
 
-Both sides talk to the notes server (envs/mcp_env/notes_server.py) over the same
+Both sides talk to the notes server (envs/adapters/mcp/notes_server.py) over the same
 transport, each to its own server process started the same way, in this process:
 "direct" is the SDK's ``ClientSession.call_tool("read_note", ...)`` awaited on an
 asyncio loop (its own thread), timed on that loop; "adapter" is ``env.step`` of the same call as
@@ -28,9 +28,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from agentenv import tool_call_text
-from agentenv.envs.mcp_env import MCPEnv, ServerConfig, shutdown
-from agentenv.envs.mcp_env.client import _free_port, _stop_process, _wait_for_port
-from agentenv.envs.mcp_env.notes import NOTES_SERVER
+from agentenv.envs.adapters.mcp import MCPEnv, ServerConfig, shutdown
+from agentenv.envs.adapters.mcp.client import _free_port, _stop_process, _wait_for_port
+from agentenv.envs.adapters.mcp.notes import NOTES_SERVER
 
 CALL = ("read_note", {"title": "a"})
 

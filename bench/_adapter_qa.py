@@ -63,7 +63,7 @@ def _per_item_us(fn: Callable[[], int]) -> Callable[[], float]:
 
 
 def measure(steps: int = 200) -> list[dict]:
-    from agentenv.envs.qa import QAEnv, from_dataset
+    from agentenv.envs.adapters.qa import QAEnv, from_dataset
 
     split = _split(max(steps, 1000))
     rows = split.select(range(steps))

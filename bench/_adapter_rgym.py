@@ -40,7 +40,7 @@ def _median_us(samples: list[float]) -> float:
 def _step_case(dataset: str, decoys: int, steps: int) -> dict[str, Any]:
     from reasoning_gym import create_dataset
 
-    from agentenv.envs.reasoning_gym import ReasoningGymEnv
+    from agentenv.envs.adapters.reasoning_gym import ReasoningGymEnv
 
     env = ReasoningGymEnv(dataset, size=SIZE, decoys=decoys)
     direct = create_dataset(dataset, seed=0, size=SIZE)
@@ -73,7 +73,7 @@ def _step_case(dataset: str, decoys: int, steps: int) -> dict[str, Any]:
 def _reset_case(dataset: str, steps: int) -> dict[str, Any]:
     from reasoning_gym import create_dataset
 
-    from agentenv.envs.reasoning_gym import ReasoningGymEnv
+    from agentenv.envs.adapters.reasoning_gym import ReasoningGymEnv
 
     env = ReasoningGymEnv(dataset, size=SIZE)
     direct = create_dataset(dataset, seed=0, size=SIZE)

@@ -29,7 +29,7 @@ The rule, step by step; each step costs time linear in the reply's length, whate
 
 Left out: fractions ("3/4" against "0.75"), LaTeX expressions (``\frac{1}{2}``), units
 ("72 dollars"), tolerances, unordered lists. A task set that needs them overrides
-`agentenv.envs.qa.QAEnv.verify`.
+`agentenv.envs.adapters.qa.QAEnv.verify`.
 """
 
 from __future__ import annotations

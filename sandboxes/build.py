@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentenv.sandboxes.base import SandboxInfraError
+from agentenv.sandboxes.engine import docker_client
 
 if TYPE_CHECKING:
     import docker
@@ -100,7 +101,7 @@ def build_image(
     import docker
     import docker.errors
 
-    client = client or _client()
+    client = client or docker_client()
     if not force and image_is_current(client, image, base):
         log(f"{image} is up to date (inputs {image_inputs_hash()}); --force rebuilds it")
         return str(client.images.get(image).id)
@@ -125,12 +126,6 @@ def build_image(
             raise SandboxInfraError(f"building {image} on {base} failed: {e.explanation or e}") from e
     log(f"built {image} ({built.short_id})")
     return str(built.id)
-
-
-def _client() -> docker.DockerClient:
-    from agentenv.sandboxes.docker import docker_client
-
-    return docker_client()
 
 
 def _pick_base(client: docker.DockerClient, *, mirror: str | None, log: Log) -> str:

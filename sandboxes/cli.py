@@ -137,7 +137,8 @@ def doctor_checks(image: str = "agentenv-sandbox:latest") -> Iterator[Check]:
     """Each check as it completes; stops early when a later one cannot run."""
     from agentenv.sandboxes.base import Limits, SandboxInfraError
     from agentenv.sandboxes.build import image_inputs_hash, image_is_current
-    from agentenv.sandboxes.docker import ENGINE_FIX, DockerSandbox, docker_client
+    from agentenv.sandboxes.docker import DockerSandbox
+    from agentenv.sandboxes.engine import ENGINE_FIX, docker_client
 
     try:
         client = docker_client()

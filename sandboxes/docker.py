@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 from agentenv.sandboxes._workspace import max_archive_bytes, max_inodes
 from agentenv.sandboxes.base import ExecResult, Limits, SandboxError, SandboxInfraError, workspace_path
 from agentenv.sandboxes.build import IMAGE
+from agentenv.sandboxes.engine import docker_client, engine_unreachable, error_line  # docker_client: re-exported
 from agentenv.sandboxes.runner import FRAME, PROTOCOL
 
 if TYPE_CHECKING:
@@ -91,37 +92,9 @@ ANSWER_SLACK_S = 15.0
 FILE_OP_TIMEOUT_S = 60.0
 # Docker relays output in chunks of at most 32 KiB; anything far past that is not Docker.
 MAX_CHUNK_BYTES = 1 << 20
-ENGINE_FIX = (
-    "start the engine (scripts/dockerd.sh, or `sudo dockerd`, or `systemctl start docker`) "
-    "or point DOCKER_HOST at one that runs"
-)
 
 
-# -- the engine --------------------------------------------------------------------
-
-
-def docker_client(base_url: str | None = None) -> docker.DockerClient:
-    """A client of the engine (``DOCKER_HOST`` or the default socket) that answered a ping."""
-    try:
-        import docker
-    except ImportError as e:
-        raise SandboxInfraError("the Docker sandbox needs the docker SDK: pip install 'agentenv[sandbox]'") from e
-    try:
-        client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
-        client.ping()
-    except Exception as e:
-        raise engine_unreachable(e, base_url) from e
-    return client
-
-
-def engine_unreachable(error: BaseException, where: str | None = None) -> SandboxInfraError:
-    where = where or os.environ.get("DOCKER_HOST") or "the default socket (unix:///var/run/docker.sock)"
-    return SandboxInfraError(f"the Docker engine at {where} does not answer ({_short(error)}); fix: {ENGINE_FIX}")
-
-
-def _short(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+# -- containers this process owns ----------------------------------------------------
 
 
 def owner_labels() -> dict[str, str]:
@@ -169,7 +142,7 @@ def reap_stale_containers(client: docker.DockerClient | None = None) -> list[str
     try:
         candidates = client.containers.list(all=True, filters={"label": host_filter}, ignore_removed=True)
     except docker.errors.APIError as e:
-        raise SandboxInfraError(f"listing sandbox containers failed: {_short(e)}") from e
+        raise SandboxInfraError(f"listing sandbox containers failed: {error_line(e)}") from e
     except Exception as e:
         raise engine_unreachable(e) from e
     for container in candidates:
@@ -408,7 +381,7 @@ class DockerSandbox:
             attached = self._client.api.attach_socket(self._container.id, params={"stdin": 1, "stdout": 1, "stream": 1})
             self._container.start()
         except Exception as e:
-            raise SandboxInfraError(f"starting the sandbox container failed: {_short(e)}") from e
+            raise SandboxInfraError(f"starting the sandbox container failed: {error_line(e)}") from e
         channel = _Channel(
             attached, max_header_bytes=max_header_bytes(self.limits), max_blob_bytes=max_blob_bytes(self.limits)
         )
@@ -483,7 +456,7 @@ class DockerSandbox:
                 f"OOM-killed {state.get('OOMKilled')}"
             )
         except Exception:  # noqa: BLE001 - gone entirely, or the engine is
-            return _short(error) if str(error) else f"{type(error).__name__} (connection closed)"
+            return error_line(error) if str(error) else f"{type(error).__name__} (connection closed)"
 
     def _checked(self, answer: dict[str, Any], path: str | None = None) -> dict[str, Any]:
         if answer.get("ok"):

@@ -293,7 +293,8 @@ def _factory(backend: Backend, limits: Limits | None) -> Callable[[], Sandbox]:
             raise SandboxError("limits= applies to the named backends; a factory sets its own")
         return backend
     if backend == "docker":
-        from agentenv.sandboxes.docker import DockerSandbox, docker_client
+        from agentenv.sandboxes.docker import DockerSandbox
+        from agentenv.sandboxes.engine import docker_client
 
         client = docker_client()  # one client for the pool; fails now if the engine is down
         return lambda: DockerSandbox(limits=limits, client=client)

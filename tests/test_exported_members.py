@@ -86,7 +86,14 @@ def test_trainer_exports():
 def test_a_moved_module_still_imports_from_its_old_path_with_a_warning(old: str) -> None:
     """One release of grace: the old path gives the same module object (a monkeypatch
     through either name reaches both) and says where it went."""
+    try:
+        importlib.import_module(MOVED[old])
+    except ModuleNotFoundError as e:  # an adapter whose optional SDK (an extra) is not installed
+        if e.name is None or e.name.partition(".")[0] == "agentenv":
+            raise
+        pytest.skip(f"{MOVED[old]} needs {e.name}, which is not installed")
     sys.modules.pop(old, None)
     with pytest.warns(DeprecationWarning, match=re.escape(f"{old} moved to {MOVED[old]}")):
         module = importlib.import_module(old)
     assert module is importlib.import_module(MOVED[old])
+    assert module.__spec__.name == MOVED[old]  # importing the old name left its spec (a package stays one)

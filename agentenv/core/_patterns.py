@@ -5,7 +5,7 @@ reads patternProperties) on Python's backtracking ``re``: a pattern such as
 ``^(a|aa)+$`` then takes time exponential in the length of the text, in the process
 that steps the env. `linear_patterns` extends a validator class so that these keywords
 run on pydantic-core's Rust regex engine (linear time) instead. Used by MCP tool
-arguments (`agentenv.envs.mcp_env.schema`) and world states (`agentenv.envs.world.schema`).
+arguments (`agentenv.envs.adapters.mcp.schema`) and world states (`agentenv.envs.world.schema`).
 
 A pattern the engine cannot run (lookarounds, backreferences) is for the caller to
 decide on: ``unsupported="match"`` lets any text match it (a server checks again),

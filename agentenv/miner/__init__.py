@@ -2,7 +2,7 @@
 trainer what it can learn from next.
 
     ledger       per-task outcomes (infra failures re-queued, never counted)
-    sampler      Prioritized Level Replay over the learnability p(1-p), pool exits,
+    task_sampler Prioritized Level Replay over the learnability p(1-p), pool exits,
                  quarantine and retests; a `TaskSampler` for the GRPO trainer (the
                  contract, with `Draw` and `Source`, is in `agentenv.core.task_sampler`)
     breakpoints  the turn a failed episode broke at, and the resume task from there
@@ -18,7 +18,7 @@ from agentenv.miner.config import MinerConfig, ProposerConfig
 from agentenv.miner.ledger import Ledger, TaskRecord, Visit
 from agentenv.miner.priority import learnability, rank_priorities, replay_distribution, staleness_priorities
 from agentenv.miner.proposer import FailureCluster, OpenAIProposer, cluster_failures
-from agentenv.miner.sampler import MinedTask, MinerSampler
+from agentenv.miner.task_sampler import MinedTask, MinerSampler
 from agentenv.miner.variants import OracleValidator, make_variant
 
 __all__ = [

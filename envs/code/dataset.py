@@ -56,8 +56,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agentenv import Task, TaskSet
 from agentenv.core.errors import TaskFileError
 from agentenv.core.task import did_you_mean
-from agentenv.envs import _dataset
-from agentenv.envs._dataset import Reader, Source
+from agentenv.envs.adapters import _dataset
+from agentenv.envs.adapters._dataset import Reader, Source
 from agentenv.envs.code.tasks import MAX_PARSED_CHARS, CodeTask, docstring_examples, stub_prompt
 from agentenv.envs.code.verify import CodeTest
 

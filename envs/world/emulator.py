@@ -28,8 +28,8 @@ For an emulated tool `Emulator.call`:
    small for it) is infra.
 
 The canonical state is never touched here: the caller swaps it for
-``Accepted.state``. Code tools go through `run_code`: the function gets a copy of
-the typed state, and its change (a diff) is validated like a proposal.
+``Accepted.state``. Code tools go through `agentenv.envs.world.validate.run_code`: the
+function gets a copy of the typed state, and its change (a diff) is validated like a proposal.
 """
 
 from __future__ import annotations
@@ -40,9 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
-
-from agentenv import InfraError, ToolError, json_diff
+from agentenv import InfraError, ToolError
 from agentenv.core._deadline import run_within
 from agentenv.envs.world.cache import WorldCache
 from agentenv.envs.world.keys import cache_key, canonical_json, state_hash
@@ -50,10 +48,10 @@ from agentenv.envs.world.metrics import WorldMetrics
 from agentenv.envs.world.models import WorldModelError
 from agentenv.envs.world.paths import bind_all, select
 from agentenv.envs.world.prompt import HistoryItem, WorldRequest
-from agentenv.envs.world.validate import Accepted, Rejected, validate, validate_change
+from agentenv.envs.world.validate import Accepted, Rejected, validate
 from agentenv.envs.world.world import World, WorldTool
 
-__all__ = ["START_SLACK", "CallRefused", "Emulator", "run_code", "start_chars"]
+__all__ = ["START_SLACK", "CallRefused", "Emulator", "start_chars"]
 
 logger = logging.getLogger("agentenv.envs.world")
 _FEEDBACK_CHARS = 400
@@ -262,24 +260,6 @@ class Emulator:
     def _give_up(self, kind: str, task: str, policy: str) -> None:
         self.metrics.model_error(kind)
         self.metrics.fail(task, policy)
-
-
-def run_code(world: World, tool: WorldTool, state: dict[str, Any], args: BaseModel) -> Accepted:
-    """A code tool's call: its observation, and its change to a copy of the state, validated.
-    `ToolError` from the tool passes through (the agent sees it); a change the tool may not
-    make is a bug of the world, raised as `RuntimeError`."""
-    assert tool.impl is not None
-    typed = world.schema.typed(json.loads(json.dumps(state)))  # a private copy the code may change
-    observation = tool.impl(typed, args)
-    if not isinstance(observation, str):
-        raise TypeError(f"code tool {tool.name!r} returned {type(observation).__name__}, expected the observation text")
-    after = typed.model_dump(mode="json") if isinstance(typed, BaseModel) else typed
-    patch = json_diff(state, after)
-    arguments = args.model_dump(mode="json")
-    try:
-        return validate_change(observation, patch, world, tool, bind_all(tool.writes, arguments), state, arguments)
-    except Rejected as e:
-        raise RuntimeError(f"code tool {tool.name!r} made a change it may not make: {e}") from None
 
 
 def start_chars(state: dict[str, Any]) -> int:

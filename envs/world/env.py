@@ -43,12 +43,14 @@ from typing import Any, ClassVar
 from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, tool_call_text
 from agentenv.core.tools import ToolSpec, spec_from_model
 from agentenv.envs.world.cache import WorldCache, open_cache
-from agentenv.envs.world.emulator import CallRefused, Emulator, run_code, start_chars
+from agentenv.envs.world.emulator import CallRefused, Emulator, start_chars
 from agentenv.envs.world.keys import canonical_json
 from agentenv.envs.world.metrics import WorldMetrics, world_metrics
 from agentenv.envs.world.models import ScriptedWorldModel, WorldModel
 from agentenv.envs.world.predicates import Predicate, rule_predicate
 from agentenv.envs.world.prompt import HistoryItem
+from agentenv.envs.world.replay import checked_tasks
+from agentenv.envs.world.validate import run_code
 from agentenv.envs.world.world import FINISH_TOOL, Args, World, WorldTaskPayload, WorldTool, task_payload
 
 __all__ = ["WorldEnv", "WorldEnvState", "load_world", "oracle"]
@@ -154,7 +156,7 @@ class WorldEnv(Env[WorldEnvState]):
     # -- hooks -----------------------------------------------------------------------
 
     def default_tasks(self) -> TaskSet:
-        return self.world.tasks
+        return checked_tasks(self.world)
 
     def initial_state(self, task: Task) -> WorldEnvState:
         start = self.world.task_start(task)

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentenv.envs.world.keys import canonical_json
 from agentenv.envs.world.prompt import WorldRequest
+from agentenv.envs.world.replay import checked_tasks, golden_run
 from agentenv.envs.world.world import Response, World
 
 __all__ = ["ScriptedWorldModel", "WorldModel", "WorldModelError"]
@@ -109,11 +110,10 @@ class ScriptedWorldModel:
 
     @classmethod
     def from_world(cls, world: World) -> ScriptedWorldModel:
-        """Every task's golden responses, keyed by the state each golden step starts from."""
-        from agentenv.envs.world.replay import golden_run
-
+        """Every task's golden responses, keyed by the state each golden step starts from
+        (the tasks checked first: ValueError naming the first unsound one)."""
         model = cls(world.name)
-        for task in world.tasks:
+        for task in checked_tasks(world):
             for step in golden_run(world, task):
                 if step.response is not None:
                     model.add(step.tool, step.arguments, step.response, state_hash=step.state_hash)

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PathPattern", "escape", "select", "split_pointer"]
+__all__ = ["BoundPath", "PathPattern", "allowed", "bind_all", "escape", "select", "split_pointer"]
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}|\*")
 
@@ -66,7 +66,7 @@ class PathPattern:
         names = frozenset(m.group(1) for t in tokens for m in _PLACEHOLDER.finditer(t) if m.group(1))
         return cls(pattern, tuple(tokens), names)
 
-    def bind(self, arguments: Mapping[str, Any]) -> _Bound:
+    def bind(self, arguments: Mapping[str, Any]) -> BoundPath:
         """The pattern with the call's argument values in place of their placeholders."""
         matchers: list[Matcher] = []
         shown = []
@@ -80,7 +80,7 @@ class PathPattern:
             pieces.append(token[last:])
             shown.append(escape("".join("*" if p is None else p for p in pieces)))
             matchers.append(_matcher(pieces))
-        return _Bound(self.pattern, tuple(matchers), "".join("/" + t for t in shown))
+        return BoundPath(self.pattern, tuple(matchers), "".join("/" + t for t in shown))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +143,9 @@ def _matches(want: Matcher, got: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Bound:
+class BoundPath:
+    """A path pattern with one call's arguments in place: what that call may write or is shown."""
+
     pattern: str
     tokens: tuple[Matcher, ...]
     shown: str
@@ -160,11 +162,11 @@ class _Bound:
         return len(tokens) == len(self.tokens) and self.covers(tokens)
 
 
-def bind_all(patterns: Iterable[PathPattern], arguments: Mapping[str, Any]) -> list[_Bound]:
+def bind_all(patterns: Iterable[PathPattern], arguments: Mapping[str, Any]) -> list[BoundPath]:
     return [p.bind(arguments) for p in patterns]
 
 
-def allowed(pointer: str, bound: Sequence[_Bound]) -> bool:
+def allowed(pointer: str, bound: Sequence[BoundPath]) -> bool:
     """Whether ``pointer`` lies at or below one of the bound patterns (False if malformed)."""
     try:
         tokens = split_pointer(pointer)
@@ -173,7 +175,7 @@ def allowed(pointer: str, bound: Sequence[_Bound]) -> bool:
     return any(b.covers(tokens) for b in bound)
 
 
-def select(state: Any, bound: Sequence[_Bound]) -> dict[str, Any]:
+def select(state: Any, bound: Sequence[BoundPath]) -> dict[str, Any]:
     """The parts of ``state`` the bound patterns name, as {JSON Pointer: value}: the
     slice of the state a tool declares it reads. Paths that name nothing are left out."""
     out: dict[str, Any] = {}

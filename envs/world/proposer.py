@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv import Conversation, Generation, Message
+from agentenv.envs.world.replay import checked_tasks
 from agentenv.envs.world.spec import SpecError, WorldSpec, parse_spec
 from agentenv.envs.world.validate import Rejected, extract_json
 from agentenv.envs.world.world import World
@@ -80,7 +81,7 @@ def admit(text_or_data: str | dict[str, Any]) -> Draft:
     if broken is not None:
         problems.append(f"on the initial state, {broken}")
     try:
-        tasks = world.tasks  # checks every task (replay.check_task)
+        tasks = checked_tasks(world)
     except ValueError as e:
         problems.append(str(e))
         return Draft(False, spec, None, problems, text)

@@ -3,26 +3,30 @@
 `golden_run` applies each golden step (a code tool's code, an emulated tool's golden
 response) with the same validation the env uses, and `check_task` requires of a
 task: its setup applies, the invariants hold at its start, its goal does not, every
-golden step is accepted, and the goal holds after the last one. Worlds check their
-tasks with it when first read; the proposer admits drafted worlds with it.
+golden step is accepted, and the goal holds after the last one. `checked_tasks` is a
+world's tasks, each checked once: the env and the scripted model read them through it,
+and the proposer admits drafted worlds with it.
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from agentenv import Task, ToolError
-from agentenv.envs.world.emulator import run_code
+from agentenv import Task, TaskSet, ToolError
 from agentenv.envs.world.keys import state_hash
 from agentenv.envs.world.paths import bind_all
 from agentenv.envs.world.predicates import PredicateError, rule_predicate
-from agentenv.envs.world.validate import Rejected, validate_change
+from agentenv.envs.world.validate import Rejected, run_code, validate_change
 from agentenv.envs.world.world import Response, World, task_payload
 
-__all__ = ["GoldenRecord", "check_task", "golden_run"]
+__all__ = ["GoldenRecord", "check_task", "checked_tasks", "golden_run"]
+
+_checked: weakref.WeakKeyDictionary[World, TaskSet] = weakref.WeakKeyDictionary()
+"""The task set of each world that passed `check_task` (a world's tasks change only by `add_task`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +101,14 @@ def check_task(world: World, task: Task) -> None:
     for sub in subgoals:
         if not sub.test(end):
             raise ValueError(f"task {task.id!r}: sub-goal {sub.name!r} does not hold after the golden actions")
+
+
+def checked_tasks(world: World) -> TaskSet:
+    """``world.tasks``, each checked by `check_task` the first time they are read here;
+    ValueError naming the first unsound task."""
+    tasks = world.tasks
+    if _checked.get(world) is not tasks:
+        for task in tasks:
+            check_task(world, task)
+        _checked[world] = tasks
+    return tasks

@@ -174,7 +174,8 @@ def parse_spec(source: str | bytes | dict[str, Any]) -> WorldSpec:
 
 def load_spec(source: str | Path | dict[str, Any]) -> World:
     """The `World` of a spec file (.yaml, .yml, .json), or of spec data; `SpecError` naming
-    the file and field when it does not load. Its tasks are checked when first read."""
+    the file and field when it does not load. Its tasks are checked before an env first uses
+    them (`agentenv.envs.world.replay.checked_tasks`)."""
     if isinstance(source, dict):
         return parse_spec(source).build()
     path = Path(source)

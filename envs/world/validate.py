@@ -17,8 +17,9 @@ asked about, and returns the `Accepted` change or raises `Rejected` with one of
     postcondition   a postcondition of the tool does not hold on the change
 
 Nothing is changed in place: the patch is applied to a copy, and the caller swaps
-the canonical state only on `Accepted`. Code tools' changes (a diff) go through
-`validate_change`, the same checks after the parse.
+the canonical state only on `Accepted`. A code tool's call goes through `run_code`: the
+tool runs on a copy of the typed state, and its change (a diff) through `validate_change`,
+the same checks after the parse.
 """
 
 from __future__ import annotations
@@ -30,14 +31,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentenv import json_diff
 from agentenv.core import _safejson
 from agentenv.envs.world._extra import need
-from agentenv.envs.world.paths import _Bound, allowed, split_pointer
+from agentenv.envs.world.paths import BoundPath, allowed, bind_all, split_pointer
 from agentenv.envs.world.predicates import PredicateError
 from agentenv.envs.world.schema import SchemaError
 from agentenv.envs.world.world import Response, World, WorldTool
 
-__all__ = ["MAX_REPLY_CHARS", "REJECTION_KINDS", "Accepted", "Rejected", "extract_json", "validate", "validate_change"]
+__all__ = [
+    "MAX_REPLY_CHARS",
+    "REJECTION_KINDS",
+    "Accepted",
+    "Rejected",
+    "extract_json",
+    "run_code",
+    "validate",
+    "validate_change",
+]
 
 MAX_REPLY_CHARS = 200_000
 """A longer reply is refused before parsing (an observation is at most 16,000 characters)."""
@@ -158,7 +169,7 @@ def parse_reply(text: Any) -> Response:
 
 
 def validate(
-    text: Any, world: World, tool: WorldTool, writes: list[_Bound], before: dict[str, Any], args: dict[str, Any]
+    text: Any, world: World, tool: WorldTool, writes: list[BoundPath], before: dict[str, Any], args: dict[str, Any]
 ) -> Accepted:
     """Every check of the module docstring, in order; `Accepted` or `Rejected`."""
     response = parse_reply(text)
@@ -170,7 +181,7 @@ def validate_change(
     patch: list[dict[str, Any]],
     world: World,
     tool: WorldTool,
-    writes: list[_Bound],
+    writes: list[BoundPath],
     before: dict[str, Any],
     args: dict[str, Any],
 ) -> Accepted:
@@ -205,6 +216,24 @@ def validate_change(
                 described = f" ({post.description})" if post.description else ""
                 raise Rejected("postcondition", f"postcondition {post.name!r} does not hold{described}")
     return Accepted(observation, patch, after)
+
+
+def run_code(world: World, tool: WorldTool, state: dict[str, Any], args: BaseModel) -> Accepted:
+    """A code tool's call: its observation, and its change to a copy of the state, validated.
+    `ToolError` from the tool passes through (the agent sees it); a change the tool may not
+    make is a bug of the world, raised as `RuntimeError`."""
+    assert tool.impl is not None
+    typed = world.schema.typed(json.loads(json.dumps(state)))  # a private copy the code may change
+    observation = tool.impl(typed, args)
+    if not isinstance(observation, str):
+        raise TypeError(f"code tool {tool.name!r} returned {type(observation).__name__}, expected the observation text")
+    after = typed.model_dump(mode="json") if isinstance(typed, BaseModel) else typed
+    patch = json_diff(state, after)
+    arguments = args.model_dump(mode="json")
+    try:
+        return validate_change(observation, patch, world, tool, bind_all(tool.writes, arguments), state, arguments)
+    except Rejected as e:
+        raise RuntimeError(f"code tool {tool.name!r} made a change it may not make: {e}") from None
 
 
 def _apply(patch: list[dict[str, Any]], before: dict[str, Any]) -> Any:

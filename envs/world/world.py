@@ -22,8 +22,10 @@ Tasks are plain `agentenv.Task`s whose payload (`WorldTaskPayload`) holds the go
 and sub-goals as JSON Logic rules, an optional setup patch of the initial state,
 and golden actions with, for emulated tools, the response a faithful emulator
 gives: the scripted model is built from those (`ScriptedWorldModel.from_world`).
-Every task is checked when the world's tasks are first read: its setup applies,
-the invariants hold at its start, its goal does not, and its golden actions reach it.
+Every task is checked before an env or the scripted model first uses the world's tasks
+(`agentenv.envs.world.replay.checked_tasks`): its setup applies, the invariants hold at
+its start, its goal does not, and its golden actions reach it. A world here holds no
+check of its own: the check replays tasks through the validator, which reads the world.
 """
 
 from __future__ import annotations
@@ -279,14 +281,10 @@ class World:
 
     @functools.cached_property
     def tasks(self) -> TaskSet:
-        """The world's tasks, each checked (see the module docstring)."""
+        """The world's tasks, as given: `agentenv.envs.world.replay.checked_tasks` checks them
+        (the env reads them through it)."""
         made = self._tasks() if callable(self._tasks) else self._tasks
-        tasks = TaskSet([*made, *self._extra_tasks])
-        from agentenv.envs.world.replay import check_task  # the replay needs the validator
-
-        for task in tasks:
-            check_task(self, task)
-        return tasks
+        return TaskSet([*made, *self._extra_tasks])
 
     def task_start(self, task: Task) -> dict[str, Any]:
         """The canonical world state ``task`` starts from (its setup applied): a copy of its own,

@@ -332,7 +332,7 @@ def test_a_resume_point_the_agent_cannot_finish_from_never_enters_the_pool():
 
 def test_copies_of_train_or_mined_tasks_are_refused_as_variants():
     from agentenv import Task
-    from agentenv.envs.qa import QAEnv
+    from agentenv.envs.adapters.qa import QAEnv
 
     train = QAEnv().tasks
     first, copied, *rest = train
@@ -361,7 +361,7 @@ def test_copies_of_train_or_mined_tasks_are_refused_as_variants():
 def test_variants_and_proposals_never_copy_a_held_out_task():
     # Trained on under another id, a held-out task would no longer measure generalisation.
     from agentenv import Task
-    from agentenv.envs.qa import QAEnv
+    from agentenv.envs.adapters.qa import QAEnv
 
     train, test = QAEnv().tasks.split(0.3, seed=0)
     held = test[0]

@@ -261,7 +261,8 @@ def test_close_removes_the_container_and_is_idempotent(own: Sandbox) -> None:
 def test_unreachable_engine_says_how_to_fix_it() -> None:
     import docker
 
-    from agentenv.sandboxes.docker import DockerSandbox, docker_client
+    from agentenv.sandboxes.docker import DockerSandbox
+    from agentenv.sandboxes.engine import docker_client
 
     client = docker.DockerClient(base_url="unix:///nonexistent.sock", version="1.41")
     with pytest.raises(SandboxInfraError, match="dockerd"):

@@ -8,9 +8,10 @@ Each site is two modules: ``shop`` (schema, seed, checks, tasks) and ``_shop_app
 web app), and the same for ``mail`` and ``booking``. Each site module exposes ``SITE``
 (an `agentenv.envs.browser.site.Site`), also exported here as `SHOP`, `MAIL` and
 `BOOKING`; `SITES` maps their names to them. The apps need Starlette (the ``services``
-extra). Shared pieces: `_web` (requests, forms), `_html` (escaped markup, layout,
-fields), `_verify` (answers and database changes for the checks), `_golden`
-(golden-action constructors).
+extra). Shared pieces: `_web` (requests, forms), `_chrome` (the page around the
+content: banner, navigation, search, error page, dialogs, forms, style), `_html`
+(escaped markup, fields), `_verify` (answers and database changes for the checks),
+`_golden` (golden-action constructors).
 """
 
 from __future__ import annotations

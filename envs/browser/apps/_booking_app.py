@@ -28,19 +28,8 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator
 from starlette.responses import Response
 
-from agentenv.envs.browser.apps._html import (
-    Html,
-    NavItem,
-    dialog,
-    error_summary,
-    html,
-    number_input,
-    page,
-    pager,
-    select,
-    text_input,
-    textarea,
-)
+from agentenv.envs.browser.apps._chrome import Chrome, NavItem, confirm_dialog, post_form
+from agentenv.envs.browser.apps._html import html, number_input, pager, select, text_input, textarea
 from agentenv.envs.browser.apps._web import (
     EMAIL_PATTERN,
     Endpoint,
@@ -74,28 +63,16 @@ def _rooms(db: sqlite3.Connection) -> list[tuple[int, str, int, int, int]]:
 # -- pages ----------------------------------------------------------------------------
 
 
-def _page(
-    title: str,
-    main: Html,
-    *,
-    current: str | None = None,
-    notice: str | None = None,
-    modal: Html | None = None,
-    status: int = 200,
-) -> Response:
-    nav = [
+def _nav(db: sqlite3.Connection | None) -> list[NavItem]:
+    return [
         NavItem("Schedule", "/"),
         NavItem("Rooms", "/rooms"),
         NavItem("Bookings", "/bookings"),
         NavItem("New booking", "/bookings/new"),
     ]
-    return page(
-        site=TITLE, nav=nav, title=title, main=main, current=current, notice=notice, dialog=modal, status=status
-    )
 
 
-def _error_page(status: int, message: str) -> Response:
-    return _page("Something went wrong" if status >= 500 else "Sorry", html("<p>{m}</p>", m=message), status=status)
+CHROME = Chrome(TITLE, _nav)
 
 
 def _parse_day(raw: str) -> date | None:
@@ -148,7 +125,7 @@ def schedule(db: sqlite3.Connection, req: Req) -> Response:
         day=_long_date(day),
         rows=rows,
     )
-    return _page("Schedule", main, current="/")
+    return CHROME.page(db, "Schedule", main, current="/")
 
 
 def rooms(db: sqlite3.Connection, req: Req) -> Response:
@@ -168,7 +145,7 @@ def rooms(db: sqlite3.Connection, req: Req) -> Response:
         "<tbody>{rows}</tbody></table>",
         rows=rows,
     )
-    return _page("Rooms", main, current="/rooms")
+    return CHROME.page(db, "Rooms", main, current="/rooms")
 
 
 def room(db: sqlite3.Connection, req: Req) -> Response:
@@ -196,7 +173,7 @@ def room(db: sqlite3.Connection, req: Req) -> Response:
         ]
         or html("<li>None</li>"),
     )
-    return _page(name, main)
+    return CHROME.page(db, name, main)
 
 
 def bookings(db: sqlite3.Connection, req: Req) -> Response:
@@ -250,7 +227,7 @@ def bookings(db: sqlite3.Connection, req: Req) -> Response:
     )
     extra = {k: v for k, v in (("room", room_id), ("q", query)) if v}
     main = html("{f}{t}{p}", f=filters, t=table, p=pager(page_no, pages, "/bookings", extra))
-    return _page("Bookings", main, current="/bookings")
+    return CHROME.page(db, "Bookings", main, current="/bookings")
 
 
 def _booking(db: sqlite3.Connection, booking_id: int) -> tuple[Any, ...]:
@@ -298,21 +275,15 @@ def booking(db: sqlite3.Connection, req: Req) -> Response:
     )
     modal = None
     if req.query.get("dialog") == "cancel" and status == "confirmed":
-        modal = dialog(
-            "cancel",
+        modal = confirm_dialog(
             f"Cancel \u201c{title}\u201d?",
-            html(
-                "<p>{room}, {day}, {start}-{end}. The room becomes free for others.</p>"
-                '<form method="post" action="/bookings/{i}/cancel"><button type="submit">Yes, cancel booking</button>'
-                '</form><p><a href="/bookings/{i}">Keep booking</a></p>',
-                room=room_name,
-                day=day,
-                start=start,
-                end=end,
-                i=i,
-            ),
+            f"{room_name}, {day}, {start}-{end}. The room becomes free for others.",
+            action=f"/bookings/{i}/cancel",
+            confirm="Yes, cancel booking",
+            back=f"/bookings/{i}",
+            keep="Keep booking",
         )
-    return _page(title, main, notice=NOTICES.get(req.query.get("notice", "")), modal=modal)
+    return CHROME.page(db, title, main, notice=NOTICES.get(req.query.get("notice", "")), modal=modal)
 
 
 def cancel(db: sqlite3.Connection, req: Req) -> Response:
@@ -412,12 +383,9 @@ def _form_page(
     rooms = _rooms(db)
     v, e = values.get, errors.get
     action = f"/bookings/{booking_id}/edit" if booking_id else "/bookings/new"
-    main = html(
-        '<form method="post" action="{action}" novalidate>{errs}{room}{day}{start}{end}{title}{attendees}'
-        '{organizer}{notes}<button type="submit">{submit}</button></form>',
-        action=action,
-        errs=error_summary(errors),
-        room=select(
+    main = post_form(
+        action,
+        select(
             "room",
             "Room",
             [("", "Choose a room"), *((str(i), n) for i, n, *_ in rooms)],
@@ -425,31 +393,30 @@ def _form_page(
             error=e("room"),
             hint="Seats: " + ", ".join(f"{n} {c}" for _, n, _, c, _ in rooms),
         ),
-        day=text_input("day", "Date", v("day", ""), error=e("day"), hint="YYYY-MM-DD, Monday to Friday"),
-        start=select(
+        text_input("day", "Date", v("day", ""), error=e("day"), hint="YYYY-MM-DD, Monday to Friday"),
+        select(
             "start_time",
             "Start time",
             [("", "Choose"), *((t, t) for t in START_TIMES)],
             v("start_time", ""),
             error=e("start_time"),
         ),
-        end=select(
+        select(
             "end_time",
             "End time",
             [("", "Choose"), *((t, t) for t in END_TIMES)],
             v("end_time", ""),
             error=e("end_time"),
         ),
-        title=text_input("title", "Title", v("title", ""), error=e("title")),
-        attendees=number_input(
-            "attendees", "Number of attendees", v("attendees", ""), lo=1, hi=100, error=e("attendees")
-        ),
-        organizer=text_input("organizer", "Organizer email", v("organizer", ""), error=e("organizer"), kind="email"),
-        notes=textarea("notes", "Notes", v("notes", ""), error=e("notes"), rows=3),
+        text_input("title", "Title", v("title", ""), error=e("title")),
+        number_input("attendees", "Number of attendees", v("attendees", ""), lo=1, hi=100, error=e("attendees")),
+        text_input("organizer", "Organizer email", v("organizer", ""), error=e("organizer"), kind="email"),
+        textarea("notes", "Notes", v("notes", ""), error=e("notes"), rows=3),
         submit="Save changes" if booking_id else "Book room",
+        errors=errors,
     )
     title = "Edit booking" if booking_id else "New booking"
-    return _page(title, main, current=None if booking_id else "/bookings/new", status=422 if errors else 200)
+    return CHROME.page(db, title, main, current=None if booking_id else "/bookings/new", status=422 if errors else 200)
 
 
 FIELDS = ("room", "day", "start_time", "end_time", "title", "attendees", "organizer", "notes")
@@ -537,4 +504,4 @@ def create_app(db_path: Path) -> Any:
         Endpoint("/bookings/{id:int}/edit", update_booking, ("POST",)),
         Endpoint("/bookings/{id:int}/cancel", cancel, ("POST",)),
     ]
-    return build_app(db_path, endpoints, _error_page)
+    return build_app(db_path, endpoints, CHROME.error_page)

@@ -1,37 +1,29 @@
 """Safe-by-default HTML for the browser env's apps: markup from templates whose values
-are escaped unless they are already `Html`, the page layout the sites share, and form
-fields that carry their label, value and error where the accessibility tree shows them.
+are escaped unless they are already `Html`, and form fields that carry their label,
+value and error where the accessibility tree shows them (the page around them, the
+forms and the dialogs are `agentenv.envs.browser.apps._chrome`).
 
 Every value a user or an agent typed reaches a page through `html` (escaped), so no
 input adds markup or script to a page. Every control has a role and an accessible
 name: inputs a ``<label>``, icon-like buttons an ``aria-label``; hints and errors are
 linked with ``aria-describedby`` so they never change a control's name.
 
-Left out: templates on disk, client-side rendering (the one script opens modal
-dialogs, which also work without it as non-modal ones).
+Left out: templates on disk, client-side rendering.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from html import escape
 from urllib.parse import urlencode
 
-from starlette.responses import HTMLResponse
-
 __all__ = [
-    "APP_JS",
-    "STYLE_CSS",
     "Html",
-    "NavItem",
     "checkbox",
-    "dialog",
     "error_summary",
     "html",
     "join",
     "number_input",
-    "page",
     "pager",
     "radios",
     "select",
@@ -62,71 +54,6 @@ def _safe(value: object) -> str:
     if isinstance(value, list | tuple):
         return "".join(_safe(v) for v in value)
     return escape(str(value), quote=True)
-
-
-@dataclass(frozen=True)
-class NavItem:
-    label: str
-    href: str
-    note: str | None = None
-    """Text shown after the link, outside it (a count), so the link's name never changes."""
-
-
-def page(
-    *,
-    site: str,
-    nav: Sequence[NavItem],
-    title: str,
-    main: Html,
-    current: str | None = None,
-    notice: str | None = None,
-    dialog: Html | None = None,
-    tools: Html | None = None,
-    status: int = 200,
-) -> HTMLResponse:
-    """A whole page: banner with the site's name, navigation and ``tools`` (a search form),
-    the title as ``<h1>``, an optional notice (``role=status``), the main content and an
-    optional dialog."""
-    links = join(
-        html(
-            '<li><a href="{href}"{cur}>{label}</a>{note}</li>',
-            href=item.href,
-            cur=Html(' aria-current="page"') if item.href == current else Html(""),
-            label=item.label,
-            note=html(' <span class="note">{n}</span>', n=item.note) if item.note else Html(""),
-        )
-        for item in nav
-    )
-    body = html(
-        "<!doctype html>\n"
-        '<html lang="en"><head><meta charset="utf-8"><title>{title} - {site}</title>'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<link rel="icon" href="data:,"><link rel="stylesheet" href="/static/style.css">'
-        '<script src="/static/app.js" defer></script></head>\n'
-        '<body><header><p class="brand">{site}</p><nav aria-label="Main"><ul>{links}</ul></nav>{tools}</header>\n'
-        "<main><h1>{title}</h1>{notice}{main}</main>{dialog}\n"
-        "<footer><p>{site} - a demo site for browser agents</p></footer></body></html>\n",
-        site=site,
-        title=title,
-        links=links,
-        notice=html('<p role="status" class="notice">{n}</p>', n=notice) if notice else Html(""),
-        main=main,
-        dialog=dialog or Html(""),
-        tools=tools or Html(""),
-    )
-    return HTMLResponse(body, status_code=status)
-
-
-def dialog(key: str, title: str, body: Html) -> Html:
-    """A modal dialog, open as the page loads (app.js makes it modal; without script it
-    shows as a non-modal one)."""
-    return html(
-        '<dialog id="{key}" open data-modal aria-labelledby="{key}-title">'
-        '<h2 id="{key}-title">{title}</h2>{body}</dialog>',
-        key=key,
-        title=title,
-        body=body,
-    )
 
 
 def pager(page_no: int, pages: int, href: str, extra: Mapping[str, str] | None = None) -> Html:
@@ -312,36 +239,3 @@ def checkbox(name: str, value: str, label: str, *, checked: bool = False, key: s
         chk=Html(" checked") if checked else Html(""),
         label=label,
     )
-
-
-STYLE_CSS = """\
-body { font: 16px/1.45 system-ui, sans-serif; margin: 0; color: #1d2329; background: #f6f7f9; }
-header { background: #24313f; color: #fff; padding: .5rem 1.5rem; display: flex; gap: 2rem; align-items: center; }
-header a { color: #fff; }
-.brand { font-weight: 700; margin: 0; }
-nav ul { list-style: none; display: flex; gap: 1.25rem; margin: 0; padding: 0; }
-a[aria-current="page"] { font-weight: 700; }
-main { max-width: 60rem; margin: 1.5rem auto; background: #fff; padding: 1.5rem 2rem; border-radius: 6px; }
-footer { text-align: center; color: #667; font-size: .85rem; }
-table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid #dde; }
-.field { display: flex; flex-direction: column; max-width: 28rem; gap: .2rem; }
-.hint { color: #556; font-size: .85rem; }
-.error { color: #b00020; font-weight: 600; }
-.errors { border: 2px solid #b00020; padding: .5rem 1rem; margin-bottom: 1rem; }
-.notice { background: #e6f4ea; padding: .5rem 1rem; }
-.pager { margin-top: 1rem; display: flex; gap: 1rem; }
-.unread { font-weight: 700; }
-.visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
-dialog { border: 1px solid #889; border-radius: 6px; padding: 1rem 1.5rem; }
-dialog::backdrop { background: rgb(0 0 0 / 35%); }
-button { cursor: pointer; }
-"""
-
-APP_JS = """\
-// Dialogs the server renders open become modal (the rest of the page inert until closed).
-document.querySelectorAll("dialog[data-modal]").forEach(function (d) {
-  if (d.open) { d.close(); }
-  d.showModal();
-});
-"""

@@ -27,19 +27,8 @@ from urllib.parse import urlencode
 from pydantic import Field, field_validator
 from starlette.responses import Response
 
-from agentenv.envs.browser.apps._html import (
-    Html,
-    NavItem,
-    checkbox,
-    dialog,
-    error_summary,
-    html,
-    join,
-    page,
-    pager,
-    text_input,
-    textarea,
-)
+from agentenv.envs.browser.apps._chrome import Chrome, NavItem, button_form, dialog, post_form
+from agentenv.envs.browser.apps._html import Html, checkbox, html, join, pager, text_input, textarea
 from agentenv.envs.browser.apps._web import (
     EMAIL_PATTERN,
     MAX_ID,
@@ -77,30 +66,11 @@ NOTICES = {
 # -- pages ----------------------------------------------------------------------------
 
 
-def _tools(query: str = "") -> Html:
-    return html(
-        '<form role="search" action="/search" method="get">'
-        '<label for="q" class="visually-hidden">Search mail</label>'
-        '<input type="search" id="q" name="q" value="{q}"> <button type="submit">Search</button></form>',
-        q=query,
-    )
-
-
-def _page(
-    db: sqlite3.Connection | None,
-    title: str,
-    main: Html,
-    *,
-    current: str | None = None,
-    notice: str | None = None,
-    modal: Html | None = None,
-    query: str = "",
-    status: int = 200,
-) -> Response:
+def _nav(db: sqlite3.Connection | None) -> list[NavItem]:
     unread = (
         db.execute("SELECT count(*) FROM messages WHERE folder = 'inbox' AND is_read = 0").fetchone()[0] if db else None
     )
-    nav = [
+    return [
         NavItem("Inbox", "/folder/inbox", None if unread is None else f"({unread} unread)"),
         NavItem("Archive", "/folder/archive"),
         NavItem("Sent", "/folder/sent"),
@@ -108,23 +78,9 @@ def _page(
         NavItem("Labels", "/labels"),
         NavItem("Compose", "/compose"),
     ]
-    return page(
-        site=TITLE,
-        nav=nav,
-        title=title,
-        main=main,
-        current=current,
-        notice=notice,
-        dialog=modal,
-        tools=_tools(query),
-        status=status,
-    )
 
 
-def _error_page(status: int, message: str) -> Response:
-    return _page(
-        None, "Something went wrong" if status >= 500 else "Sorry", html("<p>{m}</p>", m=message), status=status
-    )
+CHROME = Chrome(TITLE, _nav, search="Search mail")
 
 
 def _notice(req: Req) -> str | None:
@@ -200,7 +156,7 @@ def folder(db: sqlite3.Connection, req: Req) -> Response:
         (name, PER_PAGE, (page_no - 1) * PER_PAGE),
     ).fetchall()
     main = _message_list(db, rows, total, page_no, f"/folder/{name}", {})
-    return _page(db, FOLDERS[name], main, current=f"/folder/{name}", notice=_notice(req))
+    return CHROME.page(db, FOLDERS[name], main, current=f"/folder/{name}", notice=_notice(req))
 
 
 def label_view(db: sqlite3.Connection, req: Req) -> Response:
@@ -220,7 +176,7 @@ def label_view(db: sqlite3.Connection, req: Req) -> Response:
         (row[0], PER_PAGE, (page_no - 1) * PER_PAGE),
     ).fetchall()
     main = _message_list(db, rows, total, page_no, f"/label/{row[0]}", {})
-    return _page(db, f"Label: {row[1]}", main, notice=_notice(req))
+    return CHROME.page(db, f"Label: {row[1]}", main, notice=_notice(req))
 
 
 def search(db: sqlite3.Connection, req: Req) -> Response:
@@ -246,7 +202,7 @@ def search(db: sqlite3.Connection, req: Req) -> Response:
         if query
         else html("<p>Type words to look for in the search box.</p>")
     )
-    return _page(db, title, main, query=query, notice=_notice(req))
+    return CHROME.page(db, title, main, query=query, notice=_notice(req))
 
 
 def _message(db: sqlite3.Connection, message_id: int) -> tuple[Any, ...]:
@@ -314,13 +270,16 @@ def message(db: sqlite3.Connection, req: Req) -> Response:
             "labels",
             "Labels for this message",
             html(
-                '<form method="post" action="/message/{i}/labels"><fieldset><legend>Labels</legend>{boxes}'
-                '</fieldset><button type="submit">Save labels</button></form><p><a href="/message/{i}">Cancel</a></p>',
+                '{save}<p><a href="/message/{i}">Cancel</a></p>',
+                save=button_form(
+                    f"/message/{i}/labels",
+                    "Save labels",
+                    body=html("<fieldset><legend>Labels</legend>{boxes}</fieldset>", boxes=boxes),
+                ),
                 i=i,
-                boxes=boxes,
             ),
         )
-    return _page(db, subject, main, notice=_notice(req), modal=modal)
+    return CHROME.page(db, subject, main, notice=_notice(req), modal=modal)
 
 
 def star(db: sqlite3.Connection, req: Req) -> Response:
@@ -430,17 +389,17 @@ def _compose_page(
     db: sqlite3.Connection, values: Mapping[str, str], errors: Mapping[str, str], original: tuple[Any, ...] | None
 ) -> Response:
     hidden = html('<input type="hidden" name="reply_to" value="{i}">', i=original[0]) if original else Html("")
-    main = html(
-        '<form method="post" action="/compose" novalidate>{errs}{hidden}{to}{subject}{body}'
-        '<button type="submit">Send</button></form>',
-        errs=error_summary(errors),
-        hidden=hidden,
-        to=text_input("to", "To", values.get("to", ""), error=errors.get("to"), hint="Addresses separated by commas"),
-        subject=text_input("subject", "Subject", values.get("subject", ""), error=errors.get("subject")),
-        body=textarea("body", "Message", values.get("body", ""), error=errors.get("body")),
+    main = post_form(
+        "/compose",
+        hidden,
+        text_input("to", "To", values.get("to", ""), error=errors.get("to"), hint="Addresses separated by commas"),
+        text_input("subject", "Subject", values.get("subject", ""), error=errors.get("subject")),
+        textarea("body", "Message", values.get("body", ""), error=errors.get("body")),
+        submit="Send",
+        errors=errors,
     )
     title = f"Reply to \u201c{original[5]}\u201d" if original else "New message"
-    return _page(db, title, main, current="/compose", status=422 if errors else 200)
+    return CHROME.page(db, title, main, current="/compose", status=422 if errors else 200)
 
 
 def send(db: sqlite3.Connection, req: Req) -> Response:
@@ -471,14 +430,16 @@ def _labels_page(db: sqlite3.Connection, value: str, error: str | None, *, notic
         "LEFT JOIN messages m ON m.id = ml.message_id AND m.folder != 'trash' GROUP BY l.id ORDER BY l.name"
     ).fetchall()
     main = html(
-        "<ul>{items}</ul><h2>New label</h2>"
-        '<form method="post" action="/labels" novalidate>{errs}{field}'
-        '<button type="submit">Create label</button></form>',
+        "<ul>{items}</ul><h2>New label</h2>{new}",
         items=[html('<li><a href="/label/{i}">{n}</a> ({c})</li>', i=i, n=n, c=c) for i, n, c in rows],
-        errs=error_summary({"name": error} if error else {}),
-        field=text_input("name", "Label name", value, error=error),
+        new=post_form(
+            "/labels",
+            text_input("name", "Label name", value, error=error),
+            submit="Create label",
+            errors={"name": error} if error else {},
+        ),
     )
-    return _page(db, "Labels", main, current="/labels", notice=notice, status=422 if error else 200)
+    return CHROME.page(db, "Labels", main, current="/labels", notice=notice, status=422 if error else 200)
 
 
 def create_label(db: sqlite3.Connection, req: Req) -> Response:
@@ -509,4 +470,4 @@ def create_app(db_path: Path) -> Any:
         Endpoint("/labels", labels),
         Endpoint("/labels", create_label, ("POST",)),
     ]
-    return build_app(db_path, endpoints, _error_page)
+    return build_app(db_path, endpoints, CHROME.error_page)

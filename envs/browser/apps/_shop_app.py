@@ -27,19 +27,8 @@ from typing import Annotated, Any, Literal, NamedTuple
 from pydantic import Field, field_validator
 from starlette.responses import Response
 
-from agentenv.envs.browser.apps._html import (
-    Html,
-    NavItem,
-    dialog,
-    error_summary,
-    html,
-    number_input,
-    page,
-    pager,
-    radios,
-    select,
-    text_input,
-)
+from agentenv.envs.browser.apps._chrome import Chrome, NavItem, button_form, confirm_dialog, dialog, post_form
+from agentenv.envs.browser.apps._html import Html, error_summary, html, number_input, pager, radios, select, text_input
 from agentenv.envs.browser.apps._web import Endpoint, Form, HttpError, Req, build_app, see_other, validate
 
 __all__ = ["COUNTRIES", "TODAY", "create_app", "shipping_cents"]
@@ -68,49 +57,16 @@ def _money(cents: int) -> str:
 # -- pages ----------------------------------------------------------------------------
 
 
-def _tools(query: str = "") -> Html:
-    return html(
-        '<form role="search" action="/search" method="get">'
-        '<label for="q" class="visually-hidden">Search products</label>'
-        '<input type="search" id="q" name="q" value="{q}"> <button type="submit">Search</button></form>',
-        q=query,
-    )
-
-
-def _page(
-    db: sqlite3.Connection | None,
-    title: str,
-    main: Html,
-    *,
-    current: str | None = None,
-    notice: str | None = None,
-    modal: Html | None = None,
-    query: str = "",
-    status: int = 200,
-) -> Response:
+def _nav(db: sqlite3.Connection | None) -> list[NavItem]:
     count = db.execute("SELECT coalesce(sum(quantity), 0) FROM cart_items").fetchone()[0] if db else None
-    nav = [
+    return [
         NavItem("Home", "/"),
         NavItem("Cart", "/cart", None if count is None else f"({count} {'item' if count == 1 else 'items'})"),
         NavItem("Orders", "/orders"),
     ]
-    return page(
-        site=TITLE,
-        nav=nav,
-        title=title,
-        main=main,
-        current=current,
-        notice=notice,
-        dialog=modal,
-        tools=_tools(query),
-        status=status,
-    )
 
 
-def _error_page(status: int, message: str) -> Response:
-    return _page(
-        None, "Something went wrong" if status >= 500 else "Sorry", html("<p>{m}</p>", m=message), status=status
-    )
+CHROME = Chrome(TITLE, _nav, search="Search products")
 
 
 def home(db: sqlite3.Connection, req: Req) -> Response:
@@ -125,7 +81,7 @@ def home(db: sqlite3.Connection, req: Req) -> Response:
             for p in featured
         ],
     )
-    return _page(db, "Welcome to Hearth & Trail", main, current="/")
+    return CHROME.page(db, "Welcome to Hearth & Trail", main, current="/")
 
 
 def category(db: sqlite3.Connection, req: Req) -> Response:
@@ -193,7 +149,7 @@ def _listing(
         empty=empty,
         pager=pager(page_no, pages, path, {**extra, "sort": sort}),
     )
-    return _page(db, title, main, query=query)
+    return CHROME.page(db, title, main, query=query)
 
 
 class Product(NamedTuple):
@@ -228,18 +184,23 @@ def _product_page(
     stock = f"In stock ({p.stock} left)" if p.stock > 0 else "Out of stock"
     main = html(
         '<nav aria-label="Breadcrumb"><a href="/category/{slug}">{cat}</a></nav>'
-        '<p class="price">{price}</p><p>{stock}</p><p>{desc}</p>'
-        '<form method="post" action="/cart/add">{err}<input type="hidden" name="product_id" value="{id}">'
-        '{qty}<button type="submit"{disabled}>Add to cart</button></form>',
+        '<p class="price">{price}</p><p>{stock}</p><p>{desc}</p>{add}',
         slug=p.slug,
         cat=p.category,
         price=_money(p.price_cents),
         stock=stock,
         desc=p.description,
-        err=error_summary({"quantity": error} if error else {}),
-        id=p.id,
-        qty=number_input("quantity", "Quantity", quantity, lo=1, hi=MAX_LINE, error=error),
-        disabled=Html(" disabled") if p.stock <= 0 else Html(""),
+        add=button_form(
+            "/cart/add",
+            "Add to cart",
+            hidden={"product_id": p.id},
+            body=html(
+                "{err}{qty}",
+                err=error_summary({"quantity": error} if error else {}),
+                qty=number_input("quantity", "Quantity", quantity, lo=1, hi=MAX_LINE, error=error),
+            ),
+            disabled=p.stock <= 0,
+        ),
     )
     modal = None
     if added:
@@ -255,7 +216,7 @@ def _product_page(
                 n=p.name,
             ),
         )
-    return _page(db, p.name, main, modal=modal, status=422 if error else 200)
+    return CHROME.page(db, p.name, main, modal=modal, status=422 if error else 200)
 
 
 class QuantityForm(Form):
@@ -316,29 +277,32 @@ def cart(db: sqlite3.Connection, req: Req) -> Response:
 def _cart_page(db: sqlite3.Connection, errors: Mapping[int, str], *, notice: str | None = None) -> Response:
     lines = _cart(db)
     if not lines:
-        return _page(db, "Your cart", html('<p>Your cart is empty.</p><p><a href="/">Continue shopping</a></p>'))
+        return CHROME.page(db, "Your cart", html('<p>Your cart is empty.</p><p><a href="/">Continue shopping</a></p>'))
     rows = [
         html(
-            '<tr><td><a href="/product/{i}">{n}</a></td><td>{price}</td><td>'
-            '<form method="post" action="/cart/update"><input type="hidden" name="product_id" value="{i}">'
-            '{qty}<button type="submit" aria-label="Update {n}">Update</button></form></td>'
-            "<td>{line}</td><td>"
-            '<form method="post" action="/cart/remove"><input type="hidden" name="product_id" value="{i}">'
-            '<button type="submit" aria-label="Remove {n}">Remove</button></form></td></tr>',
+            '<tr><td><a href="/product/{i}">{n}</a></td><td>{price}</td><td>{update}</td>'
+            "<td>{line}</td><td>{remove}</td></tr>",
             i=i,
             n=n,
             price=_money(c),
-            qty=number_input(
-                "quantity",
-                f"Quantity of {n}",
-                str(q),
-                lo=1,
-                hi=MAX_LINE,
-                key=f"qty-{i}",
-                label_hidden=True,
-                error=errors.get(i),
+            update=button_form(
+                "/cart/update",
+                "Update",
+                hidden={"product_id": i},
+                body=number_input(
+                    "quantity",
+                    f"Quantity of {n}",
+                    str(q),
+                    lo=1,
+                    hi=MAX_LINE,
+                    key=f"qty-{i}",
+                    label_hidden=True,
+                    error=errors.get(i),
+                ),
+                name=f"Update {n}",
             ),
             line=_money(c * q),
+            remove=button_form("/cart/remove", "Remove", hidden={"product_id": i}, name=f"Remove {n}"),
         )
         for i, n, c, q, _ in lines
     ]
@@ -354,7 +318,7 @@ def _cart_page(db: sqlite3.Connection, errors: Mapping[int, str], *, notice: str
         ship=f"Standard shipping is free from {_money(FREE_SHIPPING_FROM)}, otherwise "
         f"{_money(SHIPPING['standard'])}; express shipping is {_money(SHIPPING['express'])}.",
     )
-    return _page(db, "Your cart", main, current="/cart", notice=notice, status=422 if errors else 200)
+    return CHROME.page(db, "Your cart", main, current="/cart", notice=notice, status=422 if errors else 200)
 
 
 def update_cart(db: sqlite3.Connection, req: Req) -> Response:
@@ -459,13 +423,10 @@ def _checkout_page(db: sqlite3.Connection, values: Mapping[str, str], errors: Ma
     )
     standard = shipping_cents("standard", subtotal)
     v, e = values.get, errors.get
-    form = html(
-        '<form method="post" action="/checkout" novalidate>{errs}'
+    fields = html(
         "<fieldset><legend>Shipping address</legend>{name}{street}{city}{postal}{country}</fieldset>"
         "{shipping}"
-        "<fieldset><legend>Payment</legend>{card}{expiry}{cvc}</fieldset>"
-        '<button type="submit">Place order</button></form>',
-        errs=error_summary(errors),
+        "<fieldset><legend>Payment</legend>{card}{expiry}{cvc}</fieldset>",
         name=text_input("full_name", "Full name", v("full_name", ""), error=e("full_name"), autocomplete="name"),
         street=text_input("street", "Street address", v("street", ""), error=e("street")),
         city=text_input("city", "City", v("city", ""), error=e("city")),
@@ -491,7 +452,8 @@ def _checkout_page(db: sqlite3.Connection, values: Mapping[str, str], errors: Ma
         expiry=text_input("expiry", "Expiry date", v("expiry", ""), error=e("expiry"), hint="MM/YY"),
         cvc=text_input("cvc", "Security code", v("cvc", ""), error=e("cvc"), hint="3 digits on the back"),
     )
-    return _page(db, "Checkout", html("{s}{f}", s=summary, f=form), status=422 if errors else 200)
+    form = post_form("/checkout", fields, submit="Place order", errors=errors)
+    return CHROME.page(db, "Checkout", html("{s}{f}", s=summary, f=form), status=422 if errors else 200)
 
 
 def place_order(db: sqlite3.Connection, req: Req) -> Response:
@@ -559,7 +521,7 @@ def orders(db: sqlite3.Connection, req: Req) -> Response:
             for i, d, s, t in rows
         ],
     )
-    return _page(db, "Your orders", main, current="/orders")
+    return CHROME.page(db, "Your orders", main, current="/orders")
 
 
 def order(db: sqlite3.Connection, req: Req) -> Response:
@@ -610,20 +572,18 @@ def order(db: sqlite3.Connection, req: Req) -> Response:
     )
     modal = None
     if req.query.get("dialog") == "cancel" and status == "processing":
-        modal = dialog(
-            "cancel",
+        modal = confirm_dialog(
             f"Cancel order #{order_id}?",
-            html(
-                "<p>The items go back on the shelf and your card is refunded.</p>"
-                '<form method="post" action="/orders/{i}/cancel"><button type="submit">Yes, cancel order</button>'
-                '</form><p><a href="/orders/{i}">Keep order</a></p>',
-                i=order_id,
-            ),
+            "The items go back on the shelf and your card is refunded.",
+            action=f"/orders/{order_id}/cancel",
+            confirm="Yes, cancel order",
+            back=f"/orders/{order_id}",
+            keep="Keep order",
         )
     notice = f"Thank you! Your order #{order_id} has been placed." if req.query.get("placed") == "1" else None
     if req.query.get("cancelled") == "1":
         notice = f"Order #{order_id} has been cancelled."
-    return _page(db, f"Order #{order_id}", main, notice=notice, modal=modal)
+    return CHROME.page(db, f"Order #{order_id}", main, notice=notice, modal=modal)
 
 
 def cancel_order(db: sqlite3.Connection, req: Req) -> Response:
@@ -658,4 +618,4 @@ def create_app(db_path: Path) -> Any:
         Endpoint("/orders/{id:int}", order),
         Endpoint("/orders/{id:int}/cancel", cancel_order, ("POST",)),
     ]
-    return build_app(db_path, endpoints, _error_page)
+    return build_app(db_path, endpoints, CHROME.error_page)

@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from agentenv.envs.browser.apps._html import APP_JS, STYLE_CSS
+from agentenv.envs.browser.apps._chrome import APP_JS, STYLE_CSS
 
 __all__ = [
     "EMAIL_PATTERN",

@@ -14,29 +14,28 @@ parent is a directory, keys are normalised absolute paths, directories hold no
 text, at most 500 entries and 64,000 characters of text in all (the commands that
 change files are shown the whole state: it must fit a prompt).
 
-32 tasks over four levels (``fs_tasks.py``: 0, one command; 1, two; 2, read, then
-write what was read; 3, four or more), each with golden actions and, for emulated
-commands, the answer a faithful shell gives. Left out: permissions, owners, links, a current
-directory (every path is absolute), globbing.
+The state model and the starting tree are in ``fs_state.py``; 32 tasks over four levels
+(``fs_tasks.py``: 0, one command; 1, two; 2, read, then write what was read; 3, four or
+more), each with golden actions and, for emulated commands, the answer a faithful shell
+gives. Left out: permissions, owners, links, a current directory (every path is
+absolute), globbing.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, Field
 
-from agentenv import State, Task, ToolError
+from agentenv import ToolError
 from agentenv.envs.world.predicates import Predicate
 from agentenv.envs.world.world import Args, World
+from agentenv.envs.world.worlds.fs_state import INITIAL_STATE, MAX_ENTRIES, MAX_TEXT, FsState, Node
+from agentenv.envs.world.worlds.fs_tasks import tasks
 
 __all__ = ["WORLD", "FsState", "Node"]
-
-MAX_ENTRIES = 500
-MAX_TEXT = 64_000
-"""Characters of text in all files together: a state the world model is shown whole stays small."""
 
 
 def _normalise(path: str) -> str:
@@ -50,17 +49,6 @@ def _normalise(path: str) -> str:
 
 AbsPath = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_normalise)]
 Text = Annotated[str, Field(max_length=15_000)]
-
-
-class Node(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["file", "dir"]
-    content: str = Field(default="", max_length=MAX_TEXT)
-
-
-class FsState(State):
-    files: dict[str, Node] = {}
 
 
 # -- argument models ------------------------------------------------------------------------
@@ -107,25 +95,7 @@ class HeadArgs(Args):
 WORLD = World(
     "fs",
     state=FsState,
-    initial_state=FsState(
-        files={
-            "/etc": Node(kind="dir"),
-            "/etc/hosts": Node(kind="file", content="127.0.0.1 localhost\n"),
-            "/home": Node(kind="dir"),
-            "/home/user": Node(kind="dir"),
-            "/home/user/notes.txt": Node(kind="file", content="buy milk\ncall bob\n"),
-            "/home/user/todo.txt": Node(kind="file", content="write report\nfix bug\n"),
-            "/home/user/docs": Node(kind="dir"),
-            "/home/user/docs/report.md": Node(kind="file", content="# Quarterly report\nDraft.\n"),
-            "/home/user/logs": Node(kind="dir"),
-            "/home/user/logs/app.log": Node(
-                kind="file", content="INFO start\nERROR disk full\nINFO retry\nERROR timeout\n"
-            ),
-            "/home/user/logs/old.log": Node(kind="file", content="INFO old run\n"),
-            "/tmp": Node(kind="dir"),
-            "/tmp/scratch.txt": Node(kind="file", content="temp\n"),
-        }
-    ),
+    initial_state=INITIAL_STATE,
     instructions=(
         "You are at a Unix-like shell. Every path is absolute. Commands are tools: ls and cat read, "
         "the others change files or search them."
@@ -138,7 +108,7 @@ WORLD = World(
         'directory"). JSON Pointers into the map escape "/" in keys as "~1": /files/~1tmp~1a.txt.'
     ),
     max_turns=12,
-    tasks=lambda: _tasks(),
+    tasks=tasks,
 )
 
 
@@ -373,9 +343,3 @@ WORLD.invariant(
     lambda s: len(s.files) <= MAX_ENTRIES and sum(len(n.content) for n in s.files.values()) <= MAX_TEXT,
     f"at most {MAX_ENTRIES} entries and {MAX_TEXT} characters of text",
 )
-
-
-def _tasks() -> list[Task]:
-    from agentenv.envs.world.worlds.fs_tasks import tasks  # it reads this module's WORLD
-
-    return tasks()

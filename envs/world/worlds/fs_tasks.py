@@ -2,7 +2,7 @@
 
 Level 0: one command; 1: two; 2: a read, then a write of what was read; 3: four or more.
 The helpers build the RFC 6902 operations a faithful shell's answer holds and the rules
-the goals are made of, over the world's flat map of paths (`agentenv.envs.world.worlds.fs`).
+the goals are made of, over the world's flat map of paths (`agentenv.envs.world.worlds.fs_state`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 from agentenv import Task
 from agentenv.envs.world.paths import escape
 from agentenv.envs.world.world import Response, respond, world_task
-from agentenv.envs.world.worlds.fs import WORLD
+from agentenv.envs.world.worlds.fs_state import INITIAL_STATE
 
 __all__ = ["tasks"]
 
-INITIAL: dict[str, dict[str, str]] = WORLD.initial_state["files"]
+INITIAL: dict[str, dict[str, str]] = INITIAL_STATE.model_dump(mode="json")["files"]
 
 
 def _ptr(path: str) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
-from agentenv.envs.mcp_env import MCPEnv, ServerConfig, shutdown
+from agentenv.envs.adapters.mcp import MCPEnv, ServerConfig, shutdown
 
 KV_SERVER = Path(__file__).with_name("kv_server.py")
 SERVER_SCRIPTS = ("kv_server.py", "notes_server.py")

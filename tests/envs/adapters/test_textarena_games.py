@@ -19,8 +19,8 @@ pytest.importorskip("textarena")
 
 import agentenv
 from agentenv import InfraError, OpenAIPolicy, Task, ToolCall, UnknownEnvError, check_env, tool_call_text
-from agentenv.envs.textarena_catalog import EXCLUDED, GAMES, agentenv_id, game_info
-from agentenv.envs.textarena_games import TextArenaEnv, canonical_move, make_tasks
+from agentenv.envs.adapters.textarena_catalog import EXCLUDED, GAMES, agentenv_id, game_info
+from agentenv.envs.adapters.textarena_games import TextArenaEnv, canonical_move, make_tasks
 from tests.openai_server import OpenAIServer, chat_reply
 
 
@@ -464,7 +464,7 @@ def test_every_random_opponent_id_starts_and_plays_as_either_player():
     # The side that moves first is often told only a template ('[play X]', '[row, col]') or one
     # example; the catalogue's move forms (or no random opponent) must cover it, from the first
     # move on and after the example was played (Battleship's second shot).
-    from agentenv.envs.textarena_games import _random_move
+    from agentenv.envs.adapters.textarena_games import _random_move
 
     for ta_id, info in GAMES.items():
         if not info.random_opponent:
@@ -483,7 +483,7 @@ def test_every_random_opponent_id_starts_and_plays_as_either_player():
 def test_a_game_that_cannot_go_on_after_the_agents_move_ends_unsolved_not_infra(monkeypatch):
     from textarena.envs.TicTacToe.env import TicTacToeEnv
 
-    from agentenv.envs import textarena_games
+    from agentenv.envs.adapters import textarena_games
 
     env = TextArenaEnv(game="TicTacToe-v0")  # the random opponent
     env.reset(seed=0)
@@ -501,7 +501,7 @@ def test_a_game_that_cannot_go_on_after_the_agents_move_ends_unsolved_not_infra(
 
 
 def test_the_docs_example_runs_and_prints_what_it_says():
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "adapters.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "adapters.md").read_text(encoding="utf-8")
     section = docs.split("## TextArena", 1)[1].split("\n## ", 1)[0]
     [code] = re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)
     printed: list[str] = []

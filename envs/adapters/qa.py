@@ -5,7 +5,7 @@ r"""`QAEnv`: answer a question in one reply, scored against a reference answer.
     env.reset(seed=0)
     env.step("The answer is \\boxed{42}.")            # terminated; reward 1.0 if 42 is the reference
 
-    from agentenv.envs import qa
+    from agentenv.envs.adapters import qa
     tasks = qa.from_dataset(split, question="question", answer="answer")   # a Hugging Face datasets split
     env = agentenv.make("qa-v0", tasks=tasks)
 
@@ -35,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentenv import Conversation, Env, ScriptedPolicy, State, Task, TaskSet
 from agentenv.core.errors import TaskFileError
-from agentenv.envs import _dataset
-from agentenv.envs._dataset import Source
+from agentenv.envs.adapters import _dataset
+from agentenv.envs.adapters._dataset import Source
 from agentenv.envs.answers import extract_answer, matches, normalize
 
 __all__ = ["QAEnv", "QAPayload", "QAState", "default_tasks", "from_dataset", "make_task", "make_tasks", "oracle"]

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from agentenv import ToolCall, tool_call_text
-from tests.envs.mcp_env.conftest import KVEnv
+from tests.envs.adapters.mcp.conftest import KVEnv
 
 
 def served(env: KVEnv) -> list[str]:
@@ -170,8 +170,8 @@ def test_a_library_failure_on_one_call_is_a_tool_error(kv_env: KVEnv, monkeypatc
 
 
 def test_isolation_restart_gives_each_episode_a_fresh_server() -> None:
-    from agentenv.envs.mcp_env import MCPEnv
-    from tests.envs.mcp_env.conftest import kv_stdio
+    from agentenv.envs.adapters.mcp import MCPEnv
+    from tests.envs.adapters.mcp.conftest import kv_stdio
 
     class FreshKV(MCPEnv):
         isolation = "restart"
@@ -188,8 +188,8 @@ def test_isolation_restart_gives_each_episode_a_fresh_server() -> None:
 
 
 def test_an_env_used_after_shutdown_starts_its_server_again() -> None:
-    from agentenv.envs.mcp_env import shutdown
-    from tests.envs.mcp_env.conftest import kv_stdio
+    from agentenv.envs.adapters.mcp import shutdown
+    from tests.envs.adapters.mcp.conftest import kv_stdio
 
     env = KVEnv(server=kv_stdio())
     try:
@@ -203,7 +203,7 @@ def test_an_env_used_after_shutdown_starts_its_server_again() -> None:
 
 
 def test_a_closed_envs_server_is_taken_over_by_the_next_env() -> None:
-    from tests.envs.mcp_env.conftest import kv_stdio
+    from tests.envs.adapters.mcp.conftest import kv_stdio
 
     first = KVEnv(server=kv_stdio())
     first.reset(seed=0)

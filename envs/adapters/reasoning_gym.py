@@ -20,7 +20,7 @@ What the policy cannot do to the reward (each has a test):
   anything: reasoning-gym 0.1.25's game_of_life_halting gives 1.0 to every
   non-empty answer, so nothing scores there.)
 - crash, hang or outlive the scorer: scoring runs in a child process with a time
-  limit and a memory cap (`agentenv.envs._reasoning_gym_scorer`); an answer that
+  limit and a memory cap (`agentenv.envs.adapters._reasoning_gym_scorer`); an answer that
   makes the scorer raise, hang or die scores 0 with the reason, never infra.
 - send oversized or non-Unicode text: the base class refuses an action past
   ``max_action_chars`` (131,072 here: room for a long chain of thought) or holding a
@@ -60,7 +60,7 @@ from agentenv.core.env import Env
 from agentenv.core.errors import EnvArgumentError
 from agentenv.core.state import State
 from agentenv.core.task import Task, TaskMeta, TaskSet, did_you_mean
-from agentenv.envs._reasoning_gym_scorer import shared_scorer
+from agentenv.envs.adapters._reasoning_gym_scorer import shared_scorer
 from agentenv.policies import ScriptedPolicy
 from agentenv.registry import register
 
@@ -428,9 +428,9 @@ def register_all() -> None:
         doc = (dataset_cls.__doc__ or "").strip().splitlines()
         register(
             f"{NAMESPACE}/{env_name(dataset)}-v0",
-            "agentenv.envs.reasoning_gym:ReasoningGymEnv",
+            "agentenv.envs.adapters.reasoning_gym:ReasoningGymEnv",
             description=f"reasoning-gym's {dataset}: {doc[0] if doc else 'procedural tasks'}",
-            oracle="agentenv.envs.reasoning_gym:oracle",
+            oracle="agentenv.envs.adapters.reasoning_gym:oracle",
             override=True,
             dataset=dataset,
         )

@@ -48,17 +48,18 @@ try:
     from mcp.client.stdio import get_default_environment, stdio_client
     from mcp.shared.exceptions import MCPError
 except ModuleNotFoundError as e:  # pragma: no cover - the extra is missing
-    raise ModuleNotFoundError(f"agentenv.envs.mcp_env needs the MCP SDK: pip install 'agentenv[mcp]' ({e})") from e
+    message = f"agentenv.envs.adapters.mcp needs the MCP SDK: pip install 'agentenv[mcp]' ({e})"
+    raise ModuleNotFoundError(message, name=e.name) from e
 
 from pydantic import ValidationError
 
 from agentenv.core.errors import InfraError, ToolError
-from agentenv.envs.mcp_env.config import ServerConfig
+from agentenv.envs.adapters.mcp.config import ServerConfig
 
 __all__ = ["LINGER_S", "MCPClient", "ToolResult", "acquire", "release", "shutdown"]
 
 T = TypeVar("T")
-logger = logging.getLogger("agentenv.envs.mcp_env")
+logger = logging.getLogger("agentenv.envs.adapters.mcp")
 
 _CLOSE_TIMEOUT_S = 10.0
 _STDERR_TAIL = 600

@@ -97,7 +97,7 @@ from agentenv import (
 )
 from agentenv.core import _safejson
 from agentenv.core.types import Action, Message
-from agentenv.envs.textarena_catalog import EXCLUDED, GAMES, GameInfo, agentenv_id, game_info
+from agentenv.envs.adapters.textarena_catalog import EXCLUDED, GAMES, GameInfo, agentenv_id, game_info
 
 __all__ = [
     "EXCLUDED",
@@ -750,7 +750,7 @@ def register_all() -> None:
         who = "single-player" if info.players == 1 else "two-player, against a fixed opponent"
         register(
             agentenv_id(info.ta_id),
-            "agentenv.envs.textarena_games:TextArenaEnv",
+            "agentenv.envs.adapters.textarena_games:TextArenaEnv",
             description=f"TextArena's {info.ta_id} ({who}); moves in square brackets, reward from the game.",
             override=True,
             game=info.ta_id,

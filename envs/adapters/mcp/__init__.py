@@ -1,6 +1,6 @@
 """MCP servers as envs: the tools of any MCP server, over stdio or streamable HTTP.
 
-    from agentenv.envs.mcp_env import MCPEnv, ServerConfig
+    from agentenv.envs.adapters.mcp import MCPEnv, ServerConfig
     env = MCPEnv(server=ServerConfig(command=["python", "my_server.py"]))
     obs, info = env.reset(seed=0)         # starts the server on first use
 
@@ -12,10 +12,10 @@ notes_server.py) is a worked example. Needs the ``mcp`` extra. Nothing starts at
 import.
 """
 
-from agentenv.envs.mcp_env.client import MCPClient, ToolResult, shutdown
-from agentenv.envs.mcp_env.config import ServerConfig
-from agentenv.envs.mcp_env.env import Isolation, MCPEnv, MCPState
-from agentenv.envs.mcp_env.notes import NotesEnv, notes_tasks, oracle
+from agentenv.envs.adapters.mcp.client import MCPClient, ToolResult, shutdown
+from agentenv.envs.adapters.mcp.config import ServerConfig
+from agentenv.envs.adapters.mcp.env import Isolation, MCPEnv, MCPState
+from agentenv.envs.adapters.mcp.notes import NotesEnv, notes_tasks, oracle
 
 __all__ = [
     "Isolation",

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 DOC = (REPO / "docs" / "adapters.md").read_text(encoding="utf-8")
 SECTION = DOC.split("\n## MCP\n", 1)[1].split("\n## ", 1)[0]
 BLOCKS = re.findall(r"^```python\n(.*?)^```", SECTION, re.DOTALL | re.MULTILINE)

@@ -19,8 +19,8 @@ from typing import Any
 
 from agentenv.core.task import Task, TaskSet
 from agentenv.core.tools import tool
-from agentenv.envs.mcp_env.config import ServerConfig
-from agentenv.envs.mcp_env.env import MCPEnv
+from agentenv.envs.adapters.mcp.config import ServerConfig
+from agentenv.envs.adapters.mcp.env import MCPEnv
 from agentenv.policies import ScriptedPolicy
 
 __all__ = ["NOTES_SERVER", "NotesEnv", "notes_tasks", "oracle"]

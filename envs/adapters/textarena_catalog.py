@@ -20,7 +20,7 @@ __all__ = ["EXCLUDED", "GAMES", "GameInfo", "agentenv_id", "game_info"]
 
 # family -> (players, TextArena variants: "" is the plain id ``Family-v0``). Checked against
 # textarena 0.7.4 on Python 3.11 with loopback only: every one resets and plays offline
-# (tests/envs/test_textarena_games.py sweeps them, slow).
+# (tests/envs/adapters/test_textarena_games.py sweeps them, slow).
 _2048_VARIANTS = (
     *("ultra-easy", "mega-easy", "super-easy", "very-easy", "easy", "", "hard", "very-hard", "extreme"),
     *("3x3", "5x5", "6x6", "8x8", "10x10"),

@@ -32,7 +32,7 @@ uses is a math name (`MATH_NAMES`) or one of the scorer's own symbols; anything 
 scores 0.
 
 Does not protect against: a scorer that is wrong (that is the dataset's business;
-see the hedge check in `agentenv.envs.reasoning_gym`), or a machine so loaded that an
+see the hedge check in `agentenv.envs.adapters.reasoning_gym`), or a machine so loaded that an
 honest answer's scoring runs past the limit (it then scores 0: raise ``timeout_s``).
 
 This file is also the child's program (``python -P this_file``): the child part uses

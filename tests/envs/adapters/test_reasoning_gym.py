@@ -21,8 +21,8 @@ import agentenv
 from agentenv import check_env
 from agentenv.core.errors import EnvArgumentError, UnknownEnvError
 from agentenv.core.task import TaskSet
-from agentenv.envs import _reasoning_gym_scorer as scorer_module
-from agentenv.envs.reasoning_gym import ReasoningGymEnv, env_name, oracle
+from agentenv.envs.adapters import _reasoning_gym_scorer as scorer_module
+from agentenv.envs.adapters.reasoning_gym import ReasoningGymEnv, env_name, oracle
 from agentenv.registry import _ID_RE
 
 NO_REFERENCE = {"boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"}
@@ -448,7 +448,7 @@ def test_a_killed_scoring_process_is_restarted(legs):
 def test_a_scoring_process_that_cannot_start_is_infra(monkeypatch, legs):
     broken = scorer_module.Scorer()
     monkeypatch.setattr(scorer_module.sys, "executable", "/bin/false")
-    monkeypatch.setattr("agentenv.envs.reasoning_gym.shared_scorer", lambda: broken)
+    monkeypatch.setattr("agentenv.envs.adapters.reasoning_gym.shared_scorer", lambda: broken)
     legs.reset(seed=0)
     *_, terminated, truncated, info = legs.step(reference(legs))
     assert (terminated, truncated, info["failure"]) == (False, True, "infra")
@@ -476,7 +476,7 @@ def test_the_composite_dataset_mixes_others_given_in_its_config():
 def test_the_docs_example_runs_and_prints_what_it_says(capsys):
     from pathlib import Path
 
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "adapters.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "adapters.md").read_text(encoding="utf-8")
     section = docs.split("\n## reasoning-gym\n", 1)[1].split("\n## ", 1)[0]
     code = re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)[0]
     exec(compile(code, "docs/adapters.md", "exec"), {})

@@ -39,7 +39,7 @@ from agentenv.core.tools import ToolSpec
 
 __all__ = ["MCPArguments", "agent_name", "tool_spec"]
 
-logger = logging.getLogger("agentenv.envs.mcp_env")
+logger = logging.getLogger("agentenv.envs.adapters.mcp")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _MAX_ERRORS = 5
 

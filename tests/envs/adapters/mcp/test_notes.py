@@ -12,7 +12,7 @@ import pytest
 
 import agentenv
 from agentenv import check_env, tool_call_text
-from agentenv.envs.mcp_env import NotesEnv, notes_tasks
+from agentenv.envs.adapters.mcp import NotesEnv, notes_tasks
 
 
 @pytest.fixture(scope="module")

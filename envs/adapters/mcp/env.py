@@ -52,13 +52,13 @@ from agentenv.core.env import Env
 from agentenv.core.errors import EnvStateError, InfraError, ToolError
 from agentenv.core.state import State
 from agentenv.core.task import Task, TaskSet
-from agentenv.envs.mcp_env.client import MCPClient, acquire, release
-from agentenv.envs.mcp_env.config import ServerConfig, as_config
-from agentenv.envs.mcp_env.schema import tool_spec
+from agentenv.envs.adapters.mcp.client import MCPClient, acquire, release
+from agentenv.envs.adapters.mcp.config import ServerConfig, as_config
+from agentenv.envs.adapters.mcp.schema import tool_spec
 
 __all__ = ["Isolation", "MCPEnv", "MCPState"]
 
-logger = logging.getLogger("agentenv.envs.mcp_env")
+logger = logging.getLogger("agentenv.envs.adapters.mcp")
 Isolation = Literal["reset_tool", "restart", "none"]
 _METHOD_PREFIX = "mcp:"  # the per-instance callers the core dispatches server tools to
 

@@ -7,8 +7,8 @@ import pytest
 
 import agentenv
 from agentenv import Task, TaskFileError, TaskSet, Trajectory, check_env, tool_call_text
-from agentenv.envs import qa
-from agentenv.envs.qa import QAEnv
+from agentenv.envs.adapters import qa
+from agentenv.envs.adapters.qa import QAEnv
 from tests.test_hostile_actions import HOSTILE
 
 datasets = pytest.importorskip("datasets")

@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agentenv import InfraError, tool_call_text
-from agentenv.envs.mcp_env import MCPEnv, ServerConfig
-from tests.envs.mcp_env.conftest import KVEnv, kv_stdio
+from agentenv.envs.adapters.mcp import MCPEnv, ServerConfig
+from tests.envs.adapters.mcp.conftest import KVEnv, kv_stdio
 
 
 def failing_reset(config: ServerConfig, *, tries: int = 1) -> str:
@@ -148,7 +148,7 @@ def test_a_tool_that_hangs_is_infra_and_the_next_reset_restarts_the_server() -> 
 
 
 def test_over_http_the_env_starts_kills_and_restarts_its_server() -> None:
-    from tests.envs.mcp_env.conftest import kv_http
+    from tests.envs.adapters.mcp.conftest import kv_http
 
     env = KVEnv(server=kv_http())
     try:
@@ -176,7 +176,7 @@ def test_a_server_at_a_given_url_is_used_and_never_restarted_by_the_env() -> Non
     import subprocess
     import time
 
-    from tests.envs.mcp_env.conftest import KV_SERVER
+    from tests.envs.adapters.mcp.conftest import KV_SERVER
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

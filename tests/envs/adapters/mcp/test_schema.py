@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
-from agentenv.envs.mcp_env.schema import tool_spec
+from agentenv.envs.adapters.mcp.schema import tool_spec
 
 EMAIL = r"^([a-zA-Z0-9]+\.?)+@example\.com$"  # exponential on Python's re: 28 s at 29 characters
 
@@ -24,7 +24,7 @@ def _model(schema: dict) -> type:
 _PROBE = """
 import sys
 from pydantic import ValidationError
-from agentenv.envs.mcp_env.schema import tool_spec
+from agentenv.envs.adapters.mcp.schema import tool_spec
 EMAIL = {email!r}
 if sys.argv[1] == "value":
     schema = {{"type": "object", "properties": {{"email": {{"type": "string", "pattern": EMAIL}}}}}}

@@ -1,6 +1,6 @@
 """Reading task records out of a Hugging Face ``datasets`` split, or out of any iterable of records.
 
-The adapters that turn a split into a `TaskSet` (`agentenv.envs.qa.from_dataset`,
+The adapters that turn a split into a `TaskSet` (`agentenv.envs.adapters.qa.from_dataset`,
 `agentenv.envs.code.from_dataset`) share this: which row field feeds which task
 field (a column name, or a function of the row), ids that stay the same from run
 to run, task metadata from columns, and one clear `TaskFileError` for a record

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("datasets")
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "adapters.md").read_text(encoding="utf-8")
+DOC = (Path(__file__).resolve().parents[3] / "docs" / "adapters.md").read_text(encoding="utf-8")
 SECTION = DOC.split("## Hugging Face datasets", 1)[1].split("\n## ", 1)[0]
 BLOCKS = re.findall(r"^```python\n(.*?)^```", SECTION, re.DOTALL | re.MULTILINE)
 PRINT_COMMENT = re.compile(r"^print\(.*\)\s+# (.+)$")
