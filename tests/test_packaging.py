@@ -38,13 +38,28 @@ def test_import_loads_no_heavy_dependency(tmp_path: Path) -> None:
         import agentenv
         agentenv.make("arithmetic-v0").reset(seed=0)
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
-              {"torch", "transformers", "playwright", "docker", "typer", "agentenv.cli"})))
+              {"torch", "transformers", "playwright", "docker", "typer", "httpx"}
+              or m.startswith(("agentenv.cli", "agentenv.policies.openai")))))
         """,
         cwd=tmp_path,
     )
     loaded = json.loads(out)
     assert loaded == [], f"`import agentenv` loaded {loaded}"
-    assert "agentenv.cli" not in loaded
+
+
+def test_the_openai_policy_loads_when_first_asked_for(tmp_path: Path) -> None:
+    out = run_python(
+        """
+        import sys
+        import agentenv
+        before = "httpx" in sys.modules
+        from agentenv import OpenAIPolicy
+        from agentenv.policies import OpenAIPolicy as same
+        print(before, "httpx" in sys.modules, OpenAIPolicy is same, "OpenAIPolicy" in agentenv.__all__)
+        """,
+        cwd=tmp_path,
+    )
+    assert out.split() == ["False", "True", "True", "True"]
 
 
 def test_editable_install_maps_top_level_folders(tmp_path: Path) -> None:
