@@ -140,7 +140,7 @@ class SftLoad:
 
 
 def sft_load(trainer: Any) -> SftLoad:
-    """The oracle episodes the warm start trains on (those of `GRPOTrainer._warm_start`:
+    """The oracle episodes the warm start trains on (those of `sft.oracle_episodes`:
     the oracle's successful episodes of each env's training tasks), as `sft` builds them."""
     import agentenv
     from agentenv.trainers.sft import sft, trajectory_example
@@ -165,8 +165,8 @@ def sft_load(trainer: Any) -> SftLoad:
 @dataclass
 class Meter:
     """Measures the phases of `GRPOTrainer.train()` from inside it: it stands in for
-    three of the trainer's methods (the warm start's per-step log, ``train_step`` and
-    ``_optimise``), records, and calls the originals."""
+    three methods (the trainer's warm-start log and ``train_step``, and its updater's
+    ``optimise``), records, and calls the originals."""
 
     trainer: Any
     peak_tflops: float
@@ -179,8 +179,8 @@ class Meter:
 
     def __post_init__(self) -> None:
         t = self.trainer
-        self._log_sft, self._train_step, self._optimise = t._warm_start_progress, t.train_step, t._optimise
-        t._warm_start_progress, t.train_step, t._optimise = self.sft_step, self.grpo_step, self.optimise
+        self._log_sft, self._train_step, self._optimise = t._warm_start_progress, t.train_step, t.updater.optimise
+        t._warm_start_progress, t.train_step, t.updater.optimise = self.sft_step, self.grpo_step, self.optimise
 
     def elapsed(self) -> str:
         return f"[{time.perf_counter() - self.started:5.0f} s]"
@@ -235,9 +235,9 @@ class Meter:
         )
         return m
 
-    def optimise(self, examples: list[Any]) -> dict[str, Any]:
+    def optimise(self, examples: list[Any], **kwargs: Any) -> dict[str, Any]:
         self._update = ([len(e.ids) for e in examples], sum(sum(e.mask) for e in examples))
-        return self._optimise(examples)
+        return self._optimise(examples, **kwargs)
 
     def warm_start(self, load: SftLoad) -> dict[str, Any]:
         """Figures of the warm start; the first step (allocation, kernel choice) is not timed."""

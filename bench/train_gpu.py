@@ -141,13 +141,13 @@ def sampling(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, 
 def measure(trainer: Any, args: argparse.Namespace) -> list[dict[str, float | None]]:
     """Run warm-up + measured `train_step`s; one row of figures per measured step."""
     seen: list[tuple[list[int], int]] = []  # (sequence lengths, policy tokens) of the step's update
-    optimise, device = trainer._optimise, trainer.device
+    optimise, device = trainer.updater.optimise, trainer.device
 
-    def recording(examples: list[Any]) -> dict[str, Any]:
+    def recording(examples: list[Any], **kwargs: Any) -> dict[str, Any]:
         seen.append(([len(e.ids) for e in examples], sum(sum(e.mask) for e in examples)))
-        return optimise(examples)
+        return optimise(examples, **kwargs)
 
-    trainer._optimise = recording
+    trainer.updater.optimise = recording
     rows = []
     for i in range(args.warmup + args.steps):
         trainer.step = i  # train() would advance it; the sampler draws tasks and seeds from it

@@ -19,7 +19,7 @@ model's own modules. The logits are the forward's up to float rounding
 For the stock Llama, Mistral, Qwen2 and Qwen3 causal LMs on the CPU, with no hook on
 a module the lean step does not call itself (activation checkpointing's hook on the
 input embeddings runs in both), no soft-capping or logit scale, and a cache that
-keeps every position (`generation.reusable`); `lean_decoder` returns None for any
+keeps every position (`next_token.reusable`); `lean_decoder` returns None for any
 other model (a peft wrapper, a quantised or hooked layer, a GPU, where the forward's
 own kernels are the fast path), and `sample` uses the model's forward.
 """
@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from agentenv.trainers import gemm
+from agentenv.trainers.next_token import reusable
 
 __all__ = ["LeanDecoder", "SharedHeads", "lean_decoder"]
 
@@ -48,8 +49,6 @@ FAMILIES = {  # causal LM class: its module's attention class
 
 def lean_decoder(model: torch.nn.Module) -> LeanDecoder | None:
     """A `LeanDecoder` for ``model``, or None where the model's forward must run."""
-    from agentenv.trainers.generation import reusable  # generation imports this module
-
     name = type(model).__name__
     module = type(model).__module__
     if name not in FAMILIES or not module.startswith("transformers.models.") or not reusable(model):

@@ -26,7 +26,7 @@ Each row reads its prompt's keys and values through a cache that never grows
 (`_FixedPrefix`), so with activation checkpointing, the layers re-run in the
 backward pass read the same cache again: the prompt pass runs without checkpointing
 (its rows are few), the rest with it. Not for models whose cache or attention cannot
-take it (`generation.reusable`), nor, with checkpointing, for a cache of another
+take it (`next_token.reusable`), nor, with checkpointing, for a cache of another
 shape than transformers' dynamic layers.
 """
 
@@ -41,8 +41,9 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from agentenv.trainers.batch import TrainBatch
-from agentenv.trainers.generation import cache_argument, common_opening, reusable
+from agentenv.trainers.generation import common_opening
 from agentenv.trainers.model import CausalLM, prefix_then_causal_mask, recomputed_norm_outputs, takes_prefix_mask
+from agentenv.trainers.next_token import cache_argument, reusable
 
 __all__ = ["Opening", "opening_pass", "policy_logprobs"]
 

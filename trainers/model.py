@@ -26,11 +26,14 @@ import torch.nn.functional as F
 
 import agentenv
 from agentenv.trainers import gemm
+from agentenv.trainers.pretrained import KNOWN_MODELS, known_model_path
+from agentenv.trainers.progress_bars import quiet_progress_bars
 from agentenv.trainers.tokens import build_tiny_tokenizer
 
 __all__ = [
     "CausalLM",
     "Saveable",
+    "autocast",
     "build_tiny",
     "enable_gradient_checkpointing",
     "lean_activations",
@@ -39,7 +42,6 @@ __all__ = [
     "lean_norm_activations",
     "load_model",
     "prefix_then_causal_mask",
-    "quiet_progress_bars",
     "recomputed_norm_outputs",
     "resolve_device",
     "takes_prefix_mask",
@@ -82,34 +84,18 @@ def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
         raise TypeError(f"gradient_checkpointing needs a transformers model, got {type(model).__name__}")
 
 
-@contextmanager
-def quiet_progress_bars() -> Iterator[None]:
-    """Silence transformers' own progress bars ("Loading weights", "Writing model shards")
-    for the block: loading and saving a small model is instant, and a bar printed after
-    the last step reads like more work to come. Downloads keep the hub's bars; the
-    previous setting is restored on exit."""
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-    from transformers.utils import logging as hf_logging
-
-    was_on, hub_was_off = hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
-    hf_logging.disable_progress_bar()  # also turns the hub's off...
-    if not hub_was_off:
-        enable_progress_bars()  # ...which downloads keep
-    try:
-        yield
-    finally:
-        if was_on:
-            hf_logging.enable_progress_bar()
-        if hub_was_off:
-            disable_progress_bars()
-
-
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"device {name!r} asked for, but torch sees no CUDA device; use device='cpu'")
     return torch.device(name)
+
+
+def autocast(device: torch.device, bf16: bool) -> torch.autocast:
+    """The block computes in bf16 over the float32 master weights with ``bf16`` (the
+    trainer sets it on a GPU with ``GRPOConfig.bf16``); without, it changes nothing."""
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16)
 
 
 class _SwiGLUDown(torch.autograd.Function):
@@ -596,8 +582,6 @@ def load_model(path: str, *, dtype: torch.dtype | None = None) -> tuple[torch.nn
     """A causal LM and its tokenizer from a local path, a hub id or a known model's name
     (`agentenv.trainers.pretrained.KNOWN_MODELS`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from agentenv.trainers.pretrained import KNOWN_MODELS, known_model_path
 
     if path in KNOWN_MODELS:
         path = str(known_model_path(path))

@@ -42,7 +42,8 @@ import torch
 
 from agentenv.core._admit import Refused
 from agentenv.core.policy import Conversation, Generation, PolicyOutput
-from agentenv.trainers.generation import KVPrefix, Sampled, reusable, sample
+from agentenv.trainers.generation import KVPrefix, Sampled, sample
+from agentenv.trainers.next_token import reusable
 from agentenv.trainers.static_decode import StaticDecoder, static_decoder
 from agentenv.trainers.tokens import ChatDelta
 

@@ -88,7 +88,7 @@ def _convert(source: Path, folder: Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from agentenv.trainers.model import quiet_progress_bars
+    from agentenv.trainers.progress_bars import quiet_progress_bars
 
     with quiet_progress_bars():
         tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)

@@ -47,6 +47,10 @@ mask (shared prompts, chunked ``lm_head`` projection, the same temperature), und
 rows of a group open with one prompt, which runs once (``prompt_lengths``), and
 share the no-reasoning sequence, which is scored once.
 
+A run applies it with `RLPRRewards` each step, between the rollouts and the update:
+each rank scores its share of the groups; the episodes written and the rollout metrics
+keep the verifier's rewards.
+
 Left out: the paper's other aggregations of token probabilities (it reports the
 mean as best), and any check of the answer itself: the verifier still runs and the
 trainer logs its success next to the RLPR reward. RLPR rewards reasoning that makes
@@ -61,16 +65,23 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 from agentenv.core.task import Task
+from agentenv.core.task_sampler import Draw
 from agentenv.core.trajectory import Trajectory
 from agentenv.core.types import Failure
 from agentenv.trainers.batch import Example, collate
+from agentenv.trainers.config import GRPOConfig
+from agentenv.trainers.distributed import DataParallel
 from agentenv.trainers.logprobs import policy_logprobs
+from agentenv.trainers.model import autocast
+from agentenv.trainers.task_sampler import EnvSource
 
 __all__ = [
     "Layout",
+    "RLPRRewards",
     "RLPRScorer",
     "RLPRScores",
     "StdThreshold",
@@ -424,6 +435,14 @@ class RLPRScorer:
         """The policy's text: a special token spelled out in it stays text."""
         return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
+    @classmethod
+    def from_config(cls, config: GRPOConfig, tokenizer: Any) -> RLPRScorer:
+        """The scorer of a run of ``config`` (its ``rlpr_*`` settings)."""
+        threshold = StdThreshold(
+            config.rlpr_std_filter, config.rlpr_std_threshold, config.rlpr_std_factor, config.rlpr_ema_decay
+        )
+        return cls(tokenizer, config.rlpr_answer_marker, config.rlpr_debias, threshold)
+
     def check_tasks(self, tasks: Sequence[Task], env: str) -> None:
         for task in tasks:
             reference_of(task, env)
@@ -457,3 +476,90 @@ class RLPRScorer:
             "rlpr/filtered_groups": float(len(filtered)),
         }
         return [g for g in dict.fromkeys(group_ids) if g not in filtered], metrics
+
+
+# --- each step of a run ------------------------------------------------------------------
+
+
+class RLPRRewards:
+    """A run's RLPR step: the groups of a step's batch scored with the policy ``model``,
+    given RLPR's reward as their task reward, and filtered by ``scorer``'s std filter.
+
+    Args:
+        scorer: The run's scorer (its settings and its filter's state, which checkpoints keep).
+        model: The policy, as it is now (the forward runs under ``torch.no_grad``).
+        config: The run's config: the forward pass's settings (``max_seq_len``,
+            ``micro_batch_size``, ``logprob_chunk_tokens``, ``temperature``, ``share_prompts``).
+        dist: This rank of a data-parallel job: each rank scores its share of the groups.
+        sources: The run's envs, by their index in a `Draw`: every task of theirs must have
+            a reference (ValueError naming the first without, before training starts).
+        pad_id: The tokenizer's pad id.
+        device: Where the model is.
+        bf16: Compute under bf16 autocast.
+    """
+
+    def __init__(
+        self,
+        scorer: RLPRScorer,
+        model: torch.nn.Module,
+        config: GRPOConfig,
+        dist: DataParallel,
+        *,
+        sources: Sequence[EnvSource],
+        pad_id: int,
+        device: torch.device,
+        bf16: bool,
+    ) -> None:
+        self.scorer = scorer
+        self.model = model
+        self.config = config
+        self.dist = dist
+        self.env_names = [s.name for s in sources]
+        self.pad_id = pad_id
+        self.device = device
+        self.bf16 = bf16
+        for source in sources:
+            scorer.check_tasks([*source.train, *source.test], source.name)
+
+    def apply(
+        self, groups: Sequence[list[Trajectory]], draws: Sequence[Draw]
+    ) -> tuple[list[list[Trajectory]], list[Draw], dict[str, Any]]:
+        """The groups the std filter keeps (and their draws), with RLPR's reward as their
+        task reward, and the step's ``rlpr/*`` metrics; the episodes given keep the
+        verifier's rewards. Every rank gets every group's scores."""
+        for d in draws:  # tasks a sampler made (miner variants) have not been checked yet
+            self.scorer.check_tasks([d.task], self.env_names[d.source])
+        with torch.no_grad(), autocast(self.device, self.bf16), self.dist.generating():
+            scored = self.dist.spread(list(groups), self._score, what="gathering the RLPR rewards")
+        rewards = [r for s in scored for r in s.reward]
+        kept, metrics = self.scorer.select(rewards, [i for i, g in enumerate(groups) for _ in g])
+        bases = [b for s in scored for b in s.base if b is not None]
+        probs = [p for s in scored for p in s.prob if p is not None]
+        metrics["rlpr/debias_mean"] = float(np.mean(bases)) if bases else 0.0
+        metrics["rlpr/prob_mean"] = float(np.mean(probs)) if probs else 0.0
+        rescored = [
+            [t.model_copy(update={"task_reward": r}) for t, r in zip(g, s.reward, strict=True)]
+            for g, s in zip(groups, scored, strict=True)
+        ]
+        return [rescored[i] for i in kept], [draws[i] for i in kept], metrics
+
+    def _score(self, groups: list[list[Trajectory]]) -> list[RLPRScores]:
+        """RLPR scores of ``groups``' episodes, in one pass over all of them, split per group."""
+        cfg = self.config
+        flat = self.scorer.score(
+            self.model,
+            [t for g in groups for t in g],
+            max_seq_len=cfg.max_seq_len,
+            micro_batch_size=cfg.micro_batch_size,
+            chunk_tokens=cfg.logprob_chunk_tokens,
+            temperature=cfg.temperature,
+            share_prompts=cfg.share_prompts,  # within `generating`: every rank runs its own passes
+            pad_id=self.pad_id,
+            device=self.device,
+        )
+        out, at = [], 0
+        for g in groups:
+            part = slice(at, at + len(g))
+            out.append(RLPRScores(flat.reward[part], flat.prob[part], flat.base[part]))
+            at += len(g)
+        return out

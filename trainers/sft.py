@@ -2,7 +2,9 @@
 
 Sequences are built the same append-only way as in RL (prompt ids, then each
 assistant turn's canonical ids + end-of-turn, then the observation ids), and the
-loss is the cross-entropy on assistant tokens only.
+loss is the cross-entropy on assistant tokens only. A run's warm start (`warm_start`)
+imitates its envs' oracles: each registered env's oracle plays its training tasks, and
+the episodes it solved are the data (`oracle_episodes`).
 """
 
 from __future__ import annotations
@@ -12,12 +14,64 @@ from typing import Any
 
 import torch
 
+import agentenv
 from agentenv.core.trajectory import Trajectory
+from agentenv.rollout import rollout
 from agentenv.trainers.batch import Example, collate
+from agentenv.trainers.config import GRPOConfig
 from agentenv.trainers.logprobs import policy_logprobs
+from agentenv.trainers.task_sampler import EnvSource
 from agentenv.trainers.tokens import ChatDelta
 
-__all__ = ["sft", "trajectory_example"]
+__all__ = ["oracle_episodes", "sft", "trajectory_example", "warm_start"]
+
+
+def warm_start(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    sources: Sequence[EnvSource],
+    config: GRPOConfig,
+    *,
+    end_of_turn: str | None,
+    bf16: bool = False,
+    log: Callable[[int, float], None] | None = None,
+) -> list[float]:
+    """``config.sft_steps`` supervised steps of ``model`` on the episodes ``sources``'
+    oracles solve (`oracle_episodes`), with the ``sft_*`` settings; prints what it does
+    and returns the losses."""
+    print(f"warm start: the oracle plays the training tasks, then {config.sft_steps} supervised steps", flush=True)
+    trajs = oracle_episodes(sources)
+    losses = sft(
+        model,
+        tokenizer,
+        trajs,
+        steps=config.sft_steps,
+        learning_rate=config.sft_learning_rate,
+        weight_decay=config.sft_weight_decay,
+        max_seq_len=config.max_seq_len,
+        end_of_turn=end_of_turn,
+        seed=config.seed,
+        share_prompts=config.share_prompts,
+        bf16=bf16,
+        log=log,
+    )
+    print(
+        f"warm start: {config.sft_steps} supervised steps on {len(trajs)} oracle episodes, "
+        f"loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+    )
+    return losses
+
+
+def oracle_episodes(sources: Sequence[EnvSource]) -> list[Trajectory]:
+    """The episodes each env's oracle solved, playing its training tasks once each; an env
+    given as a factory has no oracle to ask (ValueError)."""
+    trajs: list[Trajectory] = []
+    for source in sources:
+        if source.env_id is None:
+            raise ValueError(f"sft_steps > 0 needs registered envs with an oracle; {source.name!r} is a factory")
+        oracle = agentenv.spec(source.env_id).make_oracle()
+        trajs += [t for t in rollout(source.factory, oracle, tasks=list(source.train)) if t.success]
+    return trajs
 
 
 def trajectory_example(delta: ChatDelta, traj: Trajectory, max_seq_len: int) -> Example:

@@ -41,8 +41,9 @@ import torch
 import torch.nn.functional as F
 
 from agentenv.trainers.decode import FAMILIES
-from agentenv.trainers.generation import Sampled, _ends_with, _pick, cache_argument, reusable
+from agentenv.trainers.generation import Sampled
 from agentenv.trainers.model import merged_weights
+from agentenv.trainers.next_token import cache_argument, ends_with, pick, reusable
 
 __all__ = ["StaticDecoder", "static_decoder"]
 
@@ -233,7 +234,7 @@ class StaticDecoder:
         done = index >= n
         watch = _StopStrings(stop_strings, decode, n) if stop_strings else None
         for step in range(most):
-            token, logp = _pick(logits, temperature, top_p, top_k, generator)
+            token, logp = pick(logits, temperature, top_p, top_k, generator)
             token = torch.where(done, pad_id, token)
             out_ids[index, step], out_logp[index, step] = token, logp
             hit = torch.isin(token, stops) & ~done
@@ -342,7 +343,7 @@ class _StopStrings:
         for row in range(rows):
             for j in range(self.seen, min(upto, end_of[row])):
                 self.ids[row].append(window[row][j - self.seen])
-                if _ends_with(self.decode, self.ids[row], self.stops, self.longest):
+                if ends_with(self.decode, self.ids[row], self.stops, self.longest):
                     found[row] = j + 1
                     break
         self.seen = upto

@@ -1,5 +1,6 @@
 """The trainer's side of task sampling: the envs it draws from (`EnvSource`, each with
-its train/test split) and the default, uniform sampler.
+its train/test split), the uniform sampler, and which sampler a run uses by default
+(`default_sampler`: the failure miner when configured, else uniform).
 
 The contract every sampler follows (`TaskSampler`, `Draw`, `Source`) lives in
 `agentenv.core.task_sampler`, shared with the failure miner (`agentenv.miner.MinerSampler`).
@@ -16,8 +17,9 @@ import numpy as np
 from agentenv.core.env import Env
 from agentenv.core.task import TaskSet
 from agentenv.core.task_sampler import Draw, Source, TaskSampler
+from agentenv.miner import MinerConfig, MinerSampler
 
-__all__ = ["EnvSource", "UniformSampler"]
+__all__ = ["EnvSource", "UniformSampler", "default_sampler"]
 
 
 @dataclass
@@ -59,3 +61,10 @@ class UniformSampler(TaskSampler):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Stateless: every draw is a function of (seed, step, round)."""
+
+
+def default_sampler(sources: Sequence[Source], seed: int, miner: MinerConfig | None) -> TaskSampler:
+    """The failure miner with ``miner`` set, otherwise uniform over each source's train split."""
+    if miner is None:
+        return UniformSampler(sources, seed)
+    return MinerSampler(sources, seed, miner)

@@ -55,8 +55,9 @@ import numpy as np
 import torch
 
 from agentenv.trainers.generation import Sampled
-from agentenv.trainers.model import merged_weights, quiet_progress_bars
+from agentenv.trainers.model import merged_weights
 from agentenv.trainers.policy import TokenPolicy
+from agentenv.trainers.progress_bars import quiet_progress_bars
 
 __all__ = ["VLLMEngine", "VLLMPolicy"]
 

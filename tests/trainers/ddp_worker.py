@@ -37,7 +37,7 @@ def main(run_dir: str, data_parallel: str = "ddp") -> None:
         data_parallel=data_parallel,
     )
     trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=config)
-    play = trainer._rollout_groups
+    play = trainer.collector.rollout_groups
     first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
 
     def dying(draws, timer, round_, step, policy):  # type: ignore[no-untyped-def]
@@ -45,7 +45,7 @@ def main(run_dir: str, data_parallel: str = "ddp") -> None:
             os._exit(3)  # a rank that dies mid-run, without a word
         return play(draws, timer, round_, step, policy)
 
-    trainer._rollout_groups = dying  # type: ignore[method-assign]
+    trainer.collector.rollout_groups = dying  # type: ignore[method-assign]
     trainer.train()
 
 

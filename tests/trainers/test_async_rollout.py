@@ -103,7 +103,7 @@ def test_an_async_run_checkpoints_the_sampler_as_of_its_last_step_and_resumes(tm
     states = []
 
     def on_step(step, metrics):
-        states.append(copy.deepcopy(trainer._sampler_state()))
+        states.append(copy.deepcopy(trainer.batches.sampler_state()))
 
     config = _config(tmp_path, "run", steps=2, **kw)
     trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=config, on_step=on_step)
@@ -127,7 +127,7 @@ def test_a_failure_in_the_producer_stops_training_with_its_error_and_the_thread(
     trainer.sampler.sample = sample  # type: ignore[method-assign]
     with pytest.raises(ValueError, match="no tasks today"):
         trainer.train()
-    assert trainer._async is None
+    assert not trainer.batches.running
     assert not any(t.name == "agentenv-rollouts" for t in threading.enumerate())
 
 

@@ -87,7 +87,11 @@ def _join_as(rank: int, world: int, port: int) -> None:
 
 def _replaying(trainer: GRPOTrainer, recorded: dict[tuple[str, int], list]) -> GRPOTrainer:
     """The trainer's rollouts replaced by the recorded groups of the same draws."""
-    trainer._rollout_groups = lambda draws, timer, round_, step, policy: [recorded[(d.task.id, d.seed)] for d in draws]  # type: ignore[method-assign]
+
+    def replay(draws, timer, round_, step, policy):  # type: ignore[no-untyped-def]
+        return [recorded[(d.task.id, d.seed)] for d in draws]
+
+    trainer.collector.rollout_groups = replay  # type: ignore[method-assign]
     return trainer
 
 
@@ -131,7 +135,7 @@ def _record_groups(workdir: Path) -> dict:
     trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=_config(workdir / "rec", "dapo"))
     n_groups = trainer.config.batch_size // trainer.config.group_size
     draws = trainer.sampler.sample(0, 0, n_groups)
-    groups = trainer._rollout_groups(draws, defaultdict(float), 0, 0, trainer.policy)
+    groups = trainer.collector.rollout_groups(draws, defaultdict(float), 0, 0, trainer.policy)
     return {(d.task.id, d.seed): g for d, g in zip(draws, groups, strict=True)}
 
 
@@ -172,7 +176,7 @@ def _rank_dies(rank: int, world: int, port: int, workdir: Path) -> None:
     tokenizer = tiny_tokenizer()
     trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=_config(workdir / "run", "dapo"))
     if rank == 1:
-        trainer._rollout_groups = lambda draws, timer, round_, step, policy: os._exit(3)  # type: ignore[method-assign]
+        trainer.collector.rollout_groups = lambda draws, timer, round_, step, policy: os._exit(3)  # type: ignore[method-assign]
     try:
         trainer.train_step()
     except RankFailure as e:

@@ -275,8 +275,13 @@ def test_the_update_runs_without_the_rollouts_kv_cache_held(tmp_path, monkeypatc
     )  # fmt: skip
     trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
     held: list[object] = []
-    update = trainer._update
-    monkeypatch.setattr(trainer, "_update", lambda *a, **k: (held.append(trainer.policy._kv), update(*a, **k))[1])
+    update = trainer.updater.update
+
+    def holding(*a: Any, **k: Any) -> Any:
+        held.append(trainer.policy._kv)
+        return update(*a, **k)
+
+    monkeypatch.setattr(trainer.updater, "update", holding)
     trainer.train_step()
     assert trainer.policy.reuse_cache and held == [None]  # every episode ended: its cache is freed first
 
@@ -300,16 +305,16 @@ def _fed_per_phase(tmp_path: Any, reuse: bool, share: bool) -> tuple[int, int, l
         fed[phase[0]] += args[0].numel()
 
     trainer.model.get_input_embeddings().register_forward_hook(count)
-    update = trainer._update
+    update = trainer.updater.update
 
     def updating(*a: Any, **k: Any) -> Any:
         phase[0] = "update"
         return update(*a, **k)
 
-    trainer._update = updating  # type: ignore[method-assign]
+    trainer.updater.update = updating  # type: ignore[method-assign]
     assert not trainer.train_step().get("skipped_update")
     phase[0] = "sample"
-    batch = trainer._collect(1, trainer.policy)
+    batch = trainer.collector.collect(1, trainer.policy)
     ids = [g.token_ids for t in batch.groups[0] for g in t.generations if g is not None]
     return fed["sample"], fed["update"], ids
 

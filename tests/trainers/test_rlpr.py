@@ -373,7 +373,7 @@ def test_a_drawn_task_without_a_reference_stops_the_step_naming_it(tmp_path, tok
     trainer = GRPOTrainer(tiny_model(tok), tok, envs=[CapitalQA], config=_config(tmp_path))
     variant = Task(id="capital-france-variant", prompt="?")  # e.g. a sampler's mutation that dropped the payload
     with pytest.raises(ValueError, match="task 'capital-france-variant' of env 'CapitalQA'"):
-        trainer._rlpr_rewards([[_traj(tok, variant, "x")] * 4], [Draw(source=0, task=variant, seed=0)])
+        trainer.rlpr_rewards.apply([[_traj(tok, variant, "x")] * 4], [Draw(source=0, task=variant, seed=0)])
 
 
 @pytest.mark.slow

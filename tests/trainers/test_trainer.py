@@ -13,6 +13,7 @@ import torch
 from agentenv import Task, TaskSet
 from agentenv.core.trajectory import Trajectory
 from agentenv.trainers import GRPOConfig, GRPOTrainer
+from agentenv.trainers.updater import Updater
 from tests.trainers.toy import SayEnv, same_gradient, tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.slow  # training runs
@@ -268,21 +269,6 @@ def test_the_kl_reference_is_the_policy_rl_starts_from(tmp_path, tokenizer):
     assert first["kl_ref"] == pytest.approx(0.0, abs=1e-6)  # measured before the first update
 
 
-def test_learning_rate_warms_up_then_decays_linearly(tmp_path, tokenizer):
-    cfg = _config(tmp_path, steps=12, warmup_steps=2, lr_decay="linear", learning_rate=1.0)
-    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
-    rates = []
-    for step in range(12):
-        trainer.step = step
-        rates.append(trainer._learning_rate())
-    assert rates[:3] == pytest.approx([0.5, 1.0, 1.0])
-    assert rates[-1] == pytest.approx(1.0 - 0.9 * 9 / 10) and rates == sorted(rates[:2]) + sorted(
-        rates[2:], reverse=True
-    )
-    with pytest.raises(ValueError, match="lr_decay"):
-        GRPOConfig(lr_decay="cosine")
-
-
 def test_with_several_ppo_epochs_the_logged_ratio_diagnostics_include_the_later_epochs(tmp_path, tokenizer):
     # At the first epoch the ratio is 1 by construction: clipping and approx-KL only
     # show from the second on, so they must not be read from the first alone.
@@ -344,7 +330,7 @@ def test_an_optimiser_step_runs_the_shared_opening_once_with_the_same_gradients(
         return GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[LongSay], config=_config(tmp_path / name))
 
     once_passes, once_grads = _one_update(trainer("once"), monkeypatch)
-    monkeypatch.setattr(GRPOTrainer, "_opening", lambda self, batches: None)
+    monkeypatch.setattr(Updater, "_opening", lambda self, batches: None)
     each_passes, each_grads = _one_update(trainer("each"), monkeypatch)
     opening = once_passes[0]
     assert opening >= 10 and once_passes.count(opening) == 1
@@ -399,31 +385,35 @@ def test_a_bf16_checkpoint_trains_float32_master_weights_and_loses_no_small_upda
     assert fp32 > 0.9 and bf16 >= 0.99 * fp32, (fp32, bf16)
 
 
-def test_a_shuffled_reward_control_trains_on_the_same_tokens_with_the_rewards_permuted(tmp_path, tokenizer):
+def test_a_shuffled_reward_control_trains_on_the_same_tokens_with_the_rewards_permuted(
+    tmp_path, tokenizer, monkeypatch
+):
+    from agentenv.trainers import updater as updater_module
+
     seen: dict[str, list[list[float]]] = {}
+    captured: dict[str, list[Trajectory]] = {}
+    shuffle = updater_module.shuffled_rewards
 
-    def record(name):
-        def update(groups, sources, group_weights=None):
-            seen[name] = [[t.task_reward for t in g] for g in groups]
-            return original[name](groups, sources, group_weights)
+    def shuffled(trajs, seed, step):
+        return captured.setdefault("out", shuffle(trajs, seed, step))
 
-        return update
-
-    original, rewards = {}, {}
-    for name, shuffle in (("rl", False), ("control", True)):
+    monkeypatch.setattr(updater_module, "shuffled_rewards", shuffled)
+    for name, flag in (("rl", False), ("control", True)):
         trainer = GRPOTrainer(
-            tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=_config(tmp_path / name, shuffle_rewards=shuffle)
+            tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=_config(tmp_path / name, shuffle_rewards=flag)
         )
-        original[name] = trainer._update
-        captured = {}
-        shuffled = trainer._shuffled_rewards
-        trainer._shuffled_rewards = lambda trajs, s=shuffled, c=captured: c.setdefault("out", s(trajs))  # type: ignore[method-assign]
-        trainer._update = record(name)  # type: ignore[method-assign]
+        update = trainer.updater.update
+
+        def record(groups, *args, name=name, update=update, **kwargs):
+            seen[name] = [[t.task_reward for t in g] for g in groups]
+            return update(groups, *args, **kwargs)
+
+        trainer.updater.update = record  # type: ignore[method-assign]
         trainer.train_step()
-        rewards[name] = [t.task_reward for t in captured.get("out", [])]
+    rewards = [t.task_reward for t in captured.get("out", [])]
     flat = [r for g in seen["control"] for r in g]
     assert seen["rl"] == seen["control"]  # the same episodes: the control's differ only inside the update
-    assert sorted(rewards["control"]) == sorted(flat) and rewards["control"] != flat
+    assert sorted(rewards) == sorted(flat) and rewards != flat
 
 
 @pytest.mark.parametrize("first", [True, False])

@@ -87,7 +87,7 @@ def test_held_out_figures_count_a_policy_that_failed_to_answer_and_report_infra(
         episode("broken", Failure.INFRA, "the sandbox died"),
     ]
     trainer = _trainer(tmp_path, tokenizer, save_trajectories=False)
-    monkeypatch.setattr(trainer, "_held_out", lambda episodes=None: trajs)
+    monkeypatch.setattr(trainer.evaluator, "episodes", lambda episodes=None: trajs)
     metrics = trainer._held_out_metrics()
     assert trainer.evaluate() == metrics["eval/success_rate"] == 0.5
     assert (metrics["eval/episodes"], metrics["eval/infra"]) == (2, 1)

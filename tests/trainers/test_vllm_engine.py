@@ -223,9 +223,10 @@ def test_the_real_model_trains_through_the_engine_and_the_engine_follows_it(tmp_
         probe = [tok("The quick brown fox", add_special_tokens=False)["input_ids"]]
         first = trainer.engine.sample(probe, [6], stop_ids=[tok.eos_token_id], temperature=0.0)
         trainer.policy.reset()
-        metrics = trainer._update(  # one update on episodes the engine sampled, rewards made to differ
+        metrics = trainer.updater.update(  # one update on episodes the engine sampled, rewards made to differ
             [_varied(agentenv.rollout(source.factory, trainer.policy, tasks=[task] * 2)) for task in source.train[:2]],
-            [0, 0],
+            [source.reward_weights] * 2,
+            step=trainer.step,
         )
         trainer.policy.reset()
         assert not metrics.get("skipped_update") and metrics["sampler/logprob_gap_max"] < TOLERANCE
