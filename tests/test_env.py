@@ -740,3 +740,82 @@ def test_calls_after_a_terminal_call_in_one_action_are_not_run() -> None:
     env.reset(seed=0, options={"task": "t0"})  # the work before the submit still counts
     *_, info = env.step(tool_call_text("add", amount=2) + tool_call_text("submit"))
     assert info["success"] is True and info["error"] is None
+
+
+def test_nan_is_refused_where_an_argument_type_would_let_it_in():
+    # Arguments whose types refuse NaN skip the walk; these types do not refuse it.
+    import math
+    from typing import Annotated
+
+    from pydantic import AfterValidator, Field
+
+    class Loose(CounterEnv):
+        @tool
+        def scale(self, factor: Annotated[float, Field(allow_inf_nan=True)]) -> str:
+            """Scale by a factor that allows NaN by its own field."""
+            return "scaled"
+
+        @tool
+        def halve(self, n: Annotated[int, AfterValidator(lambda n: math.inf if n == 7 else n / 2)]) -> str:
+            """An int argument whose validator returns a float."""
+            return "halved"
+
+        @tool
+        def shift(self, by: float = math.inf) -> str:
+            """An infinite default."""
+            return "shifted"
+
+    env = Loose()
+    for call in (ToolCall("scale", {"factor": "nan"}), ToolCall("halve", {"n": 7}), ToolCall("shift")):
+        env.reset(seed=0)
+        *_, info = env.step(call)
+        assert info["error_kind"] == "format" and "NaN or an infinity" in info["error"], call
+    env.reset(seed=0)
+    assert env.step(ToolCall("scale", {"factor": 2.0}))[4]["error_kind"] is None
+    assert env.step(ToolCall("shift", {"by": 1.0}))[4]["error_kind"] is None
+
+
+def test_an_argument_model_with_its_own_validators_runs_them():
+    # A spec's model may be more than its fields (the tools env's routes): its model
+    # validator and model_post_init still run before the call.
+    from pydantic import BaseModel, ConfigDict, model_validator
+
+    from agentenv.core.tools import spec_from_model
+
+    class Span(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        lo: int
+        hi: int
+
+        @model_validator(mode="after")
+        def ordered(self) -> "Span":
+            if self.lo > self.hi:
+                raise ValueError("lo must not exceed hi")
+            return self
+
+    class Spans(CounterEnv):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tools = {**self.tools, "span": spec_from_model("span", "A span.", Span, method_name="width")}  # type: ignore[misc]
+
+        def width(self, lo: int, hi: int) -> int:
+            return hi - lo
+
+    env = Spans()
+    env.reset(seed=0)
+    obs, *_, info = env.step(tool_call_text("span", lo=3, hi=1))
+    assert info["error_kind"] == "format" and "lo must not exceed hi" in obs[0]["content"]
+    obs, *_, info = env.step(tool_call_text("span", lo="1", hi=3))
+    assert info["error_kind"] is None and obs[0]["content"] == "2"
+
+
+def test_a_recorded_call_is_a_plain_frozen_tool_call():
+    import dataclasses
+
+    env = CounterEnv()
+    env.reset(seed=0)
+    env.step("<tool_call>\n" + tool_call_text("add", amount=1)[11:-12] + "\n</tool_call>")  # a Qwen template's newlines
+    [call] = env.transitions[0].calls
+    assert type(call) is ToolCall and call == ToolCall("add", {"amount": 1}) and call.id is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        call.name = "submit"  # type: ignore[misc]

@@ -70,10 +70,17 @@ class _AssistantIn(BaseModel):
     tool_calls: list[_ToolCallIn] | None = None
 
 
-def admit(action: Any, turn: int) -> Admitted:
-    """The action as the env will read and record it; see the module docstring."""
+def admit(action: Any, turn: int, max_chars: int | None = None) -> Admitted:
+    """The action as the env will read and record it; see the module docstring. With
+    ``max_chars``, `limited` to that many characters."""
     if type(action) is str and action.isascii():  # the common case, on every step
-        return Admitted(action, {"role": "assistant", "content": action})
+        admitted = Admitted(action, {"role": "assistant", "content": action})
+        return admitted if max_chars is None or len(action) <= max_chars else limited(admitted, max_chars)
+    admitted = _admit_other(action, turn)
+    return admitted if max_chars is None else limited(admitted, max_chars)
+
+
+def _admit_other(action: Any, turn: int) -> Admitted:
     if isinstance(action, str):
         text = str.__str__(action)  # a str subclass may override anything; its characters are what count
         if not _safejson.is_unicode(text):

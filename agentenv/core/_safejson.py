@@ -21,13 +21,14 @@ from typing import Any
 
 __all__ = [
     "MAX_INT_BITS",
+    "NOT_READ",
     "UnsafeJSON",
     "clean_text",
     "first_non_finite",
-    "harmless",
     "is_unicode",
     "loads",
     "problem",
+    "read_harmless",
     "scan",
 ]
 
@@ -43,6 +44,10 @@ class UnsafeJSON(ValueError):
 
 def loads(text: str | bytes, *, max_depth: int) -> Any:
     """``json.loads`` whose every failure is `UnsafeJSON`, then `problem` on the value."""
+    if type(text) is str:
+        value = read_harmless(text.strip(_JSON_SPACE), max_depth)  # JSON's own whitespace, as json.loads allows
+        if value is not NOT_READ:
+            return value
     try:
         value = _decode(text)
     except json.JSONDecodeError as e:
@@ -51,8 +56,6 @@ def loads(text: str | bytes, *, max_depth: int) -> Any:
         raise UnsafeJSON("invalid JSON: nested too deeply") from None
     except ValueError as e:  # an integer of more digits than int() converts
         raise UnsafeJSON(f"invalid JSON: {e}") from None
-    if isinstance(text, str) and harmless(text, max_depth):
-        return value
     found = problem(value, max_depth=max_depth)
     if found is not None:
         where, what = found
@@ -84,15 +87,27 @@ def _decode(text: str | bytes) -> Any:
 _JSON_SPACE = " \t\n\r"
 
 
-def harmless(text: str, max_depth: int) -> bool:
-    """Whether JSON ``text`` cannot hold what `problem` refuses, told from the text alone
-    (the common case, on every action): too short for a huge integer, too few brackets
-    to nest deeply, and no escape that could make a lone surrogate."""
-    return (
-        len(text) < _SHORT
-        and text.count("[") + text.count("{") <= max_depth
-        and ("\\u" not in text or _SURROGATE_ESCAPE.search(text) is None)
-    )
+NOT_READ: Any = object()
+"""What `read_harmless` gives for text it leaves to `loads`."""
+
+
+def read_harmless(text: str, max_depth: int) -> Any:
+    """The JSON value of ``text`` (nothing around it) when the text alone shows that it
+    cannot hold what `problem` refuses: too short for a huge integer, too few brackets
+    to nest deeply, and no escape that could make a lone surrogate. `NOT_READ` for any
+    other text, and for text that is not JSON: `loads` reads those, and says what is
+    wrong. The common case, on every action, in one call."""
+    if (
+        len(text) >= _SHORT
+        or text.count("[") + text.count("{") > max_depth
+        or ("\\u" in text and _SURROGATE_ESCAPE.search(text) is not None)
+    ):
+        return NOT_READ
+    try:
+        value, end = _scan(text, 0)
+    except (StopIteration, ValueError):  # not JSON (or digits past int()'s limit, which a short text cannot hold)
+        return NOT_READ
+    return value if end == len(text) else NOT_READ
 
 
 def problem(value: Any, *, max_depth: int) -> tuple[str, str] | None:

@@ -42,6 +42,7 @@ import contextvars
 import copy
 import json
 import logging
+import math
 import time
 import typing
 from collections.abc import Iterable, Mapping
@@ -86,6 +87,7 @@ HOOKS = (
 """What a subclass overrides (besides its tools). Everything in `_FINAL` it may not."""
 logger = logging.getLogger("agentenv.core.env")
 ErrorKind = Literal["format", "tool", "infra"]
+_clock = time.perf_counter
 _JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # one encoder: json.dumps(**kw) builds one per call
 ToolPrompt = Literal["json", "compact", "none"]
 
@@ -318,18 +320,9 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         ]
 
     def render_result(self, outcome: CallOutcome) -> Message:
-        """The message that shows the agent the outcome of one tool call."""
-        if outcome.ok:
-            result = outcome.result
-            if isinstance(result, str):
-                content = result
-            elif type(result) is int:  # the commonest non-text result; bools are not ints here
-                content = str(result)
-            else:
-                content = _JSON.encode(result)
-        else:
-            content = f"Error: {outcome.error}"
-        return {"role": "tool", "tool_call_id": outcome.call_id, "name": outcome.call.name, "content": content}
+        """The message that shows the agent the outcome of one tool call: the result as
+        text (a string as it is, anything else as JSON), or ``Error: ...``."""
+        return _result_message(outcome)
 
     def step_rewards(self, outcomes: list[CallOutcome]) -> dict[str, float]:
         """Named step-reward components for this step (added to ``format``)."""
@@ -471,30 +464,46 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         return messages, {"task_id": self.task.id, "turn": self._turn, "resumed_from_turn": self._turn}
 
     def step(self, action: Action) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
-        # The hot path of every rollout: locals over attributes, no call that can be skipped.
+        # The hot path of every rollout: locals over attributes, no call that can be skipped
+        # (a hook left as Env's is not called). bench/env_overhead.py times it.
         if self._closed or self._state is None or self._ended:
             self._check_live()  # raises, with the reason
-        start = time.perf_counter()
+        start = _clock()
         turn = self._turn
-        admitted = _admit.limited(_admit.admit(action, turn), self.max_action_chars)
-        self.messages.append(admitted.message)
+        admitted: tuple[Action, Message, str | None]
+        if type(action) is str and action.isascii() and len(action) <= self.max_action_chars:
+            admitted = action, {"role": "assistant", "content": action}, None  # plain text: nothing to refuse
+        else:
+            admitted = _admit.admit(action, turn, self.max_action_chars)
+        self.messages.append(admitted[1])
         act = self._act(admitted, turn)
-        obs = _admit.clean_messages(act.obs)
+        obs = act.obs
+        for shown in obs:  # what a tool returned must serialise: `clean_messages` spells out what would not
+            content = shown.get("content")
+            if type(content) is not str or not content.isascii():
+                _admit.clean_messages(obs)
+                break
         error_kind = act.error_kind
-        rewards = {"format": -self.format_penalty if error_kind == "format" else 0.0}
-        if not act.infra:
+        if error_kind == "format":
+            rewards = {"format": -self.format_penalty}
+            self._format_streak = streak = self._format_streak + 1
+        else:
+            rewards = {"format": 0.0}
+            self._format_streak = streak = 0
+        cls = type(self)
+        if not act.infra and cls.step_rewards is not Env.step_rewards:  # the default gives none
             rewards.update(self._step_rewards(act.outcomes))
         self._turn = turn + 1
-        self._format_streak = streak = self._format_streak + 1 if error_kind == "format" else 0
         # is_done() runs once a step, and only when no terminal tool, infra failure or
         # streak of invalid actions already ended it.
         hard_end = act.terminal or act.infra or streak >= self.max_format_errors
-        done = False if hard_end else self._is_done(act)
+        done = False if hard_end or cls.is_done is Env.is_done else self._is_done(act)
         if hard_end or done or turn + 1 >= self.max_turns:
             terminated, truncated, failure, task_rewards = self._end_of_step(act, done=done)
             self._ended = terminated or truncated
             error_kind = act.error_kind  # a verifier's infrastructure failure sets it
-            closing = self._closing_rewards(task_rewards) if failure is not Failure.INFRA else {}
+            own_closing = cls.closing_rewards is not Env.closing_rewards  # the default gives none
+            closing = self._closing_rewards(task_rewards) if own_closing and failure is not Failure.INFRA else {}
             for k, v in closing.items():
                 rewards[k] = rewards.get(k, 0.0) + v
         else:  # the common case: the episode goes on
@@ -518,7 +527,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 reward += weights.get(k, 1.0) * v
         else:
             reward = float(sum(all_rewards.values()))
-        recorded = admitted.action
+        recorded = admitted[0]
         if type(recorded) is ToolCall:  # a plain one: _admit rebuilt it
             recorded = recorded.to_dict()
         self.transitions.append(
@@ -530,7 +539,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 rewards,
                 task_rewards,
                 diff,
-                time.perf_counter() - start,
+                _clock() - start,
                 act.error,
                 error_kind,
                 closing,
@@ -540,24 +549,39 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
             "task_id": self._task.id,  # type: ignore[union-attr]
             "turn": turn + 1,
             "rewards": all_rewards,
-            "task_reward": task_rewards.get("task") if task_rewards else None,
-            "success": None if failure is None or failure is Failure.INFRA else failure is Failure.NONE,
-            "failure": None if failure is None else failure.value,
+            "task_reward": None,
+            "success": None,
+            "failure": None,
             "error": act.error,
             "error_kind": error_kind,
         }
+        if failure is not None:  # the episode ended
+            info["task_reward"] = task_rewards.get("task")
+            info["success"] = None if failure is Failure.INFRA else failure is Failure.NONE
+            info["failure"] = failure.value
         return obs[:], reward, terminated, truncated, info
 
-    def _act(self, admitted: _admit.Admitted, turn: int) -> _Acted:
-        """Parse the action and run its tool calls; bad actions become error observations."""
+    def _act(self, admitted: tuple[Action, Message, str | None], turn: int) -> _Acted:
+        """Parse the action and run its tool calls; bad actions become error observations.
+        ``admitted``: what `agentenv.core._admit.admit` gives (action, message, error)."""
+        action, message, error = admitted
         act = _Acted()
         try:
-            if admitted.error is not None:
-                raise ParseError(admitted.error)
-            act.calls = calls = self._parse(admitted.action)
+            if error is not None:
+                raise ParseError(error)
+            if self.answer_mode and _answer_text(action) is not None:
+                calls = []
+            else:
+                act.calls = calls = self.parser.parse(action)
+                if not calls:
+                    raise ParseError(f"no tool call found. {self.parser.format_hint}")
+                limit = self.max_calls_per_action
+                if limit is not None and len(calls) > limit:
+                    many = f"at most {limit} tool call{'s' if limit > 1 else ''} per turn here"
+                    raise ParseError(f"{many}, got {len(calls)}")
             if not calls:  # answer mode: the reply is the answer
-                self._answer = answer = _answer_text(admitted.action)
-                feedback = self._on_answer(answer, act)  # type: ignore[arg-type]  # text, as _parse found
+                self._answer = answer = _answer_text(action)
+                feedback = self._on_answer(answer, act)  # type: ignore[arg-type]  # text, as checked above
                 if feedback is None:
                     act.terminal = True
                 else:
@@ -584,7 +608,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                     act.error, act.error_kind = outcome.error, outcome.error_kind
         except ParseError as e:
             act.error, act.error_kind = str(e), "format"
-            act.obs.extend(self._format_error_messages(admitted.message, act.error))
+            act.obs.extend(self._format_error_messages(message, act.error))
         except InfraError as e:
             act.error, act.error_kind, act.infra = str(e), "infra", True
             act.obs.append({"role": "user", "content": f"Error: the environment failed: {e}"})
@@ -703,37 +727,31 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         if self._ended:
             raise EnvStateError("the episode has ended (terminated or truncated); call reset() to start another")
 
-    def _parse(self, action: Action) -> list[ToolCall]:
-        # An action past max_action_chars never gets here: `_admit.limited` refused it.
-        if self.answer_mode and _answer_text(action) is not None:
-            return []
-        calls = self.parser.parse(action)
-        if not calls:
-            raise ParseError(f"no tool call found. {self.parser.format_hint}")
-        limit = self.max_calls_per_action
-        if limit is not None and len(calls) > limit:
-            raise ParseError(f"at most {limit} tool call{'s' if limit > 1 else ''} per turn here, got {len(calls)}")
-        return calls
-
     def _call(self, call: ToolCall, call_id: str) -> CallOutcome:
         spec = self.tools.get(call.name)
         if spec is None:
             hint = did_you_mean(call.name, self.tools) or f" Available tools: {', '.join(self.tools)}."
             return CallOutcome(call, call_id, False, error=f"unknown tool {call.name!r}.{hint}", error_kind="format")
         try:
-            # The model's own validator, without model_validate's wrapper: this is the hot path.
-            args = spec.args_model.__pydantic_validator__.validate_python(call.arguments)
+            # Validators built once per tool, called without model_validate's wrapper: the hot path.
+            fields = spec.fields_validator
+            if fields is not None:
+                kwargs = fields.validate_python(call.arguments)[0]
+            else:
+                kwargs = spec.args_model.__pydantic_validator__.validate_python(call.arguments).__dict__
         except ValidationError as e:
             return CallOutcome(call, call_id, False, error=_validation_message(call.name, e), error_kind="format")
         except _HOOK_ERRORS as e:  # an argument type's own validator failed on what the policy sent
             _log_once(type(self), f"the arguments of {call.name!r}", e)
             error = f"the arguments of {call.name!r} could not be validated: {_describe(e)}"
             return CallOutcome(call, call_id, False, error=error, error_kind="format")
-        if non_finite(args):  # NaN passes every range check a tool writes (``cost > cash`` is False)
+        # NaN passes every range check a tool writes (``cost > cash`` is False); arguments whose
+        # types refuse it (ints, strings, floats of the arguments' model) need no walk.
+        if not spec.finite_by_type and non_finite(kwargs):
             error = f"the arguments of {call.name!r} hold NaN or an infinity, which no argument may"
             return CallOutcome(call, call_id, False, error=error, error_kind="format")
         try:
-            result = getattr(self, spec.method_name)(**args.__dict__)
+            result = getattr(self, spec.method_name)(**kwargs)
         except ToolError as e:
             return CallOutcome(call, call_id, False, error=str(e), error_kind="tool")
         except (InfraError, EnvStateError):
@@ -747,6 +765,8 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
 
     def _render(self, outcome: CallOutcome) -> Message:
         try:
+            if type(self).render_result is Env.render_result:
+                return _result_message(outcome)  # a tool message, as the checks below want
             message = self.render_result(outcome)
             if type(message) is not dict or message.get("role") not in _OBSERVATION_ROLES:
                 # None (an error branch that returns nothing) ended the episode as infra; an
@@ -788,9 +808,15 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         from a branch without a return, a ``"task"`` key, NaN) is logged and the step gets
         no step reward; raised out of step, it ended the episode as infra, so an action
         that took that branch dodged the episode's score."""
-        where = f"{type(self).__name__}.step_rewards()"
         try:
             rewards = self.step_rewards(outcomes)
+            if type(rewards) is dict and "task" not in rewards:
+                for value in rewards.values():
+                    if type(value) is not float or not math.isfinite(value):
+                        break
+                else:  # the common case: finite floats, returned as they are
+                    return rewards
+            where = f"{type(self).__name__}.step_rewards()"
             if not isinstance(rewards, Mapping):
                 raise TypeError(f"{where} must return a dict of named components, got {type(rewards).__name__}")
             if "task" in rewards:
@@ -836,6 +862,8 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
     def _task_rewards(self, value: float | dict[str, float]) -> dict[str, float]:
         """`verify`'s value as named components; TypeError or ValueError (a broken verifier)
         for anything but a finite number or a mapping of them with a ``"task"`` key."""
+        if type(value) is float and math.isfinite(value):  # the common case
+            return {"task": value}
         rewards = dict(value) if isinstance(value, Mapping) else {"task": value}
         if "task" not in rewards:
             raise TypeError(f"{type(self).__name__}.verify() must return a float or a dict with a 'task' key")
@@ -854,6 +882,21 @@ _BASE_NAMES = frozenset(dir(Env)) | {"messages", "transitions", "tasks", "parser
 """What `Env` (and gymnasium's) defines, its instances' attributes included: a tool method
 of one of these names would replace it (a ``verify`` tool became the verifier, a
 ``state`` tool the state)."""
+
+
+def _result_message(outcome: CallOutcome) -> Message:
+    """`Env.render_result`'s message (called without the method when it is not overridden)."""
+    if outcome.ok:
+        result = outcome.result
+        if isinstance(result, str):
+            content = result
+        elif type(result) is int:  # the commonest non-text result; bools are not ints here
+            content = str(result)
+        else:
+            content = _JSON.encode(result)
+    else:
+        content = f"Error: {outcome.error}"
+    return {"role": "tool", "tool_call_id": outcome.call_id, "name": outcome.call.name, "content": content}
 
 
 def _answer_text(action: Action) -> str | None:
@@ -947,7 +990,7 @@ def _finite(value: Any, where: str) -> float:
         number = float(value)
     except (TypeError, ValueError):
         raise TypeError(f"{where} must give numbers, got {type(value).__name__}") from None
-    if not np.isfinite(number):
+    if not math.isfinite(number):
         raise ValueError(f"{where} gave {number}, not a finite number")
     return number
 

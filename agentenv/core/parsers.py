@@ -111,28 +111,34 @@ def _text_of(action: Action) -> str:
     raise ParseError(f"expected text, got {type(action).__name__}")
 
 
+_new_call = object.__new__
+_set_name = vars(ToolCall)["name"].__set__  # the slots' own descriptors
+_set_arguments = vars(ToolCall)["arguments"].__set__
+_set_id = vars(ToolCall)["id"].__set__
+
+
 def _one_hermes_call(text: str) -> list[ToolCall] | None:
     """The one call of ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (and
-    nothing else in the text but whitespace), read with the fewest steps; None for
-    anything else, which the general path reads (and reports)."""
+    nothing else in the text but whitespace around the JSON), read with the fewest steps;
+    None for anything else, which `_hermes_calls` reads (and reports)."""
     start = text.find("<tool_call>")
     if start < 0:
         return None
     end = text.find("</tool_call>", start)
     if end < 0 or text.find("<tool_call>", end) >= 0 or (start and not text[:start].isspace()):
         return None
-    body = text[start + 11 : end]
-    if not _safejson.harmless(body, MAX_ARGUMENT_DEPTH + 1):
-        return None
-    try:
-        obj = _safejson.scan(body)
-    except ValueError:  # JSONDecodeError, or digits past the limit: the general path says which
-        return None
-    if type(obj) is not dict or len(obj) != 2:
-        return None
-    name, arguments = obj.get("name"), obj.get("arguments")
-    if type(name) is str and type(arguments) is dict and 0 < len(name) <= 128:
-        return [ToolCall(name, arguments)]
+    body = text[start + 11 : end].strip(" \t\n\r")  # JSON's own whitespace, as json.loads allows
+    obj = _safejson.read_harmless(body, MAX_ARGUMENT_DEPTH + 1)
+    if type(obj) is dict and len(obj) == 2:  # {"name": ..., "arguments": {...}}, as _call_from_obj checks it
+        name, arguments = obj.get("name"), obj.get("arguments")
+        if type(name) is str and type(arguments) is dict and 0 < len(name) <= 128:
+            # What ToolCall.__post_init__ checks was checked just above; its frozen __init__
+            # (each field through object.__setattr__, then the checks again) was a third of a parse.
+            call = _new_call(ToolCall)
+            _set_name(call, name)
+            _set_arguments(call, arguments)
+            _set_id(call, None)
+            return [call]
     return None
 
 
@@ -144,24 +150,27 @@ class HermesParser:
     def parse(self, action: Action) -> list[ToolCall]:
         text = action if type(action) is str else _text_of(action)
         calls = _one_hermes_call(text)  # the common case, read with the fewest steps
-        if calls is not None:
-            return calls
-        start = text.find("<tool_call>")
-        if start < 0:
-            if "</tool_call>" in text:
-                raise ParseError("found </tool_call> without a matching <tool_call>")
-            return []
-        start += len("<tool_call>")
-        bodies = []
-        while start >= 0:
-            end = text.find("</tool_call>", start)
-            bodies.append(text[start:] if end < 0 else text[start:end])  # a call cut at the stop string
-            if len(bodies) > MAX_CALLS_PER_ACTION:
-                raise ParseError(f"at most {MAX_CALLS_PER_ACTION} tool calls per turn")
-            start = -1 if end < 0 else text.find("<tool_call>", end)
-            if start >= 0:
-                start += len("<tool_call>")
-        return [_call_from_obj(_loads(body, i), i) for i, body in enumerate(bodies, start=1)]
+        return _hermes_calls(text) if calls is None else calls
+
+
+def _hermes_calls(text: str) -> list[ToolCall]:
+    """Every ``<tool_call>`` block of ``text`` (`ParseError` for one that is not a call)."""
+    start = text.find("<tool_call>")
+    if start < 0:
+        if "</tool_call>" in text:
+            raise ParseError("found </tool_call> without a matching <tool_call>")
+        return []
+    start += len("<tool_call>")
+    bodies = []
+    while start >= 0:
+        end = text.find("</tool_call>", start)
+        bodies.append(text[start:] if end < 0 else text[start:end])  # a call cut at the stop string
+        if len(bodies) > MAX_CALLS_PER_ACTION:
+            raise ParseError(f"at most {MAX_CALLS_PER_ACTION} tool calls per turn")
+        start = -1 if end < 0 else text.find("<tool_call>", end)
+        if start >= 0:
+            start += len("<tool_call>")
+    return [_call_from_obj(_loads(body, i), i) for i, body in enumerate(bodies, start=1)]
 
 
 def _unfenced(text: str) -> str:
@@ -230,7 +239,8 @@ class AutoParser:
 
     def parse(self, action: Action) -> list[ToolCall]:
         if type(action) is str and "<tool_call>" in action:  # the common case first
-            return self._hermes.parse(action)
+            calls = _one_hermes_call(action)
+            return _hermes_calls(action) if calls is None else calls
         if isinstance(action, ToolCall):
             return [checked_call(action)]
         if isinstance(action, dict):

@@ -23,8 +23,12 @@ class State(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
+def _child(path: str, key: Any) -> str:
+    """``path`` and ``key``, with ``~`` and ``/`` in the key escaped (RFC 6901)."""
+    key = key if type(key) is str else str(key)
+    if "~" in key or "/" in key:
+        key = key.replace("~", "~0").replace("/", "~1")
+    return f"{path}/{key}"
 
 
 def json_diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
@@ -35,21 +39,54 @@ def json_diff(before: Any, after: Any, path: str = "") -> list[dict[str, Any]]:
     """
     if before == after:
         return []
+    ops: list[dict[str, Any]] = []
+    _diff(before, after, path, ops)
+    return ops
+
+
+def _diff(before: Any, after: Any, path: str, ops: list[dict[str, Any]]) -> None:
+    """`json_diff`'s operations, appended to ``ops``; ``before != after`` is known. This
+    runs on every step of every env that tracks its state: a value not diffed inside is
+    replaced without a call of its own, and exact types are told apart before isinstance."""
     if isinstance(before, dict) and isinstance(after, dict):
-        ops: list[dict[str, Any]] = []
+        kept = 0
         for key, value in before.items():
             if key not in after:
-                ops.append({"op": "remove", "path": f"{path}/{_escape(str(key))}"})
-            elif value != after[key]:  # paths are built only for what changed
-                ops.extend(json_diff(value, after[key], f"{path}/{_escape(str(key))}"))
-        for key, value in after.items():
-            if key not in before:
-                ops.append({"op": "add", "path": f"{path}/{_escape(str(key))}", "value": value})
-        return ops
-    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
-        ops = []
+                ops.append({"op": "remove", "path": _child(path, key)})
+                continue
+            kept += 1
+            new = after[key]
+            if value == new:  # paths are built only for what changed
+                continue
+            where = f"{path}/{key}" if type(key) is str and "~" not in key and "/" not in key else _child(path, key)
+            kind = type(new)
+            if kind in _LEAVES:
+                inside = False
+            elif kind is list and type(value) is list:
+                inside = len(new) == len(value)
+            else:  # objects, and subclasses of dict and list (told apart as isinstance tells them)
+                inside = (kind is dict and type(value) is dict) or _diffable(value, new)
+            if inside:
+                _diff(value, new, where, ops)
+            else:
+                ops.append({"op": "replace", "path": where, "value": new})
+        if kept < len(after):  # some keys are new
+            for key, value in after.items():
+                if key not in before:
+                    ops.append({"op": "add", "path": _child(path, key), "value": value})
+    elif isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
         for i, (b, a) in enumerate(zip(before, after, strict=True)):
             if b != a:
-                ops.extend(json_diff(b, a, f"{path}/{i}"))
-        return ops
-    return [{"op": "replace", "path": path or "/", "value": after}]
+                _diff(b, a, f"{path}/{i}", ops)
+    else:
+        ops.append({"op": "replace", "path": path or "/", "value": after})
+
+
+_LEAVES = frozenset({int, str, float, bool, type(None)})
+
+
+def _diffable(before: Any, after: Any) -> bool:
+    """Whether `_diff` looks inside: two objects, or two lists of one length."""
+    if isinstance(before, dict):
+        return isinstance(after, dict)
+    return isinstance(before, list) and isinstance(after, list) and len(before) == len(after)

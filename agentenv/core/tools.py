@@ -13,11 +13,12 @@ import inspect
 import math
 import re
 import typing
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic_core import SchemaValidator
 
 __all__ = ["ToolSpec", "spec_from_model", "tool"]
 
@@ -37,6 +38,22 @@ class ToolSpec:
     method_name: str
     terminal: bool
     schema: dict[str, Any]  # OpenAI "tools" entry: {"type": "function", "function": {...}}
+    fields_validator: SchemaValidator | None = field(init=False, repr=False, compare=False)
+    """The validator of ``args_model``'s fields alone, for a model that is nothing but its
+    fields (no validators, no ``__init__`` or ``model_post_init`` of its own): the same
+    checks and errors, giving the fields as a dict (the call's keyword arguments) without
+    building the model. None for any other model: validate with the model itself."""
+    finite_by_type: bool = field(init=False, repr=False, compare=False)
+    """Whether the argument model's types alone keep NaN and infinities out (ints, strings,
+    literals, floats that refuse them...), so validated arguments need no `non_finite` walk.
+    Told once from the model's core schema; False whenever unsure."""
+
+    def __post_init__(self) -> None:
+        # Built once per tool (per class, or per env for tools made at run time), never per call.
+        schema = _fields_schema(self.args_model)
+        fields = None if schema is None else SchemaValidator(schema["schema"], schema.get("config"))
+        object.__setattr__(self, "fields_validator", fields)
+        object.__setattr__(self, "finite_by_type", schema is not None and _finite_fields(schema))
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -98,6 +115,60 @@ def non_finite(value: Any) -> bool:
         elif dataclasses.is_dataclass(item) and not isinstance(item, type):
             stack.extend(getattr(item, f.name) for f in dataclasses.fields(item))
     return False
+
+
+def _fields_schema(model: type[BaseModel]) -> Any:
+    """The core schema of ``model`` when it is a plain model of fields, else None."""
+    if not getattr(model, "__pydantic_complete__", False) or getattr(model, "__pydantic_post_init__", None):
+        return None
+    try:
+        schema = model.__pydantic_core_schema__
+    except Exception:  # noqa: BLE001 - a model pydantic cannot build yet: the model validates
+        return None
+    if (
+        schema.get("type") != "model"  # a model validator wraps it, or definitions do
+        or schema.get("custom_init")
+        or schema.get("root_model")
+        or schema.get("post_init")
+        or schema["schema"].get("type") != "model-fields"
+    ):
+        return None
+    return schema
+
+
+def _finite_fields(schema: Any) -> bool:
+    """Whether every value a plain model (`_fields_schema`) validates is free of NaN and
+    infinities by its types alone. Only what the core schema states is trusted: a
+    validator function, a nested model or dataclass, ``Any``, a default factory or extra
+    fields could hold anything."""
+    config = schema.get("config", {})
+    if config.get("allow_inf_nan", True) or config.get("extra_fields_behavior") == "allow":
+        return False
+    return all(_finite_schema(f["schema"]) for f in schema["schema"]["fields"].values())
+
+
+_FINITE_SCALARS = frozenset({"int", "bool", "str", "none"})
+
+
+def _finite_schema(schema: Mapping[str, Any]) -> bool:
+    kind = schema.get("type")
+    if kind in _FINITE_SCALARS:
+        return True
+    if kind == "float":
+        return not schema.get("allow_inf_nan", False)  # without its own, the model's config refuses them
+    if kind == "literal":
+        return all(type(v) in (str, int, bool, type(None)) for v in schema["expected"])
+    if kind == "nullable":
+        return _finite_schema(schema["schema"])
+    if kind == "default":
+        return "default" in schema and not non_finite(schema["default"]) and _finite_schema(schema["schema"])
+    if kind in ("list", "set", "frozenset"):
+        return "items_schema" in schema and _finite_schema(schema["items_schema"])
+    if kind == "dict":
+        return all(k in schema and _finite_schema(schema[k]) for k in ("keys_schema", "values_schema"))
+    if kind == "union":
+        return all(_finite_schema(c[0] if isinstance(c, tuple) else c) for c in schema["choices"])
+    return False  # validator functions, models, dataclasses, tuples, Any, enums, decimals...
 
 
 def _finite_number(number: float | complex | decimal.Decimal) -> bool:
