@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentenv.core.env import Env, Snapshot, _hook_failures
+from agentenv.core.env import Env, Snapshot, collecting_hook_failures
 from agentenv.core.errors import EnvCheckError, EnvStateError
 from agentenv.core.parsers import tool_call_text
 from agentenv.core.types import Action, ToolCall
@@ -69,16 +69,13 @@ def check_env(
     problems: list[str] = []
     for name, check in checks.items():
         # step swallows a reward hook's failure (an action must not crash it): collect them.
-        hooks: list[str] = []
-        token = _hook_failures.set(hooks)
-        try:
-            check()
-        except EnvCheckError as e:
-            problems.append(f"{name}: {e}")
-        except Exception as e:  # noqa: BLE001 - report, don't crash the checker
-            problems.append(f"{name}: raised {type(e).__name__}: {e}")
-        finally:
-            _hook_failures.reset(token)
+        with collecting_hook_failures() as hooks:
+            try:
+                check()
+            except EnvCheckError as e:
+                problems.append(f"{name}: {e}")
+            except Exception as e:  # noqa: BLE001 - report, don't crash the checker
+                problems.append(f"{name}: raised {type(e).__name__}: {e}")
         problems.extend(f"{name}: {failure}" for failure in dict.fromkeys(hooks))
     if problems:
         raise EnvCheckError(f"{type(env).__name__} fails {len(problems)} check(s):\n- " + "\n- ".join(problems))

@@ -38,6 +38,7 @@ as an error observation with a format penalty.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import json
@@ -45,7 +46,7 @@ import logging
 import math
 import time
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
@@ -998,6 +999,18 @@ def _finite(value: Any, where: str) -> float:
 _hook_failures: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("hook_failures", default=None)
 """Where `check_env` collects the failures of the reward hooks that step swallows."""
 _REWARD_HOOKS = ("step_rewards", "verify", "closing_rewards", "is_done")
+
+
+@contextlib.contextmanager
+def collecting_hook_failures() -> Iterator[list[str]]:
+    """The failures of reward hooks that `step` swallows (an action must not crash it),
+    collected while the block runs: how `check_env` reports them."""
+    collected: list[str] = []
+    token = _hook_failures.set(collected)
+    try:
+        yield collected
+    finally:
+        _hook_failures.reset(token)
 
 
 def _log_once(env: type, where: str, error: BaseException) -> None:
