@@ -18,7 +18,7 @@ Left out: objects whose own methods attack the caller (a str subclass overriding
 ``__len__``, a dict whose ``get`` raises, a `ToolCall` subclass), `ToolCall`s whose
 fields were set past their checks with ``object.__setattr__``, and lone surrogates
 in a `ToolCall`'s name or id. Some of these are known bugs: `KNOWN_BUGS` in
-tests/test_fuzz_actions.py has them, `tests/test_hostile_actions.py` the others.
+tests/core/test_fuzz_actions.py has them, `tests/core/test_hostile_actions.py` the others.
 """
 
 from __future__ import annotations

@@ -649,7 +649,7 @@ def test_every_hook_is_documented_where_authors_look_and_named_by_the_final_meth
 
     import agentenv.core.env as env_module
 
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text(encoding="utf-8")
     for hook in env_module.HOOKS:
         assert hook in env_module.__doc__, hook
         assert f"`{hook}" in docs, hook

@@ -12,7 +12,7 @@ After every episode: its `Trajectory` serialises and round-trips. A short
 `rollout` of generated actions writes every trajectory to its JSONL file.
 
 Seeded (``derandomize=True``): every run plays the same actions, so a failure
-reproduces; hypothesis shrinks it to a minimal action. `tests/test_hostile_actions.py`
+reproduces; hypothesis shrinks it to a minimal action. `tests/core/test_hostile_actions.py`
 holds the hand-written cases this generalises; `HOSTILE_OBJECTS` at the end, Python
 objects the generated mix leaves out.
 """
