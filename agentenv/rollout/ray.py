@@ -27,8 +27,15 @@ turn's conversation travels back whole.
 
 An actor that dies (killed, out of memory, its node lost) fails the call the
 caller made to it: its episodes end as ``infra`` with the reason, a fresh actor
-takes its place, and the rollout goes on with the rest. A cluster that cannot be
-reached, or that has no room for the actors, is one `RayClusterError` saying so.
+takes its place, and the rollout goes on with the rest. So does an actor that does
+not answer a round within ``step_timeout_s`` (a process stopped with SIGSTOP, a
+deadlock, a node that no longer answers): the caller waits for the actors together,
+never past that deadline, and the late actor is killed. An episode whose news the
+actor cannot send (an env that put an object no pickle can hold in its task, its
+snapshots or its trajectory) ends as ``infra`` saying so, alone: each episode's news
+is pickled on its own, on the actor, and read on its own by the caller. A cluster
+that cannot be reached, or that has no room for the actors, is one
+`RayClusterError` saying so.
 
 Ray is an optional extra (``pip install 'agentenv[ray]'``), imported only when an
 executor starts. Left out on purpose: scheduling policies beyond "least live
@@ -40,6 +47,7 @@ placing the policy itself in the cluster (serve it with vLLM or SGLang and use
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import socket
 from collections import deque
@@ -52,7 +60,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from agentenv.core import _admit, _safejson
 from agentenv.core.errors import AgentEnvError
 from agentenv.core.policy import Conversation, Generation, Policy, PolicyFailure, PolicyOutput
+from agentenv.core.task import Task
 from agentenv.core.trajectory import Trajectory
+from agentenv.core.types import Failure
 from agentenv.rollout.episode import (
     EnvFactory,
     Episode,
@@ -60,6 +70,7 @@ from agentenv.rollout.episode import (
     asked_task_ids,
     check_task_ids,
     checked_output,
+    close_quietly,
     env_factory,
 )
 from agentenv.rollout.executor import RolloutJob
@@ -100,6 +111,13 @@ class RayConfig(BaseModel):
     its concurrency)."""
     start_timeout_s: float = Field(60.0, gt=0.0)
     """How long actors may take to start before the cluster is said to lack room for them."""
+    step_timeout_s: float = Field(600.0, gt=0.0)
+    """How long an actor may take over one round: starting its episodes (their resets) or
+    stepping them, all at once in its threads. Past it, its episodes end as ``infra`` and a
+    fresh actor takes its place: an actor that hangs (stopped, deadlocked, its node gone
+    silent) never holds the batch longer. Raise it for envs whose one step may take longer
+    (a world model's ``call_timeout_s`` times its attempts, a sandbox's run), or for actors
+    with fewer threads than episodes."""
 
     @field_validator("address")
     @classmethod
@@ -129,6 +147,10 @@ class _Update:
     trajectory: Trajectory | None = None
 
 
+_Packed = tuple[int, bytes]
+"""An episode's index and its `_Update`, pickled by the actor (see `_EnvWorker.packed`)."""
+
+
 class _EnvWorker:
     """The actor: the `EnvStepper` of the episodes placed on it, so an episode behaves the
     same as with threads; it answers each call with its episodes' news."""
@@ -149,25 +171,58 @@ class _EnvWorker:
         assert self.stepper is not None  # `begin` came first
         return self.stepper.task_ids()  # the env made to tell is kept for the first episode
 
-    def start(self, episodes: list[Episode]) -> list[_Update]:
+    def start(self, episodes: list[Episode]) -> list[_Packed]:
         assert self.stepper is not None  # `begin` came first
         self.stepper.start(episodes)
-        return self.updates(episodes)
+        return [self.packed(ep) for ep in episodes]
 
-    def step(self, outputs: list[tuple[int, PolicyOutput]]) -> list[_Update]:
+    def step(self, outputs: list[tuple[int, PolicyOutput]]) -> list[_Packed]:
         assert self.stepper is not None  # `begin` came first
         pairs = [(self.stepper.live[i], output) for i, output in outputs]
         self.stepper.advance(pairs)
-        return self.updates([ep for ep, _ in pairs])
+        return [self.packed(ep) for ep, _ in pairs]
 
-    def updates(self, episodes: list[Episode]) -> list[_Update]:
+    def packed(self, ep: Episode) -> _Packed:
+        """The episode's news, pickled here, alone: news that cannot be (an object no pickle
+        holds in its task, snapshots or trajectory) ends this episode as infra, and only it."""
+        finished: Trajectory | None = None
+        try:
+            update = self.update(ep)
+            finished = update.trajectory
+            return ep.index, _dumps(update)
+        except Exception as e:  # noqa: BLE001 - whatever copying or pickling raised, see the doc
+            reason = f"the episode's data cannot be sent from its Ray actor: {type(e).__name__}: {str(e)[:300]}"
+        if finished is None:  # its conversation (or its trajectory) could not be made: end it here
+            finished = self.fail(ep, reason)
+        return ep.index, _dumps(_Update(ep.index, trajectory=_plain(finished, reason, ep)))
+
+    def update(self, ep: Episode) -> _Update:
         assert self.stepper is not None  # `begin` came first
-        return [
-            _Update(ep.index, trajectory=self.stepper.finish(ep))
-            if ep.done
-            else _Update(ep.index, conversation=ep.conversation())
-            for ep in episodes
-        ]
+        if ep.done:
+            return _Update(ep.index, trajectory=self.stepper.finish(ep))
+        return _Update(ep.index, conversation=ep.conversation())
+
+    def fail(self, ep: Episode, reason: str) -> Trajectory | None:
+        """End ``ep`` as infra for ``reason``, its env closed (never reused); its trajectory,
+        or None when even that cannot be made."""
+        assert self.stepper is not None  # `begin` came first
+        ep.done, ep.error = True, reason
+        try:
+            return self.stepper.finish(ep)
+        except Exception:  # noqa: BLE001 - `_plain` records the episode without its data
+            self.stepper.live.pop(ep.index, None)
+            if ep.env is not None:
+                close_quietly(ep.env)
+                ep.env = None
+            return None
+
+    def drop(self, indices: list[int], reason: str) -> None:
+        """End live episodes whose news the caller could not read (it has recorded them)."""
+        assert self.stepper is not None  # `begin` came first
+        for index in indices:
+            ep = self.stepper.live.get(index)
+            if ep is not None:
+                self.fail(ep, reason)
 
     def end(self) -> None:
         """Close every env and the thread pool (a rollout ended)."""
@@ -238,12 +293,16 @@ class RayExecutor:
         _RayRun(self, job, policy, recorder).run(threads)
 
     def begin(self, source: _EnvSource, keep_snapshots: bool, threads: int) -> None:
-        """Every actor gets ready for a rollout of ``source``; a dead one is replaced first."""
+        """Every actor gets ready for a rollout of ``source``; a dead or silent one is replaced."""
         self.start()
         ray = _import_ray()
         self._run = (source, keep_snapshots, threads)
         calls = [actor.begin.remote(*self._run) for actor in self.actors]
+        answered, _ = ray.wait(calls, num_returns=len(calls), timeout=self.config.step_timeout_s)
         for slot, call in enumerate(calls):
+            if call not in answered:
+                self.replace(slot)
+                continue
             try:
                 ray.get(call)
             except ray.exceptions.RayActorError:
@@ -252,18 +311,24 @@ class RayExecutor:
                 raise RayClusterError(f"a Ray env actor could not load the env: {_cause(e)}") from None
 
     def end(self) -> None:
-        """Every live actor closes the rollout's envs (errors ignored: an actor may be gone)."""
+        """Every live actor closes the rollout's envs (errors ignored: an actor may be gone);
+        one that does not answer within ``step_timeout_s`` is killed (`begin` replaces it)."""
         ray = _import_ray()
         calls = [actor.end.remote() for actor in self.actors]
-        for call in calls:
+        answered, _ = ray.wait(calls, num_returns=len(calls), timeout=self.config.step_timeout_s)
+        for actor, call in zip(self.actors, calls, strict=True):
             try:
-                ray.get(call)
+                if call not in answered:
+                    ray.kill(actor, no_restart=True)
+                else:
+                    ray.get(call)
             except ray.exceptions.RayError:
                 pass  # a dead actor holds no envs; the next `begin` replaces it
         self._run = None
 
     def replace(self, slot: int) -> None:
-        """A fresh actor in ``slot`` (ready for the current rollout, if one runs)."""
+        """A fresh actor in ``slot`` (ready for the current rollout, if one runs); the old
+        one is killed, answering or not."""
         ray = _import_ray()
         try:
             ray.kill(self.actors[slot], no_restart=True)
@@ -273,7 +338,12 @@ class RayExecutor:
         self._wait_ready([actor])
         self.actors[slot] = actor
         if self._run is not None:
-            ray.get(actor.begin.remote(*self._run))
+            try:
+                ray.get(actor.begin.remote(*self._run), timeout=self.config.start_timeout_s)
+            except ray.exceptions.GetTimeoutError:
+                raise RayClusterError(
+                    f"a fresh Ray env actor did not get ready for the rollout within {self.config.start_timeout_s:g} s"
+                ) from None
 
     def _wait_ready(self, actors: list[Any]) -> None:
         ray = _import_ray()
@@ -319,7 +389,12 @@ class _RayRun:
         """A mistyped task id is the caller's error (as with threads), asked of one actor."""
         asked = asked_task_ids(self.pending)
         if asked:
-            env_name, known = _import_ray().get(self.executor.actors[0].task_ids.remote())
+            ray = _import_ray()
+            timeout_s = self.executor.config.step_timeout_s
+            try:
+                env_name, known = ray.get(self.executor.actors[0].task_ids.remote(), timeout=timeout_s)
+            except ray.exceptions.GetTimeoutError:
+                raise RayClusterError(f"a Ray env actor did not list the env's tasks within {timeout_s:g} s") from None
             check_task_ids(asked, known, env_name)
 
     def start_episodes(self) -> None:
@@ -345,40 +420,97 @@ class _RayRun:
         self.gather("step", batches)
 
     def gather(self, method: str, batches: Mapping[int, Sequence[Any]]) -> None:
-        """Call ``method`` on each actor with its batch (all at once), then take in their
-        news in episode order; an actor that fails loses its episodes and is replaced."""
+        """Call ``method`` on each actor with its batch (all at once), wait for them together
+        up to ``step_timeout_s``, then take in their news in episode order; an actor that
+        fails or is late loses its episodes and is replaced."""
         ray = _import_ray()
+        timeout_s = self.executor.config.step_timeout_s
         calls = {slot: getattr(self.executor.actors[slot], method).remote(batch) for slot, batch in batches.items()}
+        answered, _ = ray.wait(list(calls.values()), num_returns=len(calls), timeout=timeout_s)
         news: list[_Update] = []
         for slot, call in sorted(calls.items()):
+            if call not in answered:
+                late = f"the Ray actor running this episode did not answer within step_timeout_s={timeout_s:g} s"
+                self.lose_actor(slot, f"{late} (stopped, hung, or its node unreachable)")
+                continue
             try:
-                news += ray.get(call)
+                packed = ray.get(call)
             except ray.exceptions.RayError as e:
-                self.lose_actor(slot, e)
+                self.lose_actor(slot, f"the Ray actor running this episode was lost: {_cause(e)}")
+                continue
+            news += self.unpacked(slot, packed)
         for update in sorted(news, key=lambda u: u.index):
             if update.trajectory is not None:
                 self.finish(update.index, update.trajectory)
             elif update.conversation is not None:
                 self.live[update.index] = update.conversation
 
-    def lose_actor(self, slot: int, error: BaseException) -> None:
-        reason = f"the Ray actor running this episode was lost: {_cause(error)}"
+    def unpacked(self, slot: int, packed: list[_Packed]) -> list[_Update]:
+        """An actor's news, each episode's read on its own: one that cannot be read here (a
+        class this process cannot import, an object that fails when rebuilt) ends that
+        episode as infra, on the actor too."""
+        news, unread = [], []
+        for index, data in packed:
+            try:
+                news.append(pickle.loads(data))
+            except Exception as e:  # noqa: BLE001 - whatever unpickling raised: that episode's loss
+                reason = f"the episode's data from its Ray actor cannot be read here: {type(e).__name__}: {e}"
+                self.fail(index, reason[:600])
+                unread.append(index)
+        if unread:
+            self.executor.actors[slot].drop.remote(unread, "its news could not be read by the caller")
+        return news
+
+    def lose_actor(self, slot: int, reason: str) -> None:
         for index in [i for i, s in self.slot_of.items() if s == slot]:
-            ep, conversation = self.episodes[index], self.live.get(index)
-            ep.done, ep.error = True, reason
-            traj = ep.trajectory(self.job.env_id)
-            if conversation is not None:  # what the caller saw of it: its messages and task
-                update: dict[str, Any] = {"messages": list(conversation.messages)}
-                if conversation.task is not None:
-                    update["task"] = conversation.task
-                traj = traj.model_copy(update=update)
-            self.finish(index, traj)
+            self.fail(index, reason)
         self.executor.replace(slot)
+
+    def fail(self, index: int, reason: str) -> None:
+        """End episode ``index`` as infra for ``reason``, with what the caller saw of it."""
+        ep, conversation = self.episodes[index], self.live.get(index)
+        ep.done, ep.error = True, reason
+        traj = ep.trajectory(self.job.env_id)
+        if conversation is not None:  # what the caller saw of it: its messages and task
+            update: dict[str, Any] = {"messages": list(conversation.messages)}
+            if conversation.task is not None:
+                update["task"] = conversation.task
+            traj = traj.model_copy(update=update)
+        self.finish(index, traj)
 
     def finish(self, index: int, traj: Trajectory) -> None:
         self.slot_of.pop(index, None)
         self.live.pop(index, None)
         self.recorder.record(index, traj)
+
+
+def _dumps(update: _Update) -> bytes:
+    import ray.cloudpickle  # what Ray pickles with: by value where a class is not importable
+
+    return ray.cloudpickle.dumps(update)
+
+
+def _plain(trajectory: Trajectory | None, reason: str, ep: Episode) -> Trajectory:
+    """``trajectory`` ended as infra for ``reason``, as plain JSON data (an object JSON cannot
+    hold becomes its repr), so it pickles; without a trajectory, the episode's task and seed."""
+    try:
+        if trajectory is not None:
+            failed = trajectory.model_copy(
+                update={"failure": Failure.INFRA, "error": reason, "task_reward": None, "success": False}
+            )
+            return Trajectory.model_validate_json(failed.model_dump_json(fallback=_admit.safe_repr))
+    except Exception:  # noqa: BLE001, S110 - what even JSON cannot write: the record below, without its data
+        pass
+    task = ep.task if isinstance(ep.task, Task) else Task(id=ep.task or "<unknown>", prompt="")
+    return Trajectory(
+        env_id=trajectory.env_id if trajectory is not None else None,
+        task=Task(id=task.id, prompt=task.prompt),
+        seed=ep.seed,
+        messages=[],
+        transitions=[],
+        failure=Failure.INFRA,
+        error=reason,
+    )
 
 
 def _import_ray() -> Any:

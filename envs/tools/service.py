@@ -9,10 +9,12 @@ restart it each time), and an atexit hook stops whatever is left. A dead service
 (killed, crashed) is replaced on the next acquire; the envs still holding it see
 `InfraError` on their next call.
 
-Every call is signed and every answer must prove it came from the process this
-env started (auth.py) and have the wire shape (`{"result": ...}` on 200, `{"error",
-"message", "rule"?}` otherwise); anything else (an impostor on a dead service's
-port, a garbled answer, a lost episode file) is `InfraError`, never a crash. The
+Every call is bounded as a whole by its ``timeout_s`` (connecting, sending, and the
+whole answer: a service that trickles its headers or body is late, not slow) and
+signed, and every answer must prove it came from the process this env started
+(auth.py) and have the wire shape (`{"result": ...}` on 200, `{"error", "message",
+"rule"?}` otherwise); anything else (an impostor on a dead service's port, a garbled
+answer, a lost episode file) is `InfraError`, never a crash. The
 episode databases are files the env writes; the service only opens them. A snapshot's
 database is written only with the seed's schema (`Service.write_episode`).
 
@@ -24,6 +26,7 @@ Left out: several replicas per domain, remote services.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -56,6 +59,8 @@ __all__ = ["KEEPALIVE_EXPIRY_S", "MAX_REPLY_BYTES", "Reply", "Service", "acquire
 START_TIMEOUT_S = 30.0
 LINGER_S = 5.0
 MAX_REPLY_BYTES = 8 * 1024 * 1024
+MAX_CONNECTIONS = 64
+"""Calls to one service in flight at once (connections, and the threads that make them)."""
 KEEPALIVE_EXPIRY_S = 2.0
 """How long the client keeps an idle connection for reuse. It must be well below the
 server's keep-alive (`serve.SERVER_KEEP_ALIVE_S`): were they equal, a busy host could
@@ -102,6 +107,9 @@ class Service:
     users: int = 0
     gold_hashes: dict[str, str] = field(default_factory=dict)  # task key -> hash of its gold final state
     _linger: threading.Timer | None = None
+    _calls: concurrent.futures.ThreadPoolExecutor = field(default_factory=lambda: _call_pool(), repr=False)
+    """Where calls run, so that `send` can give up on one at its deadline (threads made as
+    needed and reused: a thread per call would cost more than the call on a busy host)."""
 
     @property
     def seed_db(self) -> Path:
@@ -215,32 +223,51 @@ class Service:
             headers[EPISODE_HEADER] = episode
         if body:
             headers["content-type"] = "application/json"
+        late = InfraError(f"the {self.domain.name} service did not answer {path} within {timeout_s} s")
+        deadline = time.monotonic() + timeout_s
         try:
-            with self.client.stream(method, path, content=body, headers=headers, timeout=timeout_s) as resp:
-                data = self._read_capped(resp)
-        except httpx.TimeoutException:
-            raise InfraError(f"the {self.domain.name} service did not answer {path} within {timeout_s} s") from None
+            exchange = self._calls.submit(self._exchange, method, path, body, headers, deadline)
+        except RuntimeError:  # its pool shut down: `stop` ran since the check above
+            raise InfraError(f"the {self.domain.name} service was stopped") from None
+        try:
+            status, proof_header, data = exchange.result(timeout_s)
+        except (concurrent.futures.TimeoutError, httpx.TimeoutException):
+            exchange.cancel()  # one still waiting for a worker never runs
+            raise late from None
         except httpx.HTTPError as e:
             raise InfraError(f"the {self.domain.name} service is unreachable: {type(e).__name__}: {e}") from None
-        proof = auth.response_mac(self.secret, nonce, resp.status_code, data)
-        if not auth.valid_mac(proof, resp.headers.get(auth.PROOF_HEADER)):
+        proof = auth.response_mac(self.secret, nonce, status, data)
+        if not auth.valid_mac(proof, proof_header):
             raise InfraError(
                 f"the answer from {self.base_url} is not signed by the {self.domain.name} service "
-                f"({resp.status_code}): another process holds its port, or it is broken"
+                f"({status}): another process holds its port, or it is broken"
             )
-        return resp.status_code, data
+        return status, data
 
-    def _read_capped(self, resp: httpx.Response) -> bytes:
-        declared = resp.headers.get("content-length", "")
-        if len(declared) > 12 or (declared.isdigit() and int(declared) > MAX_REPLY_BYTES):
-            raise InfraError(f"the {self.domain.name} service's answer is over {MAX_REPLY_BYTES} bytes")
-        chunks, size = [], 0
-        for chunk in resp.iter_raw():
-            size += len(chunk)
-            if size > MAX_REPLY_BYTES:
+    def _exchange(
+        self, method: str, path: str, body: bytes, headers: dict[str, str], deadline: float
+    ) -> tuple[int, str | None, bytes]:
+        """One request and its whole answer (status, proof header, body), on a worker of
+        ``_calls`` that `send` waits on until ``deadline``. httpx's timeout bounds each read,
+        not the answer: a service that trickled its headers or body, a byte per read, would
+        hold the step for hours. The body is checked against the deadline as it arrives, so
+        a call `send` gave up on stops reading (and frees its connection) at its next chunk."""
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:  # it waited for a worker past its deadline: `send` has given up on it
+            raise httpx.PoolTimeout("no worker was free before the call's deadline")
+        with self.client.stream(method, path, content=body, headers=headers, timeout=timeout) as resp:
+            declared = resp.headers.get("content-length", "")
+            if len(declared) > 12 or (declared.isdigit() and int(declared) > MAX_REPLY_BYTES):
                 raise InfraError(f"the {self.domain.name} service's answer is over {MAX_REPLY_BYTES} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+            chunks, size = [], 0
+            for chunk in resp.iter_raw():
+                size += len(chunk)
+                if size > MAX_REPLY_BYTES:
+                    raise InfraError(f"the {self.domain.name} service's answer is over {MAX_REPLY_BYTES} bytes")
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout("the answer did not end in time", request=resp.request)
+                chunks.append(chunk)
+            return resp.status_code, resp.headers.get(auth.PROOF_HEADER), b"".join(chunks)
 
     def _parse(self, model: type[BaseModel], data: bytes, status: int) -> Any:
         try:
@@ -251,7 +278,8 @@ class Service:
             ) from None
 
     def stop(self) -> None:
-        self.client.close()
+        self._calls.shutdown(wait=False, cancel_futures=True)
+        self.client.close()  # a call still reading fails now
         if self.alive():
             self.process.terminate()
             try:
@@ -267,6 +295,10 @@ class Service:
         if self.process.stdout:
             self.process.stdout.close()
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def _call_pool() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(MAX_CONNECTIONS, thread_name_prefix="agentenv-tools-call")
 
 
 def db_hash(path: Path, compare: Mapping[str, Sequence[str]]) -> str:
@@ -382,7 +414,11 @@ def _start(path: str) -> Service:
         base_url = f"http://127.0.0.1:{port}"
         # TCP_NODELAY: httpx writes headers and body apart, and Nagle + delayed ACK would add 40 ms a call.
         transport = httpx.HTTPTransport(
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=KEEPALIVE_EXPIRY_S),
+            limits=httpx.Limits(
+                max_connections=MAX_CONNECTIONS,
+                max_keepalive_connections=MAX_CONNECTIONS,
+                keepalive_expiry=KEEPALIVE_EXPIRY_S,
+            ),
             socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
         )
         client = httpx.Client(base_url=base_url, transport=transport)

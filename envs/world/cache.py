@@ -1,4 +1,4 @@
-"""The response cache: accepted replies, keyed by world, tool, arguments, state and model.
+"""The response cache: accepted replies, keyed by world, tool, arguments, state, model and the history shown.
 
 One SQLite table, ``responses(key, world, tool, model_id, reply, created)``; the key
 is `agentenv.envs.world.keys.cache_key`. Only replies that passed validation are

@@ -8,9 +8,10 @@ checked with the ``jsonschema`` library (draft 2020-12); the canonical form is t
 JSON itself.
 
 A JSON Schema runs inside `env.step` on text the policy chose, so two of its features
-are held back. ``$ref`` and ``$dynamicRef`` must be local (``#...``): a remote one would
-be fetched mid-step (a request to any host, with no timeout), and the validator gets an
-empty registry, so nothing is ever retrieved. Patterns (``pattern``, ``patternProperties``,
+are held back. ``$ref`` and ``$dynamicRef`` must be local (``#...``) and point into the
+schema: a remote one would be fetched mid-step (a request to any host, with no timeout),
+and the validator's registry retrieves nothing (`agentenv.core._schema_refs`), so
+nothing is ever fetched. Patterns (``pattern``, ``patternProperties``,
 and so ``propertyNames``' patterns) run on a linear-time engine, the Rust regex of
 pydantic-core (`agentenv.core._patterns`), never Python's backtracking ``re``, where
 ``^(a|aa)+$`` takes 7 times longer for each 4 more characters of the text. A schema with
@@ -22,12 +23,12 @@ with ``re`` itself).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from agentenv.core._patterns import linear_patterns, matcher
+from agentenv.core._schema_refs import offline_registry, subschemas, unresolvable_ref
 from agentenv.envs.world._extra import need
 
 __all__ = ["JSONSchemaState", "ModelState", "SchemaError", "StateSchema"]
@@ -87,10 +88,9 @@ class JSONSchemaState:
             raise SchemaError(f"the state schema is not a valid JSON Schema: {e.message}") from None
         _check_safe(schema)
         self.json_schema = schema
-        referencing = need("referencing")
         validator_class = linear_patterns(jsonschema.Draft202012Validator, unsupported="refuse")
-        self._validator = validator_class(schema, registry=referencing.Registry())
-        _check_references(schema, referencing)
+        _check_references(schema, validator_class)
+        self._validator = validator_class(schema, registry=offline_registry())
 
     def validate(self, data: Any) -> dict[str, Any]:
         error = next(iter(sorted(self._validator.iter_errors(data), key=lambda e: list(e.absolute_path))), None)
@@ -115,17 +115,12 @@ def _pydantic_message(error: ValidationError) -> str:
 
 # -- what a schema may hold, and patterns on a linear-time engine ------------------------------
 
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
-"""Keywords whose values are data, not schemas."""
-_NAMED_SUBSCHEMAS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
-"""Keywords whose values map names (or patterns) to schemas."""
-
 
 def _check_safe(schema: dict[str, Any]) -> None:
     """`SchemaError`, naming where, for a reference that is not local, a pattern the linear
     engine cannot run, or ``unevaluatedProperties`` beside ``patternProperties``."""
     keywords: set[str] = set()
-    for where, node in _subschemas(schema):
+    for where, node in subschemas(schema):
         keywords.update(node)
         for key in ("$ref", "$dynamicRef"):
             ref = node.get(key)
@@ -150,50 +145,10 @@ def _check_safe(schema: dict[str, Any]) -> None:
         )
 
 
-def _check_references(schema: dict[str, Any], referencing: Any) -> None:
+def _check_references(schema: dict[str, Any], validator_class: Any) -> None:
     """`SchemaError`, naming where, for a ``$ref`` that points nowhere in the schema (found
-    when the spec loads, not when a state first reaches it mid-step). A schema that sets
-    ``$id`` below its root changes what its references are relative to: the validator
-    resolves those as it meets them."""
-    nodes = list(_subschemas(schema))
-    if any("$id" in node for where, node in nodes if where):
-        return
-    from referencing.jsonschema import DRAFT202012
-
-    root = str(schema.get("$id", ""))
-    resource = referencing.Resource.from_contents(schema, default_specification=DRAFT202012)
-    resolver = referencing.Registry().with_resource(root, resource).resolver(base_uri=root)
-    for where, node in nodes:
-        ref = node.get("$ref")
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            continue  # a remote one is `_check_safe`'s to refuse
-        try:
-            resolver.lookup(ref)
-        except referencing.exceptions.Unresolvable:
-            raise SchemaError(f"{where}/$ref: {ref[:200]!r} points to nothing in the schema") from None
-
-
-def _subschemas(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every object in ``schema`` that may be a schema, with its JSON Pointer. An object
-    under an unknown keyword counts (a local ``$ref`` may point there); data keywords'
-    values do not."""
-    stack: list[tuple[str, Any]] = [("", schema)]
-    while stack:
-        where, node = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        yield where, node
-        for key, value in node.items():
-            here = f"{where}/{_escape(key)}"
-            if key in _DATA_KEYWORDS:
-                continue
-            if key in _NAMED_SUBSCHEMAS and isinstance(value, dict):
-                stack.extend((f"{here}/{_escape(name)}", sub) for name, sub in value.items())
-            elif isinstance(value, list):
-                stack.extend((f"{here}/{i}", sub) for i, sub in enumerate(value))
-            else:
-                stack.append((here, value))
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
+    when the spec loads, not when a state first reaches it mid-step)."""
+    missing = unresolvable_ref(schema, validator_class)
+    if missing is not None:
+        where, key, ref = missing
+        raise SchemaError(f"{where}/{key}: {ref[:200]!r} points to nothing in the schema")

@@ -136,7 +136,7 @@ def test_an_out_of_range_integer_argument_is_a_format_error(calendar_env):
 
 
 def test_integer_fields_must_be_bounded_when_a_domain_is_defined():
-    domain = Domain("bounds", schema="", seed=lambda db: None, compare={}, instructions="")
+    domain = Domain("bounds", schema="", seed=lambda db: None, instructions="")
 
     class Loose(Request):
         n: int
@@ -150,13 +150,13 @@ def test_integer_fields_must_be_bounded_when_a_domain_is_defined():
         total: int | None = None
 
     with pytest.raises(TypeError, match=r"\['total'\]"):
-        Domain("bounds", schema="", seed=lambda db: None, compare={}, instructions="", answer=LooseAnswer)
+        Domain("bounds", schema="", seed=lambda db: None, instructions="", answer=LooseAnswer)
 
     class RequiredAnswer(Answer):
         total: Annotated[int, Field(ge=0, le=10)]
 
     with pytest.raises(TypeError, match="default to None"):
-        Domain("bounds", schema="", seed=lambda db: None, compare={}, instructions="", answer=RequiredAnswer)
+        Domain("bounds", schema="", seed=lambda db: None, instructions="", answer=RequiredAnswer)
 
 
 # -- 1d: the service answers only its env, and the env trusts only its service ---------
@@ -275,6 +275,113 @@ def test_a_forged_or_malformed_answer_is_an_infra_failure(env, monkeypatch, stat
     assert seen, "the impostor was never asked"
     assert truncated and not terminated and info["failure"] == "infra" and reward == 0.0
     assert obs[-1]["content"].startswith("Error: the environment failed")
+
+
+@contextlib.contextmanager
+def _trickling(secret: bytes, part: str) -> Iterator[int]:
+    """A service that knows the secret and answers correctly, signed, but a byte every
+    0.2 s: its status line and headers (``part="head"``) or its body (``"body"``).
+    Yields its port."""
+    stop = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            body = b'{"result": {"order_id": "O1001", "status": "pending"}}'
+            mac = auth.response_mac(secret, self.headers[auth.NONCE_HEADER], 200, body)
+            head = (
+                f"HTTP/1.1 200 OK\r\n{auth.PROOF_HEADER}: {mac}\r\ncontent-type: application/json\r\n"
+                f"content-length: {len(body)}\r\n\r\n"
+            ).encode()
+            slow, fast = (head, b"") if part == "head" else (b"", head)
+            self.wfile.write(fast)
+            self.wfile.flush()
+            for i in range(len(slow)):
+                if stop.wait(0.2):
+                    return
+                self.wfile.write(slow[i : i + 1])
+                self.wfile.flush()
+            if part == "body":
+                for i in range(len(body)):
+                    if stop.wait(0.2):
+                        return
+                    self.wfile.write(body[i : i + 1])
+                    self.wfile.flush()
+            else:
+                self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize("part", ["head", "body"])
+def test_a_service_that_trickles_its_answer_is_late_as_a_whole_not_per_read(env, monkeypatch, part):
+    """httpx's timeout bounds each read; a byte every 0.2 s never trips a 1 s read timeout,
+    and the answer (a valid one, signed) would take tens of seconds. The step ends as infra
+    at the call's deadline, and the next reset works."""
+    service = env.service
+    env.timeout_s = 1.0
+    with (
+        _trickling(service.secret, part) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}") as client,
+    ):
+        monkeypatch.setattr(env, "_service", dataclasses.replace(service, base_url=str(client.base_url), client=client))
+        _, reward, terminated, truncated, info = env.step(tool_call_text("get_order", order_id="O1001"))
+        monkeypatch.undo()
+    assert truncated and not terminated and info["failure"] == "infra" and reward == 0.0
+    assert "did not answer /call/get_order within 1.0 s" in info["error"]
+    env.reset(seed=0)
+    assert env.step(tool_call_text("get_order", order_id="O1001"))[4]["error"] is None
+
+
+def test_an_answer_without_end_is_cut_at_the_reply_limit(env, monkeypatch):
+    """Whatever holds the port answers without end: read up to `MAX_REPLY_BYTES`, then
+    infra; never read into memory without bound."""
+    from agentenv.envs.tools.service import MAX_REPLY_BYTES
+
+    class Endless(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # the body ends when the connection does: here, never
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(200)
+            self.send_header(auth.PROOF_HEADER, "0" * 64)
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                while True:
+                    self.wfile.write(b"x" * 65536)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    service = env.service
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.server_address[1]}") as client:
+            replaced = dataclasses.replace(service, base_url=str(client.base_url), client=client)
+            monkeypatch.setattr(env, "_service", replaced)
+            _, _, _, truncated, info = env.step(tool_call_text("get_order", order_id="O1001"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert truncated and info["failure"] == "infra" and f"over {MAX_REPLY_BYTES} bytes" in info["error"]
 
 
 # -- 3: step never raises, and infra is only what the policy cannot cause --------------

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
+import signal
 import socket
 import sys
 import threading
 
 import pytest
 
-from agentenv import ScriptedPolicy, Trajectory, rollout, tool_call_text
+from agentenv import Env, ScriptedPolicy, State, Task, TaskSet, Trajectory, rollout, tool, tool_call_text
 from agentenv.rollout import Executor
 from agentenv.rollout.ray import RayClusterError, RayConfig, RayExecutor
 from tests.toy_envs import CounterEnv
@@ -70,7 +73,7 @@ def test_config_errors_name_the_field_and_the_fix():
         RayConfig(address="not an address")
     with pytest.raises(ValueError, match="actors"):
         RayConfig(actors=0)
-    for field in ("actor_cpus", "start_timeout_s"):  # infinite CPUs fit no node; an endless start never fails
+    for field in ("actor_cpus", "start_timeout_s", "step_timeout_s"):  # infinite CPUs fit no node; no endless waits
         with pytest.raises(ValueError, match=field):
             RayConfig(**{field: float("inf")})
 
@@ -155,6 +158,110 @@ def test_a_lost_actor_fails_its_episodes_as_infra_and_is_replaced(executor):
     assert executor.actors[0] is not lost
     again = rollout(COUNTER, ScriptedPolicy(reach_two), tasks=["t0"] * 4, executor=executor)
     assert [t.success for t in again] == [True] * 4
+
+
+class HandlesEnv(Env[State]):
+    """An env that puts objects of its own where Ray must pickle them, by task: in the task
+    itself, in an observation, in its snapshots, or (``on-caller``) a snapshot that pickles
+    on the actor but fails when the caller reads it."""
+
+    max_turns = 2
+
+    def default_tasks(self) -> TaskSet:
+        handle = {"in-task": {"handle": threading.Lock()}}
+        ids = ["plain", "in-task", "in-intro", "in-snapshot", "on-caller"]
+        return TaskSet(Task(id=i, prompt="Finish.", payload=handle.get(i, {})) for i in ids)
+
+    def render_intro(self, task: Task) -> list[dict[str, object]]:
+        message: dict[str, object] = {"role": "user", "content": task.prompt}
+        if task.id == "in-intro":
+            message["handle"] = threading.Lock()
+        return [message]
+
+    def snapshot_external(self) -> object:
+        return {"in-snapshot": threading.Lock, "on-caller": _FailsOnTheActor}.get(self.task.id, lambda: None)()
+
+    @tool(terminal=True)
+    def finish(self) -> str:
+        """Finish."""
+        return "done"
+
+    def verify(self, task: Task) -> float:
+        return 1.0
+
+
+@pytest.mark.slow
+def test_news_ray_cannot_carry_fails_its_episode_alone(executor, tmp_path):
+    # Before, the whole actor's call failed: every episode on it ended as infra, the actor replaced.
+    # Episodes alternate between the two actors: each has two plain ones beside two that fail.
+    tasks = ["plain", "plain", "in-task", "in-intro", "plain", "plain", "in-snapshot", "on-caller"]
+    policy = ScriptedPolicy(lambda c: tool_call_text("finish"))
+    out = tmp_path / "ray.jsonl"
+    actors = list(executor.actors)
+    trajs = rollout(HandlesEnv, policy, tasks=tasks, executor=executor, keep_snapshots=True, out=out)
+    assert [(t.task.id, t.failure) for t in trajs if t.task.id == "plain"] == [("plain", "none")] * 4
+    assert all(t.success for t in trajs if t.task.id == "plain")
+    sent = "the episode's data cannot be sent from its Ray actor: TypeError"
+    said = {t.task.id: t.error for t in trajs if t.task.id != "plain"}
+    assert [t.failure for t in trajs if t.task.id != "plain"] == ["infra"] * 4
+    assert all(said[i].startswith(sent) for i in ("in-task", "in-intro", "in-snapshot")), said
+    assert said["on-caller"].startswith("the episode's data from its Ray actor cannot be read here: RuntimeError")
+    assert executor.actors == actors, "no actor was lost or replaced"
+    assert len(out.read_text().splitlines()) == len(tasks)  # every trajectory, written out
+    again = rollout(HandlesEnv, policy, tasks=["plain"] * 2, executor=executor)
+    assert [t.success for t in again] == [True, True]
+
+
+class StopsAnActor:
+    """On its second call, stops (SIGSTOP) the process of the actor in slot 0: alive, and
+    answering nothing."""
+
+    def __init__(self, executor: RayExecutor) -> None:
+        self.executor, self.calls, self.stopped = executor, 0, None
+
+    def act(self, conversations):
+        import ray
+
+        self.calls += 1
+        if self.calls == 2:
+            self.stopped = int(ray.get(self.executor.actors[0].ready.remote()).rsplit(":", 1)[1])
+            os.kill(self.stopped, signal.SIGSTOP)
+        return [reach_two(c) for c in conversations]
+
+
+def _resume_if_stopped(pid: int | None) -> None:
+    """Ray kills a stopped actor it gives up on; should one still be stopped, let it go on
+    (to its end). Only that Ray worker, never a process that took its pid since."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            ray_worker = b"ray" in f.read()
+    except (OSError, TypeError, IndexError):
+        return
+    if state == "T" and ray_worker:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_a_stopped_actor_ends_its_episodes_as_infra_by_the_deadline_and_is_replaced(local_ray):
+    from agentenv.core._deadline import run_within
+
+    with RayExecutor(actors=2, actor_cpus=0.25, step_timeout_s=3) as executor:
+        policy, stopped = StopsAnActor(executor), executor.actors[0]
+        try:
+            done = run_within(120, lambda: rollout(COUNTER, policy, tasks=["t0"] * 4, executor=executor), name="t")
+        finally:
+            _resume_if_stopped(policy.stopped)
+        assert done is not None, "the batch stalled"
+        trajs = done.result()
+        # Episodes go to the actor with the fewest live ones: 0 and 2 ran on slot 0.
+        assert [t.failure for t in trajs] == ["infra", "none", "infra", "none"]
+        assert all("did not answer within step_timeout_s=3 s" in t.error for t in trajs[::2])
+        assert trajs[0].messages and executor.actors[0] is not stopped
+        again = rollout(COUNTER, ScriptedPolicy(reach_two), tasks=["t0"] * 4, executor=executor)
+        assert [t.success for t in again] == [True] * 4
 
 
 @pytest.mark.slow

@@ -13,12 +13,15 @@ of make/close (the rollout engine's, every training step) does not start a serve
 per env; a client is held by one env at a time, never shared.
 
 What is whose fault. The server process dying, a transport error, a request past
-``call_timeout_s``, a server that never finishes the handshake or prints what is
-not JSON-RPC: `InfraError`, and the client is marked `broken` (the env restarts
-it at the next reset). A tool result with ``isError`` is data (`ToolResult.is_error`).
-A JSON-RPC error answer (the server refused the request: unknown tool, bad
-params, a crash inside one handler) and any other exception of the SDK on one
-request are `ToolError`: one request failed, the session goes on.
+``call_timeout_s`` (whatever the server does meanwhile: nothing, a byte at a time),
+a message past ``max_message_bytes`` (transport.py), a server that never finishes the
+handshake or answers with what is not JSON-RPC: `InfraError`, and the client is marked
+`broken` (the env restarts it at the next reset). A request that timed out also ends
+its session at once, so nothing goes on reading from that server. A tool result with
+``isError`` is data (`ToolResult.is_error`). A JSON-RPC error answer (the server
+refused the request: unknown tool, bad params, a crash inside one handler) and any
+other exception of the SDK on one request are `ToolError`: one request failed, the
+session goes on.
 
 Left out: server-to-client requests (sampling, elicitation, roots: the SDK's
 defaults refuse them), notifications, pagination past the first tools page.
@@ -45,7 +48,7 @@ from typing import IO, Any, TypeVar
 try:
     import mcp_types
     from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import get_default_environment, stdio_client
+    from mcp.client.stdio import get_default_environment
     from mcp.shared.exceptions import MCPError
 except ModuleNotFoundError as e:  # pragma: no cover - the extra is missing
     message = f"agentenv.envs.adapters.mcp needs the MCP SDK: pip install 'agentenv[mcp]' ({e})"
@@ -55,6 +58,7 @@ from pydantic import ValidationError
 
 from agentenv.core.errors import InfraError, ToolError
 from agentenv.envs.adapters.mcp.config import ServerConfig
+from agentenv.envs.adapters.mcp.transport import bounded_stdio, capped_http
 
 __all__ = ["LINGER_S", "MCPClient", "ToolResult", "acquire", "release", "shutdown"]
 
@@ -65,16 +69,30 @@ _CLOSE_TIMEOUT_S = 10.0
 _STDERR_TAIL = 600
 
 
+_SDK_TRANSPORT_ERRORS: tuple[tuple[int, str], ...] = (
+    (mcp_types.CONNECTION_CLOSED, "SSE stream "),
+    (mcp_types.PARSE_ERROR, "Failed to parse JSON response"),
+    (mcp_types.INVALID_REQUEST, "Unexpected content type"),
+    (mcp_types.INVALID_REQUEST, "Session terminated"),
+    (mcp_types.INVALID_REQUEST, "server answered a request with 202 Accepted"),
+    (mcp_types.INVALID_REQUEST, "Redirect to "),
+)
+"""What the SDK's HTTP transport answers in the server's stead (code, start of the
+message) when the server's answer is not JSON-RPC, not of a known type, cut short, or
+lost: the server failed, not the request."""
+
+
 def _transport_failed(error: MCPError) -> bool:
-    """Whether ``error`` is the SDK's own word that the connection closed or a request
-    timed out. JSON-RPC leaves -32000 to -32099 to servers for their own errors, so a
-    live server answering "no such key" with -32000 is a tool error, never infra: the
-    code alone cannot say, the SDK's message with it does."""
-    if error.code == mcp_types.CONNECTION_CLOSED:
-        return error.message == "Connection closed"
+    """Whether ``error`` is the SDK's own word that the connection closed, a request timed
+    out or the server's answer could not be read (`_SDK_TRANSPORT_ERRORS`). JSON-RPC leaves
+    -32000 to -32099 to servers for their own errors, so a live server answering "no such
+    key" with -32000 is a tool error, never infra: the code alone cannot say, the SDK's
+    message with it does."""
+    if error.code == mcp_types.CONNECTION_CLOSED and error.message == "Connection closed":
+        return True
     if error.code == mcp_types.REQUEST_TIMEOUT:
         return error.message.startswith("Request ") and error.message.endswith(" timed out")
-    return False
+    return any(error.code == code and error.message.startswith(start) for code, start in _SDK_TRANSPORT_ERRORS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +243,8 @@ class MCPClient:
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[str] | None = None
         self._closed = False
+        self._fault: str | None = None  # what the transport saw the server do wrong (and cut it off for)
+        self._garbage: str | None = None  # the last thing the server sent that was not JSON-RPC
         _clients.add(self)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -244,6 +264,7 @@ class MCPClient:
         if self._stderr is not None:
             self._stderr.close()
         self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        self._fault = self._garbage = None
         deadline = time.monotonic() + self.config.start_timeout_s
         try:
             target = self._target(deadline)
@@ -306,30 +327,51 @@ class MCPClient:
         if client is None or not self.live:
             self.broken = True
             raise InfraError(f"the MCP server {self.config.describe()!r} is not running{self._exit_note()}")
-        timeout_s = self.config.call_timeout_s
         try:
-            return _the_driver().call(lambda: work(client), timeout_s)
-        except TimeoutError:
-            self.broken = True
-            raise InfraError(f"the MCP server did not answer {what} within {timeout_s:g} s") from None
-        except MCPError as e:
-            if _transport_failed(e):
-                self.broken = True
-                raise InfraError(
-                    f"the MCP server's connection failed on {what}: {e.message}{self._exit_note()}"
-                ) from None
-            raise ToolError(f"the MCP server refused {what}: {e.message}") from None
-        except (OSError, EOFError) as e:
-            self.broken = True
-            raise InfraError(f"the MCP server's transport failed on {what}: {type(e).__name__}: {e}") from None
-        except Exception as e:
-            if type(e).__module__.startswith("anyio") or not self.live:  # a closed or broken stream
-                self.broken = True
-                raise InfraError(f"the MCP server's connection failed on {what}: {type(e).__name__}") from None
-            # An SDK failure on this one answer (a result it cannot parse or validate): the
-            # request failed, the session did not.
-            logger.warning("the MCP client failed on %s", what, exc_info=e)
-            raise ToolError(f"the MCP client failed on {what}: {type(e).__name__}: {str(e)[:300]}") from None
+            return _the_driver().call(lambda: work(client), self.config.call_timeout_s)
+        except Exception as e:  # noqa: BLE001 - `_failure` sorts it into infra or a tool error
+            raise self._failure(e, what) from None
+
+    def _failure(self, error: Exception, what: str) -> Exception:
+        """What a failed request raises: `InfraError` for the server's or the transport's
+        fault (see the module docstring), `ToolError` for a refusal of this request."""
+        if isinstance(error, TimeoutError):
+            self._end_session()
+            said = self._fault or (f"it wrote what is not MCP: {self._garbage}" if self._garbage else None)
+            note = f" ({said})" if said else ""
+            return self._broke(f"the MCP server did not answer {what} within {self.config.call_timeout_s:g} s{note}")
+        if self._fault is not None:  # the transport cut the server off (a message past the limit)
+            return self._broke(f"{self._fault}, on {what}")
+        if isinstance(error, MCPError):
+            if _transport_failed(error):
+                return self._broke(f"the MCP server's connection failed on {what}: {error.message}{self._exit_note()}")
+            return ToolError(f"the MCP server refused {what}: {error.message}")
+        if isinstance(error, OSError | EOFError):
+            return self._broke(f"the MCP server's transport failed on {what}: {type(error).__name__}: {error}")
+        if type(error).__module__.startswith("anyio") or not self.live:  # a closed or broken stream
+            return self._broke(f"the MCP server's connection failed on {what}: {type(error).__name__}")
+        # An SDK failure on this one answer (a result it cannot parse or validate): the
+        # request failed, the session did not.
+        logger.warning("the MCP client failed on %s", what, exc_info=error)
+        return ToolError(f"the MCP client failed on {what}: {type(error).__name__}: {str(error)[:300]}")
+
+    def _broke(self, message: str) -> InfraError:
+        self.broken = True
+        return InfraError(message)
+
+    def _on_fault(self, message: str) -> None:
+        """The transport's report of what the server did wrong (called on the driver's loop)."""
+        self._fault = message
+        self.broken = True
+
+    def _end_session(self) -> None:
+        """Stop the session now, without waiting (a request on it timed out): the server may
+        still be sending, and nothing should go on reading it. `start` cleans up the rest."""
+        stop, driver = self._stop, _driver
+        self.broken = True
+        if stop is not None and driver is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed at exit
+                driver.loop.call_soon_threadsafe(stop.set)
 
     def _target(self, deadline: float) -> Any:
         """What `mcp.Client` connects to; for an owned HTTP server, the process is started here."""
@@ -339,10 +381,11 @@ class MCPClient:
             params = StdioServerParameters(
                 command=config.command[0], args=config.command[1:], env=config.env, cwd=config.cwd
             )
-            return stdio_client(params, errlog=self._stderr)  # type: ignore[arg-type]
+            assert self._stderr is not None  # `start` opened it
+            return bounded_stdio(params, self._stderr, config.max_message_bytes, self._on_fault)
         assert config.url is not None
         if config.command is None:
-            return config.url
+            return capped_http(config.url, config.max_message_bytes, self._on_fault)
         port = _free_port()
         argv = [part.replace("{port}", str(port)) for part in config.command]
         try:
@@ -358,7 +401,7 @@ class MCPClient:
         except OSError as e:
             raise InfraError(f"the MCP server {config.describe()!r} could not be started: {e}") from None
         _wait_for_port(self._process, port, deadline, config.describe())
-        return config.url.replace("{port}", str(port))
+        return capped_http(config.url.replace("{port}", str(port)), config.max_message_bytes, self._on_fault)
 
     async def _open(self, target: Any) -> None:
         """Start the holder task and wait until its session is up (or failed)."""
@@ -383,10 +426,13 @@ class MCPClient:
         """Keep the session open until `stop` is set; report the start on ``ready``."""
 
         async def on_message(message: Any) -> None:
-            if isinstance(message, Exception) and not ready.done():  # a line that is not JSON-RPC
-                ready.set_exception(
-                    InfraError(f"the MCP server {self.config.describe()!r} does not speak MCP: {_not_mcp(message)}")
-                )
+            if not isinstance(message, Exception):
+                return
+            said = _not_mcp(message)  # a line that is not JSON-RPC
+            if not ready.done():
+                ready.set_exception(InfraError(f"the MCP server {self.config.describe()!r} does not speak MCP: {said}"))
+            else:  # noted, not fatal: a server that printed one stray line may still answer
+                self._garbage = said
 
         client: Client | None = None
         try:
@@ -465,8 +511,11 @@ def _not_mcp(error: Exception) -> str:
     """What the server sent instead of JSON-RPC, shortly."""
     if isinstance(error, ValidationError):
         errors = error.errors()
-        if errors and isinstance(errors[0].get("input"), str):
-            return f"it wrote {errors[0]['input'][:100]!r}, which is not a JSON-RPC message"
+        said = errors[0].get("input") if errors else None
+        if isinstance(said, bytes):
+            said = said[:400].decode("utf-8", "replace")
+        if isinstance(said, str):
+            return f"it wrote {said[:100]!r}, which is not a JSON-RPC message"
     return f"{type(error).__name__}: {str(error)[:200]}"
 
 

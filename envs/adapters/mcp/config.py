@@ -40,7 +40,11 @@ class ServerConfig(BaseModel):
     start_timeout_s: float = Field(default=30.0, gt=0)
     """Time for the server to start and finish the MCP handshake; past it, `InfraError`."""
     call_timeout_s: float = Field(default=10.0, gt=0)
-    """Time for one request (a tool call, a resource read); past it, `InfraError`."""
+    """Time for one request (a tool call, a resource read), whatever the server sends or
+    does not; past it, `InfraError`."""
+    max_message_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    """The largest message the server may send (a line over stdio, an answer over HTTP);
+    a larger one is `InfraError` (over stdio the server is stopped)."""
 
     @model_validator(mode="after")
     def _shape(self) -> ServerConfig:

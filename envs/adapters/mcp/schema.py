@@ -15,6 +15,14 @@ strings and keys they are matched against, and ``^([a-z0-9]+\\.?)+@x\\.com$`` to
 on 29 characters there. A pattern that engine cannot run (a lookaround, a
 backreference) is left for the server to check.
 
+References resolve offline (`agentenv.core._schema_refs`): within the schema, or to
+the JSON Schema metaschemas jsonschema bundles. The server writes the schema, so a
+``$ref`` (or ``$dynamicRef``) to a URL would have the env fetch it, with no timeout,
+when the agent calls the tool. A tool whose schema holds a reference that does not
+resolve offline (a URL, a file beside a remote ``$id``, a pointer to nothing) is left
+out when the tools are listed, with a warning naming the reference: a call to it could
+not be checked, and the agent never sees a tool it cannot use. Nothing is fetched.
+
 Names: an MCP tool name outside ``[A-Za-z_][A-Za-z0-9_-]{0,63}`` (dots and slashes
 are allowed by MCP) is shown with each other character as ``_``; the spec keeps
 the server's name. A tool whose schema is not a valid JSON schema is left out,
@@ -35,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from agentenv.core._patterns import linear_patterns
+from agentenv.core._schema_refs import offline_registry, unresolvable_ref
 from agentenv.core.tools import ToolSpec
 
 __all__ = ["MCPArguments", "agent_name", "tool_spec"]
@@ -77,7 +86,7 @@ def _violations(cls: type[MCPArguments], data: Any) -> list[InitErrorDetails]:
         found = sorted(cls.schema_validator.iter_errors(data), key=lambda e: list(e.absolute_path))[:_MAX_ERRORS]
     except RecursionError:
         return [_error("(arguments)", "the arguments nest too deeply", "")]
-    except Exception as e:  # noqa: BLE001 - the server's schema cannot be applied (a $ref to nowhere)
+    except Exception as e:  # noqa: BLE001 - the server's schema cannot be applied (a reference the load missed)
         return [_error("(arguments)", f"the tool's input schema cannot check them: {type(e).__name__}", "")]
     details = []
     for err in found:
@@ -138,7 +147,8 @@ def agent_name(name: str) -> str:
 def tool_spec(
     name: str, description: str, input_schema: dict[str, Any], *, method_name: str, terminal: bool, max_chars: int
 ) -> ToolSpec | None:
-    """The spec of one server tool, or None when its input schema is not a valid JSON schema."""
+    """The spec of one server tool, or None when its input schema is not a valid JSON schema
+    or holds a reference that does not resolve offline (see the module docstring)."""
     schema = dict(input_schema or {"type": "object"})
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
@@ -148,6 +158,18 @@ def tool_spec(
     except SchemaError as e:
         logger.warning("MCP tool %r left out: its inputSchema is not a valid JSON schema: %s", name, e.message)
         return None
+    missing = unresolvable_ref(schema, validator_class)
+    if missing is not None:
+        where, key, ref = missing
+        logger.warning(
+            "MCP tool %r left out: its inputSchema's %s at %r, %r, does not resolve within the schema "
+            "(references are never fetched)",
+            name,
+            key,
+            where or "/",
+            ref[:200],
+        )
+        return None
     validator_class = linear_patterns(validator_class, unsupported="match")  # the server checks those
     checked = dict(schema)
     if "additionalProperties" not in checked and "patternProperties" not in checked:
@@ -155,7 +177,11 @@ def tool_spec(
     args_model = type(
         f"{agent_name(name).title().replace('_', '').replace('-', '')}Arguments",
         (MCPArguments,),
-        {"schema_validator": validator_class(checked), "max_chars": max_chars, "__module__": __name__},
+        {
+            "schema_validator": validator_class(checked, registry=offline_registry()),
+            "max_chars": max_chars,
+            "__module__": __name__,
+        },
     )
     shown = agent_name(name)
     openai = {

@@ -65,9 +65,26 @@ def test_a_local_ref_to_nothing_is_refused_when_the_spec_loads_naming_where(ref:
     assert "points to nothing" in message
 
 
+def test_a_ref_to_nothing_below_an_embedded_id_is_refused_when_the_spec_loads() -> None:
+    """An ``$id`` below the root changes what its references are relative to; the load
+    check resolves them from there too, rather than leave them to the first state."""
+    note = {"$id": "urn:note", "type": "object", "additionalProperties": {"$ref": "#/$defs/missing"}}
+    with pytest.raises(SpecError, match="points to nothing"):
+        load_spec(spec({"type": "object", "additionalProperties": note}))
+    fine = {
+        "$id": "urn:note",
+        "type": "object",
+        "additionalProperties": {"$ref": "#/$defs/text"},
+        "$defs": {"text": {"type": "string"}},
+    }
+    world = load_spec(spec({"type": "object", "additionalProperties": fine}))
+    with pytest.raises(SchemaError, match="/notes/a/b"):
+        world.schema.validate({"notes": {"a": {"b": 1}}})
+
+
 def test_local_refs_still_work_and_nothing_is_ever_fetched(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The validator's registry is empty: even a reference the load check let through
-    (none does) could not reach the network."""
+    """The validator's registry retrieves nothing: even a reference the load checks let
+    through (none does) could not reach the network."""
     import urllib.request
 
     fetched: list[object] = []
@@ -84,6 +101,7 @@ def test_local_refs_still_work_and_nothing_is_ever_fetched(monkeypatch: pytest.M
     with pytest.raises(SchemaError, match="/notes/a"):
         state.validate({"notes": {"a": "abcd"}})
     monkeypatch.setattr("agentenv.envs.world.schema._check_safe", lambda schema: None)
+    monkeypatch.setattr("agentenv.envs.world.schema._check_references", lambda schema, cls: None)
     remote = JSONSchemaState({"type": "object", "additionalProperties": {"$ref": "http://127.0.0.1:9/x.json"}})
     with pytest.raises(Exception, match=r"127\.0\.0\.1"):
         remote.validate({"a": 1})

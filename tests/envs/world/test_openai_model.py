@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from agentenv import tool_call_text
+from agentenv import ScriptedPolicy, Trajectory, rollout, tool_call_text
+from agentenv.core._deadline import run_within
 from agentenv.envs.world import OpenAIWorldModel
 from agentenv.envs.world.prompt import SYSTEM
+from agentenv.policies.openai import MAX_RESPONSE_BYTES
 from tests.openai_server import OpenAIServer, Reply, Request, chat_reply
 
 GOOD = {
@@ -183,3 +185,41 @@ def test_a_server_that_keeps_failing_is_infra_with_its_kind(make_env, server, re
     assert truncated and info["failure"] == "infra"
     assert env.metrics.model_errors == {kind: 1} and env.state.world == START
     assert env.metrics.by_task["todo"]["failures"] == 1
+
+
+POISON = tool_call_text("add_note", title="poison", text="x")
+"""A call the hostile server below answers badly (every other call gets `GOOD`)."""
+HOSTILE = {
+    "silent": (Reply(delay_s=30.0), "did not answer within 1"),
+    "trickle": (Reply(status=200, drip_s=0.2), "did not answer within 1"),
+    "huge": (Reply(b"x" * (MAX_RESPONSE_BYTES + 1)), f"over {MAX_RESPONSE_BYTES} bytes"),
+    "malformed": (Reply(b'{"choices": "not a list"}'), "response lacks choices[0].message"),
+}
+
+
+@pytest.mark.parametrize("behaviour", list(HOSTILE))
+def test_a_hostile_model_endpoint_ends_the_step_as_infra_by_its_deadline_and_nothing_is_lost(
+    make_env, server: OpenAIServer, behaviour: str
+) -> None:
+    """The endpoint says nothing, trickles its headers a byte at a time (each byte within a
+    read timeout, the reply never), sends a body past the size cap, or a body that is no
+    chat completion. The step ends as infra within the env's ``call_timeout_s`` (the
+    transport would keep retrying, 5 s an attempt, far longer); the trajectory serialises;
+    the same env's next episode is served."""
+    bad, said = HOSTILE[behaviour]
+    server.script = lambda request: bad if "poison" in json.dumps(request.body) else chat_reply(json.dumps(GOOD))
+    made = []
+
+    def factory():
+        model = world_model(server, max_retries=3, timeout_s=5.0)
+        made.append(make_env(model=model, call_timeout_s=1.0))
+        return made[-1]
+
+    policy = ScriptedPolicy(lambda c: POISON if c.id == 0 else ADD)
+    finished = run_within(120, lambda: rollout(factory, policy, tasks=["todo", "todo"], concurrency=1), name="t")
+    assert finished is not None, "the rollout did not end"
+    broken, after = finished.result()
+    assert broken.failure == "infra" and said in (broken.error or "") and broken.task_reward is None
+    assert len(made) == 1 and after.success  # the same env, reset, served by the same endpoint
+    for trajectory in (broken, after):
+        assert Trajectory.from_json(trajectory.to_json()) == trajectory

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 from agentenv.envs.adapters.mcp.schema import tool_spec
+from tests.envs.adapters.mcp.conftest import Contacts
 
 EMAIL = r"^([a-zA-Z0-9]+\.?)+@example\.com$"  # exponential on Python's re: 28 s at 29 characters
 
@@ -25,6 +26,7 @@ _PROBE = """
 import sys
 from pydantic import ValidationError
 from agentenv.envs.adapters.mcp.schema import tool_spec
+from tests.envs.adapters.mcp.conftest import Contacts
 EMAIL = {email!r}
 if sys.argv[1] == "value":
     schema = {{"type": "object", "properties": {{"email": {{"type": "string", "pattern": EMAIL}}}}}}
@@ -55,8 +57,65 @@ def test_a_pattern_the_linear_engine_cannot_run_is_left_to_the_server() -> None:
     model.model_validate({"w": "anything"})  # not checked here: the server has its own check
 
 
-def test_a_ref_to_nowhere_refuses_the_call_instead_of_raising() -> None:
-    model = _model({"type": "object", "properties": {"r": {"$ref": "#/$defs/Record"}}})
+def _left_out(schema: dict) -> bool:
+    return tool_spec("t", "a tool", schema, method_name="_call_mcp", terminal=False, max_chars=64_000) is None
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda url: {"properties": {"r": {"$ref": url}}},
+        lambda url: {"properties": {"r": {"$dynamicRef": url}}},
+        lambda url: {"$id": url, "properties": {"r": {"$ref": "other.json"}}},  # relative to a remote $id
+        lambda url: {"properties": {"r": {"$ref": "#/x-defs/A"}}, "x-defs": {"A": {"$ref": url}}},
+        lambda url: {"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"r": {"$ref": url}}},
+        lambda url: {"properties": {"r": {"$ref": "#/$defs/Record"}}},  # a pointer to nothing
+    ],
+    ids=["ref", "dynamicRef", "beside-remote-id", "through-a-pointer", "draft-07", "to-nothing"],
+)
+def test_a_schema_whose_references_leave_it_is_left_out_and_nothing_is_fetched(contacts: Contacts, shape) -> None:
+    """When the tools are listed, not when the agent calls one (then the fetch would run
+    inside `step`, with no timeout: a host that never answers held the step for good)."""
+    assert _left_out({"type": "object", **shape(contacts.url())})
+    assert contacts.seen == []
+
+
+INTEGER = {"$defs": {"R": {"type": "integer"}}}
+
+
+@pytest.mark.parametrize(
+    ("schema", "good", "bad"),
+    [
+        ({"properties": {"r": {"$ref": "#/$defs/R"}}, **INTEGER}, 1, "one"),
+        ({"$id": "http://example.com/t.json", "properties": {"r": {"$ref": "t.json#/$defs/R"}}, **INTEGER}, 1, "one"),
+        ({"properties": {"r": {"$ref": "#int"}}, "$defs": {"R": {"$anchor": "int", "type": "integer"}}}, 1, "one"),
+        (
+            {
+                "$defs": {"R": {"$id": "http://example.com/r.json", "type": "integer"}},
+                "properties": {"r": {"$ref": "http://example.com/r.json"}},
+            },
+            1,
+            "one",
+        ),
+        # the JSON Schema metaschemas come with jsonschema: no fetch needed
+        ({"properties": {"r": {"$ref": "https://json-schema.org/draft/2020-12/schema"}}}, {"type": "string"}, 5),
+    ],
+    ids=["defs", "own-id", "anchor", "embedded-id", "metaschema"],
+)
+def test_references_within_the_schema_still_work(schema: dict, good: object, bad: object) -> None:
+    model = _model({"type": "object", **schema})
+    model.model_validate({"r": good})
+    with pytest.raises(ValidationError):
+        model.model_validate({"r": bad})
+
+
+def test_a_reference_the_load_check_missed_is_refused_not_fetched(
+    contacts: Contacts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The validator's registry retrieves nothing: were the check at load to let a remote
+    reference through (none does), the call would be refused, and nothing fetched."""
+    monkeypatch.setattr("agentenv.envs.adapters.mcp.schema.unresolvable_ref", lambda schema, cls: None)
+    model = _model({"type": "object", "properties": {"r": {"$ref": contacts.url()}}})
     with pytest.raises(ValidationError, match="the tool's input schema cannot check them"):
-        model.model_validate({"r": {"x": 1}})
-    model.model_validate({})  # a call that does not use it still goes through
+        model.model_validate({"r": "x"})
+    assert contacts.seen == []
