@@ -9,9 +9,20 @@ while the browser does the work.
 
 The browser is Debian's Chromium (``executable_path=shutil.which("chromium")``),
 headless, launched on first use and shared by every env of the process; each episode
-has its own BrowserContext (session.py). A browser that died (crashed, killed) is
-relaunched on the next `Driver.browser` call, and the Playwright driver process with
-it when that died too; the env calls it at reset, so the next reset recovers.
+has its own BrowserContext (session.py).
+
+What the browser itself may do is locked down at launch, where no page can undo it
+(`CHROMIUM_ARGS`; session.py's context proxy and route guard do the rest): WebRTC
+sends no UDP (``--webrtc-ip-handling-policy=disable_non_proxied_udp``: no STUN, TURN
+or ICE check to any port; TCP only through the context's proxy, which refuses it),
+no host name is ever looked up (``--host-resolver-rules``: every name but 127.0.0.1,
+the sites' address, fails to resolve, so no DNS query leaves the machine), and a
+link to ``mailto:`` or another scheme the desktop handles opens nothing: Chromium
+runs ``xdg-open`` / ``xdg-email`` for those, and finds this driver's own, which do
+nothing, first on its PATH (`_no_handlers`).
+
+A browser that died (crashed, killed) is relaunched on the next `Driver.browser` call,
+and the Playwright driver process with it when that died too; the env calls it at reset, so the next reset recovers.
 `shutdown` (atexit) closes everything. Left out: a pool of several browsers (one
 Chromium serves many contexts), browsers other than Chromium.
 """
@@ -22,9 +33,12 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 from playwright.async_api import Browser, Playwright, async_playwright
@@ -44,7 +58,17 @@ CHROMIUM_ARGS = (
     "--disable-sync",
     "--no-first-run",
     "--disable-dev-shm-usage",
+    # WebRTC: no UDP at all (no STUN, TURN or ICE connectivity check to any address); what
+    # it may send over TCP goes through the context's proxy, the site's server, which refuses it.
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    # No name lookups: a DNS query would carry what a page put in a host name off the machine.
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
 )
+"""Chromium's switches. The WebRTC one is Chromium's own name for the policy (the
+``--force-webrtc-ip-handling-policy`` that some guides give is ignored by this Chromium;
+tests/envs/browser/test_channels.py fails if WebRTC sends anything)."""
+DESKTOP_HANDLERS = ("xdg-open", "xdg-email")
+"""What Chromium runs on Linux for a URL of a scheme it does not handle itself (mailto:, ssh:, ...)."""
 LAUNCH_TIMEOUT_S = 30.0
 CLOSE_TIMEOUT_S = 5.0
 
@@ -66,6 +90,7 @@ class Driver:
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
         self._lock: asyncio.Lock | None = None
+        self._handlers: Path | None = None
         self.launches = 0
         """How many times a browser was launched (a relaunch after a crash counts)."""
 
@@ -74,7 +99,12 @@ class Driver:
         `InfraError` raised. Exceptions of ``work`` come through as they are."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("Driver.call from the driver's own thread would wait for itself")
-        future = asyncio.run_coroutine_threadsafe(_run(work), self.loop)
+        coroutine = _run(work)
+        try:
+            future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        except RuntimeError:  # the loop is closed (after `shutdown`)
+            coroutine.close()
+            raise
         try:
             return future.result(timeout_s)
         except concurrent.futures.TimeoutError:
@@ -107,10 +137,14 @@ class Driver:
     async def _launch(self) -> Browser:
         if self._playwright is None:
             self._playwright = await async_playwright().start()
+        if self._handlers is None:
+            self._handlers = _no_handlers()
+        path = os.pathsep.join([str(self._handlers), os.environ.get("PATH", os.defpath)])
         return await self._playwright.chromium.launch(
             executable_path=chromium_path(),
             headless=True,
             args=list(CHROMIUM_ARGS),
+            env={**os.environ, "PATH": path},  # the browser's own environment; this process's is untouched
             timeout=LAUNCH_TIMEOUT_S * 1000,
         )
 
@@ -145,6 +179,21 @@ class Driver:
         self._thread.join(LAUNCH_TIMEOUT_S)
         if not self._thread.is_alive():
             self.loop.close()
+        if self._handlers is not None:
+            shutil.rmtree(self._handlers, ignore_errors=True)
+
+
+def _no_handlers() -> Path:
+    """A folder of `DESKTOP_HANDLERS` that do nothing, to put first on the browser's PATH: a page
+    (or an agent's click) on a ``mailto:`` link ran the desktop's ``xdg-open`` on the host."""
+    folder = Path(tempfile.mkdtemp(prefix="agentenv-chromium-"))
+    for name in DESKTOP_HANDLERS:
+        handler = folder / name
+        handler.write_text(
+            "#!/bin/sh\n# agentenv: a page of the browser env opens nothing outside the browser\nexit 0\n"
+        )
+        handler.chmod(0o755)
+    return folder
 
 
 async def _answers(browser: Browser) -> bool:

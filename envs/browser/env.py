@@ -28,8 +28,9 @@ page's own reward for a site with ``page_reward``, read on the task's own pages 
 Faults: a crashed page or browser, a hung navigation, a stopped site server or a
 lost database is `InfraError` (truncated as ``infra``; `step` never raises for it);
 the next reset relaunches what died. Snapshots carry the database, the URL and the
-pages visited, cookies and localStorage, the form fields' values and focus (session.py
-says what is not kept); a restore refuses (ValueError) a database without the site's
+pages visited, cookies and localStorage, the form fields' values and focus, and the
+response of a page that is a POST's result (served again on restore, never re-sent;
+session.py says what is not kept); a restore refuses (ValueError) a database without the site's
 schema (a trigger added by hand never runs), pages off the site, and a snapshot with no
 page or database at all (the episode would go on over the last one's).
 """
@@ -59,8 +60,9 @@ from agentenv.core.tools import ToolSpec
 from agentenv.envs.browser import driver as drivers
 from agentenv.envs.browser import server as servers
 from agentenv.envs.browser.arguments import AnswerText, InputText, Key, OptionLabel, Ref, SiteUrl
+from agentenv.envs.browser.posted import MAX_POSTED_BYTES, PostedPage
 from agentenv.envs.browser.session import Session, Settings
-from agentenv.envs.browser.site import Site
+from agentenv.envs.browser.site import SEEDS, Site
 from agentenv.envs.browser.view import FILLABLE_ROLES, SELECTABLE_ROLES, Node, View
 
 __all__ = ["BrowserEnv", "BrowserPayload", "BrowserState", "load_site"]
@@ -81,9 +83,9 @@ class BrowserState(State):
     """Pages opened in this episode, oldest first (``back`` walks it; at most 50)."""
     line: int = 0
     """First line of the page view shown (``scroll`` moves it; a new page starts at 0)."""
-    db_seed: int = 0
+    db_seed: int = Field(0, ge=0, lt=SEEDS)
     """The seed the episode's database was filled with: the reset's seed (gymnasium's
-    ``np_random_seed``), so a seeded reset always gets the same data."""
+    ``np_random_seed``) modulo `SEEDS`, so a seeded reset always gets the same data."""
     reached: list[int] = []
     """Indices of the task's subgoals reached so far."""
     answer: str | None = None
@@ -105,6 +107,26 @@ class BrowserPayload(BaseModel):
     """Where a page-scored task's reward counts (`SiteTask.end_pages`)."""
 
 
+class _SavedPost(BaseModel):
+    """The response of the POST the saved page came from (posted.py): served again on restore."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: int = Field(ge=200, le=599)
+    content_type: str = Field(max_length=200)
+    body: str
+    """Base64."""
+
+    def page(self) -> PostedPage:
+        try:
+            body = base64.b64decode(self.body, validate=True)
+        except binascii.Error:
+            raise ValueError("the snapshot's POST page is not base64") from None
+        if len(body) > MAX_POSTED_BYTES:
+            raise ValueError(f"the snapshot's POST page is {len(body):,} bytes, over the {MAX_POSTED_BYTES:,} kept")
+        return PostedPage("", self.status, self.content_type, body)
+
+
 class _Saved(BaseModel):
     """What `BrowserEnv.snapshot_external` saves, checked on restore: a snapshot on disk may
     have been edited, so its database must have the site's schema and its pages be on the site."""
@@ -116,6 +138,8 @@ class _Saved(BaseModel):
     storage: dict[str, Any] | None = None
     form: dict[str, Any] | None = None
     refs: dict[str, Any] | None = None
+    posted: _SavedPost | None = None
+    """Set when the page was a POST's result (older snapshots have none: their page reopens by GET)."""
 
 
 def _end_pages(site: Site, payload: BrowserPayload) -> Sequence[str] | None:
@@ -330,7 +354,7 @@ class BrowserEnv(Env[BrowserState]):
 
     def initial_state(self, task: Task) -> BrowserState:
         payload: BrowserPayload = self.payload
-        seed = int(self.np_random_seed)
+        seed = int(self.np_random_seed) % SEEDS  # a reset without a seed draws 128 bits
         self._progress = 0
         view = self._open(self.sites[payload.site], seed, payload.start, restore=None)
         return BrowserState(site=payload.site, url=view.url, title=view.title, history=[view.url], db_seed=seed)
@@ -384,7 +408,13 @@ class BrowserEnv(Env[BrowserState]):
             data = db.serialize() if db.execute("PRAGMA page_count").fetchone()[0] else b""
         finally:
             db.close()
-        return {**captured, "db": base64.b64encode(data).decode("ascii"), "refs": session.book.export(session.view)}
+        posted: PostedPage | None = captured.pop("posted")
+        return {
+            **captured,
+            "db": base64.b64encode(data).decode("ascii"),
+            "refs": session.book.export(session.view),
+            "posted": None if posted is None else _posted_json(posted),
+        }
 
     def restore_external(self, data: Any) -> None:
         if data is None:
@@ -402,9 +432,10 @@ class BrowserEnv(Env[BrowserState]):
             database = base64.b64decode(saved.db, validate=True)
         except binascii.Error:
             raise ValueError("the snapshot's database is not base64") from None
+        posted = saved.posted.page() if saved.posted is not None else None
         servers.check_saved_database(database, servers.seeds().path(site, state.db_seed))
         self._progress = 0
-        self._open(site, state.db_seed, state.url, restore={**saved.model_dump(), "db": database})
+        self._open(site, state.db_seed, state.url, restore={**saved.model_dump(), "db": database, "posted": posted})
 
     def on_close(self) -> None:
         session, self._session = self._session, None
@@ -630,6 +661,11 @@ def _bind(check: Callable[[str, str], str], tool_name: str) -> Any:
 
 def _refused(reason: str) -> PydanticCustomError:
     return PydanticCustomError("refused", "{reason}", {"reason": reason})
+
+
+def _posted_json(posted: PostedPage) -> dict[str, Any]:
+    body = base64.b64encode(posted.body or b"").decode("ascii")
+    return {"status": posted.status, "content_type": posted.content_type, "body": body}
 
 
 def _unit(value: Any, what: str) -> float:

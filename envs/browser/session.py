@@ -9,13 +9,15 @@ The guard (`Session._guard`): ``context.route`` with a pattern that matches ever
 but the site's origin's (Playwright's server matches it, so the site's own requests
 pay no round trip to this process). What it catches is refused: a navigation with an
 empty 204 answer (the page stays where it was, no error page), any other request
-aborted. WebSockets are refused outright, service workers blocked (their requests
-would bypass routing), downloads refused, and popups closed (one tab per episode).
-Redirects are checked by the site server (server.py), since routing sees only a
-chain's first request. Below routing, the context's proxy for every host but the
-site is the site's own server, which refuses proxy requests: Chromium's speculative
-connections (a preconnect for a link the agent is about to click, or for a
-stylesheet the page names) open no socket to any other port either.
+aborted. WebSockets are refused outright, service workers blocked (Playwright's block
+is a script a page can get around: what a service worker fetches still meets the
+proxy below), downloads refused, and popups closed (one tab per episode). Redirects
+are checked by the site server (server.py), since routing sees only a chain's first
+request. Below routing, the context's proxy for every host but the site is the site's
+own server, which refuses proxy requests: what routing does not see (Chromium's
+speculative connections, a service worker's requests, WebTransport, WebRTC's TCP)
+opens no socket to any other port either. What no proxy carries (WebRTC's UDP, DNS,
+the desktop's URL handlers) is switched off at launch (driver.py).
 
 Faults (`Session._fault`): a crashed page, a browser that died, a site server that
 stopped, a page that did not load within the navigation timeout, or a network
@@ -28,9 +30,13 @@ Captured for snapshots (`capture` / `open(restore=...)`): cookies and localStora
 (Playwright's storage state), and the values, checked states and selections of the
 page's form fields, which field has the focus, and the scroll position, read and
 written by two fixed scripts of this module (never text from the agent; the values
-travel as data). Not captured: the page's script state in memory, sessionStorage,
-the browser's own history (the env keeps its own list of pages), and a page reached
-by a POST (it is reopened with a GET).
+travel as data), and for a page that is a POST's result, that response (posted.py: a
+restore serves it again rather than send the POST twice; one it cannot keep makes
+`capture` raise). Not captured: the page's script state in memory, sessionStorage,
+and the browser's own history (the env keeps its own list of pages).
+
+Before each snapshot of the page, the elements it lets a person click but gives no
+role are marked so that the view gives them refs (clickables.py).
 """
 
 from __future__ import annotations
@@ -48,9 +54,11 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 
 from agentenv.core.errors import InfraError, ToolError
+from agentenv.envs.browser.clickables import Clickables
 from agentenv.envs.browser.driver import describe
+from agentenv.envs.browser.posted import MAX_POSTED_BYTES, Documents, PostedPage, bare, serving
 from agentenv.envs.browser.server import EPISODE_HEADER
-from agentenv.envs.browser.view import Node, RefBook, View, parse
+from agentenv.envs.browser.view import ACTIONABLE_ROLES, Node, RefBook, View, parse
 
 __all__ = ["Session", "Settings"]
 
@@ -113,6 +121,8 @@ class Session:
         self.server_alive = server_alive
         self.context: BrowserContext | None = None
         self.page: Page | None = None
+        self.clickables: Clickables | None = None
+        self.documents: Documents | None = None
         self.browser: Browser | None = None
         self.origin = ""
         self.book = RefBook()
@@ -170,7 +180,9 @@ class Session:
             page.on("dialog", self._on_dialog)
             page.on("crash", self._on_crash)
             self.page = page
-            await page.goto(origin + path)
+            self.clickables = Clickables(await context.new_cdp_session(page), ACTIONABLE_ROLES)
+            self.documents = Documents(page)
+            await self._reopen(page, origin + path, (restore or {}).get("posted"))
             if restore is not None and restore.get("form") is not None:
                 await page.evaluate(_RESTORE_FORM, restore["form"])
             if restore is not None and restore.get("refs") is not None:
@@ -186,6 +198,7 @@ class Session:
 
     def _close_in_background(self) -> None:
         context, self.context, self.page, self.view = self.context, None, None, None
+        self.clickables, self.documents = None, None
         if context is not None:
             task = asyncio.ensure_future(_close_quietly(context))
             self._closing.add(task)
@@ -198,7 +211,8 @@ class Session:
         page = self._page()
         for attempt in (1, 2):
             try:
-                snapshot = await page.aria_snapshot(mode="ai")
+                async with self._marked():
+                    snapshot = await page.aria_snapshot(mode="ai")
                 title = await page.title()
                 break
             except PlaywrightError as e:
@@ -290,7 +304,35 @@ class Session:
                 raise (
                     fault if isinstance(fault, InfraError) else InfraError(f"could not save the page: {fault}")
                 ) from None
-        return {"storage": _without_origin(dict(storage), self.origin), "form": form}
+        return {"storage": _without_origin(dict(storage), self.origin), "form": form, "posted": await self._posted()}
+
+    async def _posted(self) -> PostedPage | None:
+        """The POST response the page shows, to be served again on restore (posted.py); a
+        snapshot that cannot keep it is refused rather than reopened as a GET of its URL."""
+        posted = await self.documents.current() if self.documents is not None else None
+        if posted is None:
+            return None
+        if posted.body is None:
+            raise InfraError(
+                "this page is the result of a form sent by POST, and the browser could not give back its "
+                "response, so a snapshot cannot show it again (a GET of its URL is another page)"
+            )
+        if len(posted.body) > MAX_POSTED_BYTES:
+            raise InfraError(
+                f"this page is the result of a form sent by POST, and its response ({len(posted.body):,} bytes) "
+                f"is over the {MAX_POSTED_BYTES:,} a snapshot keeps (a GET of its URL is another page)"
+            )
+        return posted
+
+    async def _reopen(self, page: Page, url: str, posted: PostedPage | None) -> None:
+        """Open ``url``; a page that was a POST's result is served that result again, not sent the POST."""
+        if posted is None:
+            await page.goto(url)
+            return
+        async with serving(page, url, posted):
+            await page.goto(url)
+        assert self.documents is not None
+        self.documents.restored(PostedPage(bare(page.url), posted.status, posted.content_type, posted.body))
 
     async def evaluate(self, expression: str) -> Any:
         """The value of a fixed expression of the site's (never the agent's) on the page."""
@@ -300,6 +342,10 @@ class Session:
             raise await self._fault(e, "reading the page's reward") from None
 
     # -- internals -----------------------------------------------------------------------
+
+    def _marked(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """The page with the elements it lets a person click but gives no role marked (clickables.py)."""
+        return self.clickables.marked() if self.clickables is not None else contextlib.nullcontext()
 
     def _page(self) -> Page:
         if self.page is None:

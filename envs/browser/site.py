@@ -41,13 +41,17 @@ from typing import Any, Literal
 
 from agentenv import Task, TaskMeta
 
-__all__ = ["Action", "Check", "Site", "SiteTask", "Subgoal", "Target", "site_task"]
+__all__ = ["SEEDS", "Action", "Check", "Site", "SiteTask", "Subgoal", "Target", "site_task"]
 
 ToolName = Literal["click", "fill", "select", "press", "scroll", "goto", "back", "answer"]
 Check = Callable[..., float]
 """``(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, **args) -> float`` in [0, 1]."""
 Subgoal = Callable[..., bool]
 """``(db: sqlite3.Connection, **args) -> bool``."""
+SEEDS = 2**31
+"""A site's ``seed(db, seed)`` gets a seed in ``[0, SEEDS)``: the reset's seed modulo this (a
+reset without one draws a 128-bit seed, which SQLite's 64-bit INTEGER cannot hold). Any
+column, Python ``random.Random`` or page script takes it as it is."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,7 @@ class Site:
     schema: str
     """SQL run once on an empty database."""
     seed: Callable[[sqlite3.Connection, int], None]
-    """Fill the database for an episode seed (deterministic in it)."""
+    """Fill the database for an episode seed in ``[0, SEEDS)`` (deterministic in it)."""
     create_app: Callable[[Path], Any]
     """An ASGI app serving the site over the SQLite file at the path."""
     checks: Mapping[str, Check]

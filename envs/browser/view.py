@@ -5,7 +5,11 @@ has a ref (``[ref=e5]``, ``[ref=f3e12]`` after the third navigation) that
 ``page.get_by_ref`` resolves against the latest snapshot. The env does not show those:
 `parse` keeps the tree, drops the noise (refs of elements nobody can act on,
 ``[cursor=pointer]``, ``[active]``, unnamed ``generic`` wrappers) and gives each
-actionable element a short ref of its own, ``[e12] button "Add to cart"``.
+actionable element a short ref of its own, ``[e12] button "Add to cart"``. Actionable:
+an interactive role, or the outermost element styled ``cursor: pointer``; an element
+that takes clicks without either (a ``<span onclick>``, an ``<a>`` without ``href``, an
+inline ``cursor: pointer`` span Playwright would merge into its paragraph) is shown as a
+``button`` (a ``link`` for an ``<a>``), marked so by clickables.py for the snapshot.
 
 The env's refs (`RefBook`) are numbered across the whole episode, never reused: an
 element keeps its ref while its document lives, a new document's elements get new
@@ -52,7 +56,7 @@ ACTIONABLE_ROLES = frozenset(
     }
 )
 """Roles that get a ref. Any other element gets one when the page styles it as clickable
-(``cursor: pointer``)."""
+(``cursor: pointer``); clickables.py gives the ones that take clicks by a listener a role."""
 FILLABLE_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton"})
 SELECTABLE_ROLES = frozenset({"combobox", "listbox"})
 _HIDDEN_ATTRS = frozenset({"active", "cursor=pointer"})
