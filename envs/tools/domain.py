@@ -1,15 +1,15 @@
 """The authoring API of the tools env: a domain is request models + route functions +
 answer fields + tasks.
 
-A `Domain` holds a SQLite schema and seed, the routes the agent may call, which
-tables the verifier compares, the typed fields of its final answer, and its tasks
-with golden actions. A route is a plain function ``(db, request) -> result`` over an
+A `Domain` holds a SQLite schema and seed, the routes the agent may call, what the
+verifier leaves out of its comparison, the typed fields of its final answer, and its
+tasks with golden actions. A route is a plain function ``(db, request) -> result`` over an
 open `sqlite3.Connection`; the service runs it in a transaction, so a `RuleViolation`
 or any error rolls back every write the route made. Business rules are raised,
 never returned:
 
-    retail = Domain("retail", schema=SCHEMA, seed=seed, compare={"orders": ("id", "status")},
-                    answer=RetailAnswer, ...)
+    retail = Domain("retail", schema=SCHEMA, seed=seed, ignore_tables=("session",),
+                    ignore_columns={"refunds": ("id",)}, answer=RetailAnswer, ...)
 
     @retail.route(write=True)
     def cancel_order(db: sqlite3.Connection, req: CancelOrder) -> dict:
@@ -23,6 +23,14 @@ expects (`gold_task(..., expect={...})`); the verifier requires each of them exa
 and every other field empty, so an answer stuffed with guesses cannot score.
 Integer fields of requests and answers must be bounded inside SQLite's 64-bit range
 (checked at definition), so no argument value reaches SQLite as an overflow.
+
+The verifier compares every table and column of the schema (`Domain.compare`) but those
+named in ``ignore_tables`` (bookkeeping: a login session) and ``ignore_columns`` (ids the
+database draws, which the agent cannot choose), rows as a multiset: the final database must
+equal the one the golden actions reach in all of it, so a change to a record the task does
+not name (another order cancelled, every booking moved) fails the task however well the
+named record was handled. A table left out of a hand-written list could be changed at
+will; here leaving one out is a decision in the domain's code.
 
 Every task an env is given (the domain's own, a task file, a `Task` in reset options)
 passes `Domain.check_task`: at most `MAX_GOLD_ACTIONS` golden actions, each a route of
@@ -42,8 +50,10 @@ import importlib
 import inspect
 import sqlite3
 import typing
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -53,6 +63,7 @@ from agentenv.core.task import did_you_mean
 
 __all__ = [
     "MAX_GOLD_ACTIONS",
+    "MAX_REPORTED",
     "Answer",
     "Domain",
     "NotFound",
@@ -61,12 +72,15 @@ __all__ = [
     "RuleViolation",
     "gold_task",
     "load_domain",
+    "row_differences",
 ]
 
 Handler = Callable[[sqlite3.Connection, Any], Any]
 FINISH_TOOL = "respond"  # the env's own terminal tool: the final answer, never sent to the service
 MESSAGE_FIELD = "message"  # respond's free text: shown to the user, never scored
 SQLITE_INT_RANGE = (-(2**63), 2**63 - 1)
+MAX_REPORTED = 20
+"""Differences `row_differences` names one by one; past this many it says how many more."""
 MAX_GOLD_ACTIONS = 64
 """The most golden actions (``respond`` included) a task may hold. The verifier replays
 them all, one signed call each, inside the step that ends the episode, so a longer list
@@ -153,27 +167,39 @@ class Domain:
         *,
         schema: str,
         seed: Callable[[sqlite3.Connection], None],
-        compare: Mapping[str, Sequence[str]],
         instructions: str,
         tasks: Callable[[], Sequence[Task]] | None = None,
         answer: type[Answer] = Answer,
+        ignore_tables: Sequence[str] = (),
+        ignore_columns: Mapping[str, Sequence[str]] | None = None,
+        compare: None = None,
     ) -> None:
         """
         Args:
             name: Short name (``retail``); also the task family.
             schema: SQL run once to create the tables of the seed database.
             seed: Fills the seed database; must be deterministic.
-            compare: Table -> columns the verifier hashes. Leave out surrogate ids
-                the agent cannot choose and bookkeeping tables (sessions).
             instructions: The system prompt's policy text (the rules, in words).
             tasks: Returns the tasks; called once, lazily, so it may use the routes.
             answer: The typed fields of the final answer (default: none, only the message).
+            ignore_tables: Tables the verifier leaves out: bookkeeping (a login session).
+            ignore_columns: Table -> columns the verifier leaves out: ids the database
+                draws (``AUTOINCREMENT``), which the agent cannot choose. Every other
+                table and column is compared.
+            compare: Removed: every table and column is compared now; name what is not
+                in ``ignore_tables`` and ``ignore_columns``.
         """
+        if compare is not None:
+            raise TypeError(
+                f"domain {name!r}: compare= was replaced by ignore_tables= and ignore_columns=: the verifier "
+                "compares every table and column of the schema but those named there"
+            )
         _check_answer_model(answer)
         self.name = name
         self.schema = schema
         self.seed = seed
-        self.compare = {table: tuple(cols) for table, cols in compare.items()}
+        self.compare: dict[str, tuple[str, ...]] = _compared(name, schema, ignore_tables, ignore_columns or {})
+        """Table -> the columns the verifier compares: all of the schema's but the ignored ones."""
         self.instructions = instructions
         self.answer = answer
         self.routes: dict[str, Route] = {}
@@ -221,6 +247,19 @@ class Domain:
             with db:
                 db.executescript(self.schema)
                 self.seed(db)
+        finally:
+            db.close()
+
+    def compared_rows(self, path: str | Path) -> dict[str, list[tuple[Any, ...]]]:
+        """The compared columns of every compared table of the database at ``path`` (opened
+        read-only), rows sorted: two databases match when these are equal."""
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            out = {}
+            for table, columns in sorted(self.compare.items()):
+                cols = ", ".join(f'"{c}"' for c in columns)  # names read from the schema, not the agent
+                out[table] = db.execute(f'SELECT {cols} FROM "{table}" ORDER BY {cols}').fetchall()  # noqa: S608
+            return out
         finally:
             db.close()
 
@@ -301,6 +340,53 @@ def gold_task(
         payload={"actions": calls, "expect": expect, "inferred": sorted(inferred)},
         metadata=TaskMeta(family=family, difficulty=difficulty),
     )
+
+
+def row_differences(want: Mapping[str, list[tuple[Any, ...]]], got: Mapping[str, list[tuple[Any, ...]]]) -> list[str]:
+    """What differs between two `Domain.compared_rows` results, table by table: each row the
+    first holds more often than the second (``missing``) and the other way (``unexpected``),
+    as ``"<table>: missing (...)"``; at most `MAX_REPORTED` of them, then how many more."""
+    found: list[str] = []
+    for table in sorted(want.keys() | got.keys()):
+        a, b = Counter(want.get(table, [])), Counter(got.get(table, []))
+        found += [f"{table}: missing {row!r:.300}" for row in sorted((a - b).elements(), key=repr)]
+        found += [f"{table}: unexpected {row!r:.300}" for row in sorted((b - a).elements(), key=repr)]
+    if len(found) > MAX_REPORTED:
+        return [*found[:MAX_REPORTED], f"... and {len(found) - MAX_REPORTED} more"]
+    return found
+
+
+def _compared(
+    name: str, schema: str, ignore_tables: Sequence[str], ignore_columns: Mapping[str, Sequence[str]]
+) -> dict[str, tuple[str, ...]]:
+    """Every table of ``schema`` and its columns, less the ignored ones; ValueError for an
+    ignored table or column the schema does not have."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(schema)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        tables = [t for t in tables if not t.startswith("sqlite_")]  # sqlite_sequence: AUTOINCREMENT's own
+        columns = {t: [r[1] for r in db.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+    finally:
+        db.close()
+    for table in [*ignore_tables, *ignore_columns]:
+        if table not in columns:
+            raise ValueError(
+                f"domain {name!r}: no table {table!r} to ignore in the schema.{did_you_mean(table, columns)}"
+            )
+    for table, cols in ignore_columns.items():
+        for col in cols:
+            if col not in columns[table]:
+                raise ValueError(
+                    f"domain {name!r}: table {table!r} has no column {col!r} to ignore."
+                    f"{did_you_mean(col, columns[table]) or f' Columns: {columns[table]}.'}"
+                )
+    compared = {}
+    for table, cols in columns.items():
+        kept = tuple(c for c in cols if c not in ignore_columns.get(table, ()))
+        if table not in ignore_tables and kept:
+            compared[table] = kept
+    return compared
 
 
 def _fields(respond_args: Mapping[str, Any]) -> dict[str, Any]:

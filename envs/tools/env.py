@@ -10,10 +10,12 @@ for the user (never scored) and the typed fields of the domain's `Answer` model.
 Rewards. Step: ``rule_violation`` (-0.1 per call a business rule refused) and
 ``server_error`` (-0.1 per 5xx); an invalid call is the core's ``format`` penalty.
 Task, the tau2-bench way: replay the golden actions on a fresh copy of the seed
-through the same service and hash the compared tables of both databases
-(``db_match``); ``outputs`` is 1 when the answer fields given are exactly the
-task's ``expect`` (each expected field equal, every other one empty), so stuffing
-the answer cannot help. Both are reported with weight 0; ``task`` is their product.
+through the same service and hash both databases (``db_match``): every table and
+column but the few the domain ignores (`Domain.compare`), so a change to any record
+the task does not name fails it; ``state.db_diff`` then names the rows that differ
+(found by a second golden replay, on a mismatch only). ``outputs`` is 1 when the
+answer fields given are exactly the task's ``expect`` (each expected field equal,
+every other one empty), so stuffing the answer cannot help. Both are reported with weight 0; ``task`` is their product.
 
 Each expected value (but the inferred ones) must also have been *seen*: shown in a
 tool result before the answering action, and about the task's subject. The subject
@@ -31,7 +33,8 @@ make the filter the subject: a read with another filter does not count.
 
 Faults: a killed, hung, unreachable or impersonated service, or a lost episode
 database, raises `InfraError` (the episode is truncated as ``infra``, never
-scored; `step` never raises for it); every call has ``timeout_s``. What an action
+scored; `step` never raises for it); every call has ``timeout_s`` for its whole answer
+(a service that trickles it a byte at a time is as late as one that says nothing). What an action
 can cause (any argument value) is a ``format`` or tool error, never ``infra``:
 request models bound their integers and pydantic refuses lone surrogates. Snapshots
 carry the episode database (serialised, base64); a restore refuses (ValueError) one that
@@ -45,9 +48,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
 import hashlib
 import json
+import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -57,7 +62,7 @@ from pydantic import BaseModel, ConfigDict
 from agentenv import CallOutcome, Env, InfraError, ScriptedPolicy, State, Task, TaskSet, ToolError
 from agentenv.core.tools import ToolSpec, spec_from_model
 from agentenv.envs.tools import service as services
-from agentenv.envs.tools.domain import FINISH_TOOL, MESSAGE_FIELD, Domain, Route, load_domain
+from agentenv.envs.tools.domain import FINISH_TOOL, MESSAGE_FIELD, Domain, Route, load_domain, row_differences
 from agentenv.envs.tools.service import db_hash
 
 __all__ = ["ToolsEnv", "ToolsState", "db_hash", "oracle", "respond_spec", "route_specs"]
@@ -88,6 +93,9 @@ class ToolsState(State):
     writes: list[str] = []
     violations: list[str] = []
     server_errors: int = 0
+    db_diff: list[str] = []
+    """Set by `verify` when the final database is not the golden one: each compared row it lacks
+    (``missing``) or holds beyond it (``unexpected``), by table (`Domain.compared_rows`)."""
 
 
 class _Saved(BaseModel):
@@ -115,7 +123,7 @@ class ToolsEnv(Env[ToolsState]):
         Args:
             domain: The domain as ``"module:ATTRIBUTE"`` (the service process imports it by that name).
             tasks: Default: the domain's tasks.
-            timeout_s: Per tool call; a slower service is an infrastructure failure.
+            timeout_s: Per tool call, for the whole answer; a slower service is an infrastructure failure.
             kwargs: Passed to `Env` (max_turns, parser, tool_prompt, render_mode).
         """
         if timeout_s <= 0:
@@ -185,6 +193,7 @@ class ToolsEnv(Env[ToolsState]):
     def verify(self, task: Task) -> dict[str, float]:
         service, episode = self._live()  # never replaced here: a service that died is this episode's infra failure
         db_match = float(self._gold_hash(service, episode, task) == service.episode_hash(episode))
+        self.state.db_diff = [] if db_match else self._db_diff(service, episode, task)
         expect = task.payload.get("expect", {})
         outputs = float(self.state.answer_fields == expect and self._seen_all(expect, task.payload.get("inferred", ())))
         return {"task": db_match * outputs, "db_match": db_match, "outputs": outputs}
@@ -308,19 +317,37 @@ class ToolsEnv(Env[ToolsState]):
         actions = [a for a in task.payload.get("actions", []) if a["name"] != FINISH_TOOL]
         key = hashlib.sha256(json.dumps([task.id, actions], sort_keys=True).encode()).hexdigest()
         if key not in service.gold_hashes:
-            gold = f"{episode}-gold"
-            service.reset_episode(gold)
-            try:
-                for action in actions:
-                    reply = service.call(gold, action["name"], json.dumps(action["arguments"]).encode(), self.timeout_s)
-                    if reply.status != 200:
-                        raise ValueError(
-                            f"task {task.id!r}: golden action {action['name']!r} failed: {reply.kind}: {reply.message}"
-                        )
+            with self._gold_db(service, episode, task) as gold:
                 service.gold_hashes[key] = service.episode_hash(gold)
-            finally:
-                service.drop_episode(gold)
         return service.gold_hashes[key]
+
+    @contextlib.contextmanager
+    def _gold_db(self, service: services.Service, episode: str, task: Task) -> Iterator[str]:
+        """The golden actions replayed on a fresh copy of the seed: the episode id of that
+        database, dropped on leaving."""
+        actions = [a for a in task.payload.get("actions", []) if a["name"] != FINISH_TOOL]
+        gold = f"{episode}-gold"
+        service.reset_episode(gold)
+        try:
+            for action in actions:
+                reply = service.call(gold, action["name"], json.dumps(action["arguments"]).encode(), self.timeout_s)
+                if reply.status != 200:
+                    raise ValueError(
+                        f"task {task.id!r}: golden action {action['name']!r} failed: {reply.kind}: {reply.message}"
+                    )
+            yield gold
+        finally:
+            service.drop_episode(gold)
+
+    def _db_diff(self, service: services.Service, episode: str, task: Task) -> list[str]:
+        """The compared rows where the episode's database and the golden one differ."""
+        try:
+            with self._gold_db(service, episode, task) as gold:
+                want = self.domain.compared_rows(service.db_path(gold))
+            got = self.domain.compared_rows(service.db_path(episode))
+        except (sqlite3.Error, OSError) as e:  # the files are the service's: gone or broken is its failure
+            raise InfraError(f"could not read the {self.domain.name} databases to compare them: {e}") from None
+        return row_differences(want, got)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,11 @@ and a JSON patch, which count once `agentenv.envs.world.validate` accepts them
 (see `agentenv.envs.world.emulator`). Code tools run their code on a copy of the
 state; their change is validated the same way.
 
-Rewards. Task: the goal (JSON Logic) on the final canonical state, 1 or 0. Step:
+Rewards. Task: 1 when the goal (JSON Logic) holds on the final canonical state and
+the task's frame does too (`agentenv.envs.world.frame`: nothing outside what the task
+may touch differs from the state its golden run ends in), else 0; ``goal`` and ``frame``
+(weight 0) say which failed, and the state's ``frame_violations`` names what changed
+that should not have. With ``stop_on_goal`` the episode ends once both hold. Step:
 ``subgoals``, shaping over the share of the task's sub-goals that hold: a step earns
 ``subgoal_weight`` times the rise of the share above its best so far, and is charged
 for a fall below its lowest so far (the start's at first); the last step settles the
@@ -37,6 +41,7 @@ import importlib
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,12 +49,13 @@ from agentenv import CallOutcome, Env, ScriptedPolicy, State, Task, TaskSet, too
 from agentenv.core.tools import ToolSpec, spec_from_model
 from agentenv.envs.world.cache import WorldCache, open_cache
 from agentenv.envs.world.emulator import CallRefused, Emulator, start_chars
+from agentenv.envs.world.frame import Frame
 from agentenv.envs.world.keys import canonical_json
 from agentenv.envs.world.metrics import WorldMetrics, world_metrics
 from agentenv.envs.world.models import ScriptedWorldModel, WorldModel
 from agentenv.envs.world.predicates import Predicate, rule_predicate
 from agentenv.envs.world.prompt import HistoryItem
-from agentenv.envs.world.replay import checked_tasks
+from agentenv.envs.world.replay import checked_tasks, task_frame
 from agentenv.envs.world.validate import run_code
 from agentenv.envs.world.world import FINISH_TOOL, Args, World, WorldTaskPayload, WorldTool, task_payload
 
@@ -57,7 +63,8 @@ __all__ = ["WorldEnv", "WorldEnvState", "load_world", "oracle"]
 
 _TOOL_ATTR = "world:"  # prefix of the per-instance callers the core dispatches to
 _GOALS_KEPT = 4096
-"""Compiled goals an env keeps, the least recently used dropped first (a long run meets many tasks)."""
+"""Compiled goals and frames an env keeps, the least recently used dropped first (a long run
+meets many tasks)."""
 
 
 class WorldEnvState(State):
@@ -78,6 +85,9 @@ class WorldEnvState(State):
     start_chars: int | None = None
     """The size of the episode's first state in a world model's request (`start_chars`): a
     request too long for the model and well past it, the agent's calls made so."""
+    frame_violations: list[str] = []
+    """Set by `verify`: where the final state differs from the golden run's end outside what the
+    task may touch (JSON Pointers, each with added, removed or changed); empty when none."""
 
 
 class Finish(Args):
@@ -87,7 +97,7 @@ class Finish(Args):
 class WorldEnv(Env[WorldEnvState]):
     state_type = WorldEnvState
     payload_type = WorldTaskPayload
-    reward_weights: ClassVar[Mapping[str, float]] = {"emulator_rejections": 0.0}
+    reward_weights: ClassVar[Mapping[str, float]] = {"emulator_rejections": 0.0, "goal": 0.0, "frame": 0.0}
     subgoal_weight: float = 0.5
     """The step reward a whole episode's sub-goal progress is worth (see the module doc)."""
     history_turns: int = 8
@@ -145,7 +155,7 @@ class WorldEnv(Env[WorldEnvState]):
         for tool in self.world.tools.values():
             setattr(self, _TOOL_ATTR + tool.name, functools.partial(self._world_call, tool))
         self._rejections = 0
-        self._goals: OrderedDict[tuple[str, str], tuple[Predicate, list[Predicate]]] = OrderedDict()
+        self._goals: OrderedDict[tuple[str, str], _Compiled] = OrderedDict()
         super().__init__(tasks, **kwargs)
 
     @property
@@ -159,6 +169,7 @@ class WorldEnv(Env[WorldEnvState]):
         return checked_tasks(self.world)
 
     def initial_state(self, task: Task) -> WorldEnvState:
+        self._compiled(task)  # a task whose frame cannot be made (no golden run) fails here, not at verify
         start = self.world.task_start(task)
         self._rejections = 0
         potential = self._potential(task, start)
@@ -190,12 +201,18 @@ class WorldEnv(Env[WorldEnvState]):
         settle = owed - ((best - start) - (start - lowest))
         return {"subgoals": self.subgoal_weight * settle} if settle else {}
 
-    def verify(self, task: Task) -> float:
-        goal, _ = self._predicates(task)
-        return float(goal.test(self.state.world))
+    def verify(self, task: Task) -> dict[str, float]:
+        compiled = self._compiled(task)
+        world = self.state.world
+        reached = compiled.goal.test(world)
+        self.state.frame_violations = broken = compiled.frame.violations(world)
+        return {"task": float(reached and not broken), "goal": float(reached), "frame": float(not broken)}
 
     def is_done(self) -> bool:
-        return self.world.stop_on_goal and self._predicates(self.task)[0].test(self.state.world)
+        if not self.world.stop_on_goal:
+            return False
+        compiled, world = self._compiled(self.task), self.state.world
+        return compiled.goal.test(world) and compiled.frame.holds(world)
 
     def restore_external(self, data: Any) -> None:
         # initial_state does not run on a resume: drop the rejections an infra step left uncounted
@@ -236,17 +253,19 @@ class WorldEnv(Env[WorldEnvState]):
 
     # -- internals ---------------------------------------------------------------------
 
-    def _predicates(self, task: Task) -> tuple[Predicate, list[Predicate]]:
-        """The task's compiled goal and sub-goals, kept by id *and* rules: tasks may share an
-        id and differ in goal (mined variants, task files reusing ids, a task passed to reset)."""
+    def _compiled(self, task: Task) -> _Compiled:
+        """The task's compiled goal, sub-goals and frame, kept by id *and* payload: tasks may
+        share an id and differ in goal or golden run (mined variants, task files reusing ids,
+        a task passed to reset)."""
         key = _goal_key(task)
         if key is not None and key in self._goals:
             self._goals.move_to_end(key)
             return self._goals[key]
         payload = task_payload(task)
-        found = (
+        found = _Compiled(
             rule_predicate(f"{task.id}:goal", payload.goal),
             [rule_predicate(f"{task.id}:{s.name}", s.rule) for s in payload.subgoals],
+            task_frame(self.world, task),
         )
         if key is not None:
             self._goals[key] = found
@@ -255,7 +274,7 @@ class WorldEnv(Env[WorldEnvState]):
         return found
 
     def _potential(self, task: Task, state: dict[str, Any]) -> float:
-        _, subgoals = self._predicates(task)
+        subgoals = self._compiled(task).subgoals
         if not subgoals:
             return 0.0
         return sum(s.test(state) for s in subgoals) / len(subgoals)
@@ -268,12 +287,20 @@ def _bounds(state: WorldEnvState) -> tuple[float, float]:
     return max(best, state.start_potential), min(lowest, state.start_potential)
 
 
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    """What `WorldEnv` derives from a task once: its rules compiled and its frame."""
+
+    goal: Predicate
+    subgoals: list[Predicate]
+    frame: Frame
+
+
 def _goal_key(task: Task) -> tuple[str, str] | None:
-    """What a task's compiled rules depend on: its id (their names) and its rules as
-    canonical JSON; None for rules that are not JSON (compiling them says why)."""
-    rules = [task.payload.get("goal"), task.payload.get("subgoals", [])]
+    """What a task's compiled rules and frame depend on: its id (the rules' names) and its
+    payload as canonical JSON; None for a payload that is not JSON (compiling it says why)."""
     try:
-        return task.id, canonical_json(rules)
+        return task.id, canonical_json(task.payload)
     except (TypeError, ValueError, RecursionError):
         return None
 

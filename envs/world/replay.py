@@ -3,7 +3,9 @@
 `golden_run` applies each golden step (a code tool's code, an emulated tool's golden
 response) with the same validation the env uses, and `check_task` requires of a
 task: its setup applies, the invariants hold at its start, its goal does not, every
-golden step is accepted, and the goal holds after the last one. `checked_tasks` is a
+golden step is accepted, the goal holds after the last one, and its ``may_change``
+patterns parse. `task_frame` is the task's frame (`agentenv.envs.world.frame`): the
+state the golden run ends in, and what it changed. `checked_tasks` is a
 world's tasks, each checked once: the env and the scripted model read them through it,
 and the proposer admits drafted worlds with it.
 """
@@ -17,13 +19,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentenv import Task, TaskSet, ToolError
+from agentenv.envs.world.frame import Frame, changed_paths, frame_patterns
 from agentenv.envs.world.keys import state_hash
 from agentenv.envs.world.paths import bind_all
 from agentenv.envs.world.predicates import PredicateError, rule_predicate
 from agentenv.envs.world.validate import Rejected, run_code, validate_change
 from agentenv.envs.world.world import Response, World, task_payload
 
-__all__ = ["GoldenRecord", "check_task", "checked_tasks", "golden_run"]
+__all__ = ["GoldenRecord", "check_task", "checked_tasks", "golden_run", "task_frame"]
 
 _checked: weakref.WeakKeyDictionary[World, TaskSet] = weakref.WeakKeyDictionary()
 """The task set of each world that passed `check_task` (a world's tasks change only by `add_task`)."""
@@ -95,12 +98,31 @@ def check_task(world: World, task: Task) -> None:
     if not payload.golden:
         raise ValueError(f"task {task.id!r}: no golden actions")
     records = golden_run(world, task)
+    task_frame(world, task, records)  # its may_change patterns parse
     end = records[-1].after
     if not goal.test(end):
         raise ValueError(f"task {task.id!r}: the golden actions do not reach the goal")
     for sub in subgoals:
         if not sub.test(end):
             raise ValueError(f"task {task.id!r}: sub-goal {sub.name!r} does not hold after the golden actions")
+
+
+def task_frame(world: World, task: Task, records: list[GoldenRecord] | None = None) -> Frame:
+    """The frame of ``task``: the end state of its golden run (``records``, or run now), the
+    paths where it differs from the task's start, and the task's ``may_change`` patterns.
+    ValueError for a task with no golden actions (nothing would say what it may change) or
+    whose golden run does not apply."""
+    payload = task_payload(task)
+    if not payload.golden:
+        raise ValueError(
+            f"task {task.id!r}: no golden actions, and a world task's frame (what it may change) comes from them"
+        )
+    if records is None:
+        records = golden_run(world, task)
+    expected = records[-1].after
+    touched = changed_paths(world.task_start(task), expected)
+    extra = frame_patterns(payload.may_change, f"task {task.id!r}")
+    return Frame(expected, tuple(p.shown for p in touched), (*touched, *extra))
 
 
 def checked_tasks(world: World) -> TaskSet:

@@ -86,6 +86,7 @@ class TaskSpec(_Strict):
     subgoals: list[SubGoal] = []
     setup: list[dict[str, Any]] = []
     golden: list[GoldenStep]
+    may_change: list[str] = []
 
 
 class WorldSpec(_Strict):
@@ -277,11 +278,13 @@ def _predicate(spec: PredicateSpec, where: str) -> Predicate:
 
 
 def _task(spec: TaskSpec, world: str) -> Task:
-    payload = WorldTaskPayload(goal=spec.goal, subgoals=spec.subgoals, setup=spec.setup, golden=spec.golden)
+    payload = WorldTaskPayload(
+        goal=spec.goal, subgoals=spec.subgoals, setup=spec.setup, golden=spec.golden, may_change=spec.may_change
+    )
     return Task(
         id=spec.id,
         prompt=spec.prompt,
-        payload=payload.model_dump(mode="json", exclude_none=True),
+        payload=payload.as_json(),
         metadata=TaskMeta(family=spec.family or world, difficulty=spec.difficulty),
     )
 

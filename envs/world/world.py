@@ -111,6 +111,15 @@ class WorldTaskPayload(BaseModel):
     setup: list[dict[str, Any]] = []
     """An RFC 6902 patch applied to the world's initial state for this task."""
     golden: list[GoldenStep] = []
+    may_change: list[str] = []
+    """Path patterns (`agentenv.envs.world.paths` syntax, ``*`` but no ``{argument}``) the task
+    may change besides what its golden actions change: for a task with more than one right
+    outcome. Everything else must end as the golden run leaves it (`agentenv.envs.world.frame`)."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The payload as a task holds it (``may_change`` only when given, so the tasks written
+        before it keep their payloads)."""
+        return self.model_dump(mode="json", exclude_none=True, exclude=None if self.may_change else {"may_change"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -355,11 +364,13 @@ def world_task(
     golden: Sequence[tuple[str, Mapping[str, Any]] | tuple[str, Mapping[str, Any], Response | None]],
     subgoals: Mapping[str, Any] | None = None,
     setup: Sequence[Mapping[str, Any]] = (),
+    may_change: Sequence[str] = (),
     family: str = "default",
     difficulty: int = 0,
 ) -> Task:
     """A world task: ``golden`` holds ``(tool, arguments)`` for code tools and
-    ``(tool, arguments, respond(...))`` for emulated ones."""
+    ``(tool, arguments, respond(...))`` for emulated ones. The task may change what its
+    golden actions change and what ``may_change`` names, nothing else (`WorldTaskPayload`)."""
     steps = []
     for step in golden:
         tool, arguments, *rest = step
@@ -369,11 +380,12 @@ def world_task(
         subgoals=[SubGoal(name=k, rule=v) for k, v in (subgoals or {}).items()],
         setup=[dict(op) for op in setup],
         golden=steps,
+        may_change=list(may_change),
     )
     return Task(
         id=task_id,
         prompt=prompt,
-        payload=payload.model_dump(mode="json", exclude_none=True),
+        payload=payload.as_json(),
         metadata=TaskMeta(family=family, difficulty=difficulty),
     )
 

@@ -6,21 +6,39 @@ Answers: an information task expects one value. `answer_text`, `answer_int` and
 normalised, one pair of quotes and a final full stop dropped) or as nothing, so an
 answer listing several candidates never matches.
 
-Changes: a site reads the tables a task concerns into a `State` (rows keyed by their
+Changes: a site reads its whole database into a `State` (every table and column but
+the side effects of merely looking, such as mail's read flags; rows keyed by their
 primary key, with literal SQL in the site's module) and `changes` gives what was
-added, removed or changed. A writing check requires the intended change and that
-nothing else changed in those tables, so an agent that writes many things to be
-sure of one scores 0, and an agent that does nothing scores 0.
+added, removed or changed. That is every task's frame: a writing check requires the
+intended change and that nothing else changed anywhere, so an agent that writes many
+things to be sure of one scores 0, and an agent that does nothing scores 0; an
+information check is wrapped in `read_only`, so a right answer after collateral
+damage (the cart emptied, every booking cancelled) scores 0 too. `describe` names
+what changed.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+import sqlite3
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["State", "TableChange", "answer_cents", "answer_int", "answer_text", "changes", "keyed", "normalise"]
+__all__ = [
+    "Check",
+    "State",
+    "TableChange",
+    "answer_cents",
+    "answer_int",
+    "answer_text",
+    "changes",
+    "describe",
+    "keyed",
+    "normalise",
+    "read_only",
+]
 
 Row = tuple[Any, ...]
 State = Mapping[str, Mapping[Hashable, Row]]
@@ -97,3 +115,34 @@ def changes(before: State, after: State) -> dict[str, TableChange]:
         if change:
             out[table] = change
     return out
+
+
+def describe(changed: Mapping[str, TableChange], limit: int = 20) -> list[str]:
+    """What `changes` found, one line per row (``"orders 1003: changed"``), at most ``limit``
+    lines and then how many more: the reason a frame does not hold."""
+    lines = [
+        f"{table} {key!r}: {kind}"
+        for table, change in sorted(changed.items())
+        for kind, rows in (("added", change.added), ("removed", change.removed), ("changed", change.changed))
+        for key in sorted(rows, key=repr)
+    ]
+    return [*lines[:limit], f"... and {len(lines) - limit} more"] if len(lines) > limit else lines
+
+
+Check = Callable[..., float]
+
+
+def read_only(state: Callable[[sqlite3.Connection], State]) -> Callable[[Check], Check]:
+    """A decorator for an information check: it scores 0 unless ``state`` (the site's whole
+    database, side effects of looking aside) ends as the episode began. The check runs first,
+    so a task it cannot score (an authoring error) still says so."""
+
+    def wrap(check: Check) -> Check:
+        @functools.wraps(check)
+        def checked(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, **args: Any) -> float:
+            score = check(db, start, answer, **args)
+            return 0.0 if changes(state(start), state(db)) else score
+
+        return checked
+
+    return wrap

@@ -12,7 +12,8 @@ grow a booking; book a follow-up that copies another booking's details). A writi
 check wants exactly one intended change to the bookings and nothing else: one new
 booking with exactly these details (for "any room", one that seats the attendees and
 was free), one booking changed in exactly the fields asked, or exactly these bookings
-cancelled. An answer is one value, never a list.
+cancelled. A lookup wants the bookings and rooms as they were (a right answer after
+cancelling or booking anything scores 0). An answer is one value, never a list.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sqlite3
 
 from agentenv.envs.browser.apps._booking_app import create_app
 from agentenv.envs.browser.apps._golden import answer, choose, click, fill
-from agentenv.envs.browser.apps._verify import State, answer_int, answer_text, changes, keyed, normalise
+from agentenv.envs.browser.apps._verify import State, answer_int, answer_text, changes, keyed, normalise, read_only
 from agentenv.envs.browser.site import Site, SiteTask
 
 __all__ = ["SITE"]
@@ -95,6 +96,7 @@ COLUMNS = ("id", "room_id", "title", "organizer", "day", "start_time", "end_time
 
 
 def _state(db: sqlite3.Connection) -> State:
+    """Every table and column: the frame of every task."""
     return {
         "rooms": keyed(db.execute("SELECT id, name, floor, capacity, projector FROM rooms")),
         "bookings": keyed(
@@ -193,18 +195,21 @@ def check_edited(
     return float(diff == want)
 
 
+@read_only(_state)
 def check_capacity(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, room: str) -> float:
     """The answer is the number of seats of the room."""
     row = start.execute("SELECT capacity FROM rooms WHERE id = ?", (_room_id(start, room),)).fetchone()
     return float(answer_int(answer) == row[0])
 
 
+@read_only(_state)
 def check_organizer(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, title: str) -> float:
     """The answer is the email of the booking's organizer."""
     row = start.execute("SELECT organizer FROM bookings WHERE id = ?", (_booking_id(start, title),)).fetchone()
     return float(answer_text(answer) == normalise(row[0]))
 
 
+@read_only(_state)
 def check_room_with(
     db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, floor: int, projector: bool
 ) -> float:
@@ -215,6 +220,7 @@ def check_room_with(
     return float(answer_text(answer) == normalise(rows[0][0]))
 
 
+@read_only(_state)
 def check_count_on(
     db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, room: str, day: str
 ) -> float:
@@ -226,6 +232,7 @@ def check_count_on(
     return float(answer_int(answer) == row[0])
 
 
+@read_only(_state)
 def check_count_by(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, organizer: str) -> float:
     """The answer is the number of confirmed bookings the organizer made."""
     row = start.execute(

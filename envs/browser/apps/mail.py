@@ -10,14 +10,17 @@ Tasks (14): lookups (the newest subject, the unread count, a fact in a message, 
 many messages one person sent, who sent the most) and writes (archive, trash, star,
 label, reply; archive all of one sender's messages; reply then archive; create a label
 and put it on two messages). A writing check wants exactly the intended change to the
-messages and labels and nothing else; the read state is left out, since reading a
-message marks it read. A reply must be one message to the sender alone, with the
-subject ``Re: ...``, saying the phrase asked for in at most 2,000 characters. An answer
-is one value, never a list.
+messages and labels and nothing else; a lookup wants them as they were (a right answer
+after trashing every message scores 0). The read state is left out, since reading a
+message marks it read, but no check passes once a message read before the episode is
+unread again (marking messages unread is a change, not a look). A reply must be one
+message to the sender alone, with the subject ``Re: ...``, saying the phrase asked for
+in at most 2,000 characters. An answer is one value, never a list.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import sqlite3
 from collections.abc import Mapping
@@ -26,7 +29,17 @@ from typing import Any
 
 from agentenv.envs.browser.apps._golden import answer, click, fill, press
 from agentenv.envs.browser.apps._mail_app import ME, create_app
-from agentenv.envs.browser.apps._verify import State, TableChange, answer_int, answer_text, changes, keyed, normalise
+from agentenv.envs.browser.apps._verify import (
+    Check,
+    State,
+    TableChange,
+    answer_int,
+    answer_text,
+    changes,
+    keyed,
+    normalise,
+    read_only,
+)
 from agentenv.envs.browser.site import Site, SiteTask
 
 __all__ = ["SITE"]
@@ -163,7 +176,8 @@ def seed(db: sqlite3.Connection, seed: int) -> None:
 
 
 def _state(db: sqlite3.Connection) -> State:
-    """Everything but the read state (opening a message marks it read: a side effect, not a change)."""
+    """Every table and column but the read state (opening a message marks it read: a side effect,
+    not a change; `_keeps_read_state` holds the rest of it)."""
     return {
         "messages": keyed(
             db.execute(
@@ -174,6 +188,20 @@ def _state(db: sqlite3.Connection) -> State:
         "labels": keyed(db.execute("SELECT id, name FROM labels")),
         "message_labels": keyed(db.execute("SELECT message_id, label_id FROM message_labels"), width=2),
     }
+
+
+def _keeps_read_state(check: Check) -> Check:
+    """``check``, scoring 0 when a message read as the episode began is unread at its end:
+    reading may mark messages read, and only an act of the agent's marks one unread."""
+
+    @functools.wraps(check)
+    def checked(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, **args: Any) -> float:
+        score = check(db, start, answer, **args)
+        read = {row[0] for row in start.execute("SELECT id FROM messages WHERE is_read = 1")}
+        unread = {row[0] for row in db.execute("SELECT id FROM messages WHERE is_read = 0")}
+        return 0.0 if read & unread else score
+
+    return checked
 
 
 def _message_id(db: sqlite3.Connection, subject: str) -> int:
@@ -278,6 +306,7 @@ def check_replied(
     return float(_moved_only(moved, {original: then_folder}))
 
 
+@read_only(_state)
 def check_newest_subject(
     db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, folder: str
 ) -> float:
@@ -288,12 +317,14 @@ def check_newest_subject(
     return float(row is not None and answer_text(answer) == normalise(row[0]))
 
 
+@read_only(_state)
 def check_unread_count(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, folder: str) -> float:
     """The answer is the number of unread messages in the folder as the episode began."""
     row = start.execute("SELECT count(*) FROM messages WHERE folder = ? AND is_read = 0", (folder,)).fetchone()
     return float(answer_int(answer) == row[0])
 
 
+@read_only(_state)
 def check_fact(
     db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, subject: str, value: str
 ) -> float:
@@ -304,6 +335,7 @@ def check_fact(
     return float(answer_text(answer) == normalise(value))
 
 
+@read_only(_state)
 def check_count_from(
     db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, sender: str, folder: str
 ) -> float:
@@ -314,6 +346,7 @@ def check_count_from(
     return float(answer_int(answer) == row[0])
 
 
+@read_only(_state)
 def check_top_sender(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, folder: str) -> float:
     """The answer is the name of the one sender with the most messages in the folder."""
     rows = start.execute(
@@ -551,22 +584,25 @@ TASKS = [
     ),
 ]
 
+_CHECKS: dict[str, Check] = {
+    "moved": check_moved,
+    "starred": check_starred,
+    "labelled": check_labelled,
+    "replied": check_replied,
+    "newest_subject": check_newest_subject,
+    "unread_count": check_unread_count,
+    "fact": check_fact,
+    "count_from": check_count_from,
+    "top_sender": check_top_sender,
+}
+"""The checks as written; the site's are these, each also wanting the read state kept."""
+
 SITE = Site(
     name="mail",
     schema=SCHEMA,
     seed=seed,
     create_app=create_app,
-    checks={
-        "moved": check_moved,
-        "starred": check_starred,
-        "labelled": check_labelled,
-        "replied": check_replied,
-        "newest_subject": check_newest_subject,
-        "unread_count": check_unread_count,
-        "fact": check_fact,
-        "count_from": check_count_from,
-        "top_sender": check_top_sender,
-    },
+    checks={name: _keeps_read_state(check) for name, check in _CHECKS.items()},
     tasks=TASKS,
     subgoals={"in_folder": in_folder, "has_label": has_label, "label_exists": label_exists, "replied_to": replied_to},
 )

@@ -10,9 +10,11 @@ order's total, which order held a product, what the delivered orders cost) and w
 (add, remove or change a cart line; cancel an order; check out the cart; buy one
 product and nothing else). A writing check wants exactly the intended change in the
 shop's tables: the cart as asked and nothing else changed; one new order with exactly
-these items at their prices, this address, shipping and card, and stock taken for
-exactly those items; a cancellation that flips only the status and returns the stock.
-An answer is one value (dollars, a whole number, a name), never a list.
+these items at their prices, this address, shipping and card, stock taken for exactly
+those items and the cart left empty, as checking out leaves it; a cancellation that
+flips only the status and returns the stock. A lookup wants the shop as it was (a
+right answer after emptying the cart or cancelling orders scores 0). An answer is one
+value (dollars, a whole number, a name), never a list.
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ from collections.abc import Mapping
 
 from agentenv.envs.browser.apps._golden import answer, choose, click, fill, press
 from agentenv.envs.browser.apps._shop_app import COUNTRIES, create_app, shipping_cents
-from agentenv.envs.browser.apps._verify import State, answer_cents, answer_int, answer_text, changes, keyed, normalise
+from agentenv.envs.browser.apps._verify import (
+    State,
+    answer_cents,
+    answer_int,
+    answer_text,
+    changes,
+    keyed,
+    normalise,
+    read_only,
+)
 from agentenv.envs.browser.site import Site, SiteTask
 
 __all__ = ["SITE"]
@@ -125,7 +136,9 @@ def seed(db: sqlite3.Connection, seed: int) -> None:
 
 
 def _state(db: sqlite3.Connection) -> State:
+    """Every table and column: the frame of every task."""
     return {
+        "categories": keyed(db.execute("SELECT id, name, slug FROM categories")),
         "products": keyed(db.execute("SELECT id, name, category_id, price_cents, stock, description FROM products")),
         "cart_items": keyed(db.execute("SELECT product_id, quantity FROM cart_items")),
         "orders": keyed(
@@ -174,12 +187,15 @@ def check_order_placed(
     card_last4: str,
 ) -> float:
     """Exactly one new order: these items at their prices, this address, shipping and card; stock taken
-    for exactly these items; no other order, order line or product changed (the cart may change)."""
+    for exactly these items; no other order, order line or product changed; the cart empty, as placing
+    the order leaves it (what was in it before may differ: the order says what was bought)."""
     ids = _product_ids(start, list(items))
     before, after = _state(start), _state(db)
     changed = changes(before, after)
     orders_ch, lines_ch, products_ch = (changed.get(t) for t in ("orders", "order_items", "products"))
     if not (set(changed) <= {"orders", "order_items", "products", "cart_items"} and orders_ch and lines_ch):
+        return 0.0
+    if after["cart_items"]:
         return 0.0
     if orders_ch.removed or orders_ch.changed or len(orders_ch.added) != 1 or lines_ch.removed or lines_ch.changed:
         return 0.0
@@ -223,6 +239,7 @@ def check_order_cancelled(
     return float(restored == back and len(restored) == len(products.changed) and not products.added)
 
 
+@read_only(_state)
 def check_price(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, product: str) -> float:
     """The answer is the product's price in dollars."""
     (pid,) = _product_ids(start, [product])
@@ -231,12 +248,14 @@ def check_price(db: sqlite3.Connection, start: sqlite3.Connection, answer: str |
     )
 
 
+@read_only(_state)
 def check_stock(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, product: str) -> float:
     """The answer is how many of the product were in stock."""
     (pid,) = _product_ids(start, [product])
     return float(answer_int(answer) == start.execute("SELECT stock FROM products WHERE id = ?", (pid,)).fetchone()[0])
 
 
+@read_only(_state)
 def check_category_count(
     db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, category: str
 ) -> float:
@@ -248,6 +267,7 @@ def check_category_count(
     return float(answer_int(answer) == row[0])
 
 
+@read_only(_state)
 def check_cheapest(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, category: str) -> float:
     """The answer is the name of the category's one cheapest product."""
     rows = start.execute(
@@ -260,6 +280,7 @@ def check_cheapest(db: sqlite3.Connection, start: sqlite3.Connection, answer: st
     return float(answer_text(answer) == normalise(rows[0][0]))
 
 
+@read_only(_state)
 def check_order_total(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, order: int) -> float:
     """The answer is the order's total, shipping included, in dollars."""
     row = start.execute(
@@ -272,6 +293,7 @@ def check_order_total(db: sqlite3.Connection, start: sqlite3.Connection, answer:
     return float(answer_cents(answer) == row[0])
 
 
+@read_only(_state)
 def check_order_with(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None, *, product: str) -> float:
     """The answer is the number of the one order that holds the product (``1002`` or ``#1002``)."""
     (pid,) = _product_ids(start, [product])
@@ -282,6 +304,7 @@ def check_order_with(db: sqlite3.Connection, start: sqlite3.Connection, answer: 
     return float(text is not None and answer_int(text.removeprefix("#")) == rows[0][0])
 
 
+@read_only(_state)
 def check_delivered_spend(db: sqlite3.Connection, start: sqlite3.Connection, answer: str | None) -> float:
     """The answer is the sum of the totals of the delivered orders, in dollars."""
     row = start.execute(

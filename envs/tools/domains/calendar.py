@@ -69,7 +69,8 @@ calendar = Domain(
     "calendar",
     schema=SCHEMA,
     seed=lambda db: _seed(db),
-    compare={"bookings": ("room_id", "organiser_id", "day", "start_hour", "end_hour", "title", "attendees", "status")},
+    ignore_tables=("session",),  # who is logged in: bookkeeping
+    ignore_columns={"bookings": ("id",)},  # drawn by the database, not chosen by the agent
     instructions=(
         "You are an office assistant that books meeting rooms. Authenticate the employee (email + PIN) before "
         "any change. Rooms hold one meeting at a time, between 8:00 and 18:00, and only as many attendees as "

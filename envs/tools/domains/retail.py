@@ -90,11 +90,8 @@ retail = Domain(
     "retail",
     schema=SCHEMA,
     seed=lambda db: _seed(db),
-    compare={
-        "orders": ("id", "status", "address", "cancel_reason"),
-        "order_items": ("order_id", "product_id", "returned"),
-        "refunds": ("order_id", "product_id", "quantity", "amount_cents", "reason"),
-    },
+    ignore_tables=("session",),  # who is logged in: bookkeeping
+    ignore_columns={"refunds": ("id",)},  # drawn by the database, not chosen by the agent
     instructions=(
         "You are a customer-service agent for an online shop. Authenticate the customer (email + zip code) "
         "before changing anything, and change only their own orders. Only pending orders can be cancelled or "

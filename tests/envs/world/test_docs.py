@@ -1,5 +1,6 @@
 """docs/world.md: its Python runs and prints what it says, and both of its worlds (the one
-written in Python, the one from the YAML spec) are solved by their oracles."""
+written in Python, the one from the YAML spec) are solved by their oracles; and it
+says what the response cache key holds, as the code does."""
 
 from __future__ import annotations
 
@@ -55,3 +56,12 @@ def test_the_docs_table_counts_match_the_shipped_worlds(name: str) -> None:
     row = next(line for line in DOC.splitlines() if line.startswith(f"| `{name}`"))
     assert f"{len(env.tasks)} over levels 0-3" in row
     env.close()
+
+
+def test_the_doc_says_the_history_is_in_the_cache_key_as_the_code_does() -> None:
+    """It once said so in "How a call is handled" and the opposite in "The cache"."""
+    from agentenv.envs.world.keys import cache_key
+
+    assert cache_key("w", "t", {}, "s", "m", "one history") != cache_key("w", "t", {}, "s", "m", "another")
+    cache_section = DOC.split("## The cache", 1)[1].split("\n## ", 1)[0]
+    assert "hash of the history" in cache_section and "not in the key" not in DOC

@@ -271,7 +271,7 @@ def test_a_task_sharing_an_id_with_another_is_scored_by_its_own_goal(make_env) -
     variant = original.model_copy(update={"payload": dict(original.payload, goal={"==": [{"val": ["count"]}, 9]})})
     env.reset(options={"task": variant})
     _, _, terminated, _, _ = env.step(ADD)  # the original's goal now holds, the variant's does not
-    assert not terminated and env.verify(variant) == 0.0 and env.verify(original) == 1.0
+    assert not terminated and env.verify(variant)["task"] == 0.0 and env.verify(original)["task"] == 1.0
 
 
 def test_compiled_goals_are_kept_for_a_bounded_number_of_tasks(make_env, monkeypatch) -> None:

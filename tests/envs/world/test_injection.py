@@ -171,7 +171,7 @@ def test_an_obedient_model_cannot_make_a_change_the_tool_cannot(
     _, reward, terminated, truncated, info = env.step(tool_call_text(tool, **args))
     assert info["error_kind"] == "tool" and info["failure"] is None and "postcondition" in info["error"]
     assert env.state.world == before and reward <= 0.0 and not (terminated or truncated)
-    assert env.verify(env.task) == 0.0 and metrics.rejected == {"postcondition": 3}
+    assert env.verify(env.task)["task"] == 0.0 and metrics.rejected == {"postcondition": 3}
     env.close()
 
 
