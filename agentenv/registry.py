@@ -54,6 +54,10 @@ class EnvSpec:
     description: str = ""
     oracle: str | Callable[..., Any] | None = None
     """A factory of a `ScriptedPolicy` that solves the env's tasks, if it has one."""
+    needs: str | None = None
+    """What ``make(id)`` needs besides the registered defaults, said to a user (``"config=
+    {'datasets': [...]}: the datasets to mix"``); None when ``make(id)`` alone makes an env
+    that resets. `agentenv list` shows an id with needs as not ready, and what it needs."""
 
     def make(self, **kwargs: Any) -> Any:
         """A new env: the registered defaults, overridden by ``kwargs`` (checked first)."""
@@ -147,10 +151,13 @@ def register(
     description: str = "",
     oracle: str | Callable[..., Any] | None = None,
     override: bool = False,
+    needs: str | None = None,
     **kwargs: Any,
 ) -> EnvSpec:
     """Register an env factory under ``id`` (``name-vN`` or ``namespace/name-vN``);
-    ``kwargs`` are its defaults, checked against the factory when an env is made."""
+    ``kwargs`` are its defaults, checked against the factory when an env is made.
+    ``needs``: what making it takes besides those defaults (`EnvSpec.needs`); leave it
+    None only when ``make(id)`` alone makes an env that resets."""
     if not _ID_RE.match(id):
         raise ValueError(f"env id must look like 'name-v0' or 'namespace/name-v0', got {id!r}")
     if isinstance(entry_point, str) and ":" not in entry_point:
@@ -160,7 +167,7 @@ def register(
     gym_id = _gym_id(id)
     if "/" in id and gym_id in gymnasium.registry and gym_id not in _gym_ids:
         raise ValueError(f"gymnasium already has an env {gym_id!r}; register this one under another namespace")
-    env_spec = EnvSpec(id, entry_point, dict(kwargs), description, oracle)
+    env_spec = EnvSpec(id, entry_point, dict(kwargs), description, oracle, needs)
     _registry[id] = env_spec
     gymnasium.registry.pop(gym_id, None)
     gymnasium.register(id=gym_id, entry_point=entry_point, kwargs=dict(kwargs))
@@ -227,7 +234,8 @@ def make(id: str, **kwargs: Any) -> Any:
 def envs_list(*, namespaces: bool = True) -> list[EnvSpec]:
     """Every registered env, sorted by id. With ``namespaces`` (the default), the ids of
     every declared namespace whose library is installed are registered first; a
-    namespace whose library is missing is left out."""
+    namespace whose library is missing is left out. An id whose `EnvSpec.needs` is None
+    makes with its defaults and resets (tests/envs/test_every_listed_env.py checks each)."""
     _load_plugins()
     if namespaces:
         for name in list(_namespaces):

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from agentenv import Env, ScriptedPolicy, State, Task, TaskSet, ToolCall, check_env, rollout, tool, tool_call_text
+from agentenv import (
+    Env,
+    ParseError,
+    ScriptedPolicy,
+    State,
+    Task,
+    TaskSet,
+    ToolCall,
+    check_env,
+    rollout,
+    tool,
+    tool_call_text,
+)
 
 
 class Sum(Env[State]):
@@ -157,3 +169,28 @@ def test_an_answer_that_makes_on_answer_return_no_str_ends_the_episode_scored_by
 
 def test_check_env_accepts_an_env_with_answer_feedback():
     check_env(SumWithRetries(), actions=["0", "1", "2"])
+
+
+class OneAnswerOnly(Sum):
+    """Refuses a reply holding two answers, as the adapters do (`agentenv.envs.answers`)."""
+
+    max_turns = 2
+
+    def on_answer(self, answer: str) -> str | None:
+        if len(answer.split()) > 1:
+            raise ParseError("more than one answer: give exactly one")
+        return None
+
+
+def test_on_answer_may_refuse_a_reply_as_a_format_error_and_the_agent_answers_again():
+    env = OneAnswerOnly()
+    env.reset(seed=0, options={"task": "s1-2"})
+    obs, reward, terminated, truncated, info = env.step("3 4")
+    assert obs == [{"role": "user", "content": "Error: more than one answer: give exactly one"}]
+    assert (terminated, truncated, info["error_kind"], reward) == (False, False, "format", -env.format_penalty)
+    assert env.answer is None  # a refused reply is no answer
+    *_, terminated, _, info = env.step("3")
+    assert terminated and info["success"] is True and env.answer == "3"
+    env.reset(seed=0, options={"task": "s1-2"})
+    results = [env.step("3 3") for _ in range(2)]  # refused until the turns run out: unsolved
+    assert results[-1][3] and results[-1][4]["failure"] == "truncated" and results[-1][4]["task_reward"] == 0.0

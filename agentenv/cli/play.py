@@ -29,7 +29,9 @@ def list_command(
         str | None, typer.Argument(help="List this adapter namespace's envs (e.g. reasoning-gym).")
     ] = None,
 ) -> None:
-    """List the registered envs; an adapter namespace is one line unless named."""
+    """List the registered envs; an adapter namespace is one line unless named. An env is
+    ready when ``agentenv.make(id)`` alone makes one that resets; otherwise the last
+    column says what it needs."""
     declared = agentenv.registry.declared_namespaces()
     if namespace is not None and namespace not in declared:
         hint = did_you_mean(namespace, declared) or f" Namespaces: {', '.join(declared) or 'none'}."
@@ -39,15 +41,20 @@ def list_command(
     table.add_column("id", no_wrap=True, style="bold")
     table.add_column("description")
     table.add_column("oracle", no_wrap=True)
+    table.add_column("ready")
     for env_spec in specs:
         own = env_spec.id.partition("/")[0] if "/" in env_spec.id else None
         if (own == namespace) if namespace is not None else (own not in declared):
-            table.add_row(env_spec.id, env_spec.description, "yes" if env_spec.oracle is not None else "no")
+            oracle = "yes" if env_spec.oracle is not None else "no"
+            ready = "yes" if env_spec.needs is None else f"no: needs {env_spec.needs}"
+            table.add_row(env_spec.id, env_spec.description, oracle, escape(ready))
     if namespace is None:
         for name, description in declared.items():
-            count = sum(s.id.startswith(name + "/") for s in specs)
-            shown = f"{count} envs: agentenv list {name}" if count else "not installed"
-            table.add_row(f"{name}/*", f"{description} ({shown})", "")
+            own_specs = [s for s in specs if s.id.startswith(name + "/")]
+            waiting = sum(s.needs is not None for s in own_specs)
+            shown = f"{len(own_specs)} envs: agentenv list {name}" if own_specs else "not installed"
+            ready = "" if not own_specs else "yes" if not waiting else f"{len(own_specs) - waiting} of {len(own_specs)}"
+            table.add_row(f"{name}/*", f"{description} ({shown})", "", ready)
     stdout().print(table)
 
 

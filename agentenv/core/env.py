@@ -350,7 +350,10 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
         """In `answer_mode`, called with each answer (also in ``self.answer``). None (the
         default) ends the episode and `verify` scores the answer; a message instead is
         shown to the agent and the episode goes on, so it can try again (answers with
-        feedback and retries). A message must not give away what `verify` checks."""
+        feedback and retries). A message must not give away what `verify` checks.
+        Raise `ParseError` to refuse the reply as an answer (one holding several answers):
+        the step is then a format error, as an unreadable action is (an error observation
+        with the message, the format penalty), and ``self.answer`` stays what it was."""
         return None
 
     def snapshot_external(self) -> Any:
@@ -581,8 +584,12 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                     many = f"at most {limit} tool call{'s' if limit > 1 else ''} per turn here"
                     raise ParseError(f"{many}, got {len(calls)}")
             if not calls:  # answer mode: the reply is the answer
-                self._answer = answer = _answer_text(action)
-                feedback = self._on_answer(answer, act)  # type: ignore[arg-type]  # text, as checked above
+                previous, self._answer = self._answer, _answer_text(action)
+                try:
+                    feedback = self._on_answer(self._answer, act)  # type: ignore[arg-type]  # text, as checked above
+                except ParseError:
+                    self._answer = previous  # refused: no answer was given
+                    raise
                 if feedback is None:
                     act.terminal = True
                 else:
@@ -796,7 +803,7 @@ class Env(gym.Env[list[Message], Action], Generic[S]):
                 raise TypeError(
                     f"{type(self).__name__}.on_answer() must return a str or None, got {type(feedback).__name__}"
                 )
-        except (InfraError, EnvStateError):
+        except (InfraError, EnvStateError, ParseError):  # ParseError: the reply is refused, a format error
             raise
         except _HOOK_ERRORS as e:  # an answer must not be able to crash step
             _log_once(type(self), "on_answer", e)

@@ -56,7 +56,7 @@ import threading
 import time
 import types
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -81,14 +81,17 @@ parser makes of numbers, symbols and ``3!``, and the functions and constants of 
 
 
 class ScoreReply:
-    """The child's answer to one request: the score, the decoys' scores, or why neither."""
+    """The child's answer to one request: the score, the decoys' and the parts' scores, or why neither."""
 
-    __slots__ = ("decoys", "error", "score")
+    __slots__ = ("decoys", "error", "parts", "score")
 
-    def __init__(self, score: float | None, decoys: list[float], error: str | None) -> None:
+    def __init__(
+        self, score: float | None, decoys: list[float], error: str | None, parts: Sequence[float] = ()
+    ) -> None:
         self.score = score
         self.decoys = decoys
         self.error = error
+        self.parts = list(parts)
 
 
 class Scorer:
@@ -107,7 +110,8 @@ class Scorer:
         timeout_s: float,
     ) -> ScoreReply:
         """Score ``request`` (keys: dataset, config, seed, size, index, answer, decoys:
-        [[seed, index], ...], scored only when the answer scores above 0)."""
+        [[seed, index], ...], and parts: answers scored against the entry itself; decoys
+        and parts are scored only when the answer scores above 0)."""
         with self._lock:
             # The entries first, on their own clock: a child restarted after a hostile
             # answer (or one whose cache let them go) regenerates them, which may take
@@ -128,7 +132,7 @@ class Scorer:
                 return ScoreReply(None, [], f"scoring this answer ran past {timeout_s:g} s")
         try:
             data = json.loads(reply)
-            return ScoreReply(data["score"], list(data["decoys"]), data["error"])
+            return ScoreReply(data["score"], list(data["decoys"]), data["error"], list(data["parts"]))
         except (ValueError, KeyError, TypeError) as e:  # not the child's protocol: restart it
             with self._lock:
                 self._stop()
@@ -334,17 +338,15 @@ class _Child:
             with _answer_as_data(entry):  # entries are generated outside it: their code may eval
                 score = float(dataset.score_answer(request["answer"], entry))
         except Exception as e:  # noqa: BLE001 - the answer made the dataset's scorer fail
-            return {"score": None, "decoys": [], "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            return {"score": None, "decoys": [], "parts": [], "error": f"{type(e).__name__}: {str(e)[:300]}"}
         decoys: list[float] = []
+        parts: list[float] = []
         if score > 0:
             for seed, index in request["decoys"]:
                 other, decoy = self.entry(name, config, seed, size, index)
-                try:
-                    with _answer_as_data(decoy):
-                        decoys.append(float(other.score_answer(request["answer"], decoy)))
-                except Exception:  # noqa: BLE001 - an answer no decoy accepts
-                    decoys.append(0.0)
-        return {"score": score, "decoys": decoys, "error": None}
+                decoys.append(_score_or_zero(other, request["answer"], decoy))
+            parts = [_score_or_zero(dataset, part, entry) for part in request.get("parts", ())]
+        return {"score": score, "decoys": decoys, "parts": parts, "error": None}
 
 
 @contextlib.contextmanager
@@ -376,6 +378,15 @@ def _answer_as_data(entry: Any) -> Iterator[None]:
             del module.eval
         if parser is not None and original is not None:
             parser.eval_expr = original  # type: ignore[attr-defined]
+
+
+def _score_or_zero(dataset: Any, answer: str, entry: dict[str, Any]) -> float:
+    """``dataset``'s score of ``answer`` for ``entry`` (a decoy or a part of the answer), 0 where it fails."""
+    try:
+        with _answer_as_data(entry):
+            return float(dataset.score_answer(answer, entry))
+    except Exception:  # noqa: BLE001 - an answer no decoy accepts
+        return 0.0
 
 
 def _exact(self: Any, answer: Any, entry: dict[str, Any]) -> float:
@@ -432,13 +443,15 @@ def _whole_grid(self: Any, answer: Any, entry: dict[str, Any]) -> float:
     that match: the puzzle's own clues with each blank written as 1 earned 0.54 (sudoku),
     0.48 (mini_sudoku), 0.23 (futoshiki) on average, with nothing solved. An answer scores 1
     when its rows of digits (the datasets' reading: other characters ignored) are the
-    solution's, else 0; the datasets paid a right grid in another layout 0.9."""
+    solution's, and no more, else 0; the datasets paid a right grid in another layout 0.9,
+    and read the first grid only, so two candidate grids, one under the other, scored 1
+    when the first was right."""
     if not isinstance(answer, str):
         return 0.0
     solution = entry["metadata"]["solution"]
     rows = [[int(c) for c in line if c in "123456789"] for line in answer.split("\n")]
     rows = [row for row in rows if len(row) == len(solution[0])]  # the datasets skip other lines
-    return 1.0 if rows[: len(solution)] == solution else 0.0
+    return 1.0 if rows == solution else 0.0
 
 
 def _same_words(self: Any, answer: Any, entry: dict[str, Any]) -> float:
@@ -525,7 +538,7 @@ def _serve(memory_limit_bytes: int) -> None:
         try:
             reply = child.handle(json.loads(line))
         except Exception as e:  # noqa: BLE001 - generating the entry failed: say so, keep serving
-            reply = {"score": None, "decoys": [], "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            reply = {"score": None, "decoys": [], "parts": [], "error": f"{type(e).__name__}: {str(e)[:300]}"}
         out.write(json.dumps(reply).encode() + b"\n")
 
 

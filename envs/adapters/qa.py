@@ -12,13 +12,17 @@ r"""`QAEnv`: answer a question in one reply, scored against a reference answer.
 The env is in answer mode: the first reply without a tool call is the answer and
 ends the episode (``max_turns`` 1). The verifier reads the answer out of the reply
 and compares it with the task's ``payload["reference"]`` (and ``payload["aliases"]``)
-by the rule in `agentenv.envs.answers`: the last ``\boxed{}`` or ``<answer>`` counts,
-normalised exact match, exact numeric equality for numbers ("1,000" == "1e3").
-Tasks carry the reference under ``payload["reference"]``, as a string: the RLPR
-reward (reference probability, for tasks with no checker) reads the same key.
+by the rule in `agentenv.envs.answers`: the one ``\boxed{}`` or ``<answer>`` (or the
+whole reply without either), normalised exact match, exact numeric equality for
+numbers ("1,000" == "1e3"). Tasks carry the reference under ``payload["reference"]``,
+as a string: the RLPR reward (reference probability, for tasks with no checker) reads
+the same key.
 
-A reply longer than ``max_action_chars`` (128,000 characters, about 32k tokens) is a
-format error, as is one holding a lone surrogate; neither is scored as an answer.
+A reply holding more than one answer (``\boxed{1} \boxed{2}``, ``<answer>`` twice, in
+any case, one left open beside a closed one) is a format error, whichever of them is
+right: an error observation, the format penalty, no answer, task reward 0. So is a reply
+longer than ``max_action_chars`` (128,000 characters, about 32k tokens) or one holding a
+lone surrogate; none is scored as an answer.
 
 Left out: multi-turn feedback and retries, partial credit, tools.
 """
@@ -37,7 +41,7 @@ from agentenv import Conversation, Env, ScriptedPolicy, State, Task, TaskSet
 from agentenv.core.errors import TaskFileError
 from agentenv.envs.adapters import _dataset
 from agentenv.envs.adapters._dataset import Source
-from agentenv.envs.answers import extract_answer, matches, normalize
+from agentenv.envs.answers import AmbiguousAnswer, extract_answer, matches, normalize
 
 __all__ = ["QAEnv", "QAPayload", "QAState", "default_tasks", "from_dataset", "make_task", "make_tasks", "oracle"]
 
@@ -79,7 +83,7 @@ class QAState(State):
 
 
 class QAEnv(Env[QAState]):
-    """One question, one reply; the reply's last ``\\boxed{}`` or ``<answer>`` is matched to the reference."""
+    """One question, one reply; the reply's one ``\\boxed{}`` or ``<answer>`` is matched to the reference."""
 
     answer_mode = True
     max_turns = 1
@@ -87,7 +91,7 @@ class QAEnv(Env[QAState]):
     payload_type = QAPayload
     instructions = (
         "Answer the question. Reason as much as you need, then give the final answer alone in \\boxed{}, "
-        "for example \\boxed{42}. Only the last \\boxed{} counts."
+        "for example \\boxed{42}, once: a reply with more than one answer is not scored."
     )
 
     def __init__(self, tasks: TaskSet | Iterable[Task] | str | Path | None = None, **kwargs: Any) -> None:
@@ -108,14 +112,22 @@ class QAEnv(Env[QAState]):
     def system_prompt(self, task: Task) -> str:
         return self.instructions  # no tools to list
 
+    def on_answer(self, answer: str) -> str | None:
+        """Refuses a reply holding more than one answer: `AmbiguousAnswer` is a format error."""
+        extract_answer(answer)
+        return None
+
     def verify(self, task: Task) -> float:
         payload: QAPayload = self.payload
         reply = self.answer
         state = self.state
-        if reply is None:  # no answer was given (an invalid reply, or out of turns)
+        try:
+            answer = None if reply is None else extract_answer(reply)
+        except AmbiguousAnswer:  # refused by on_answer; here only in a snapshot from before that
+            answer = None
+        if answer is None:  # no answer was given (an invalid reply, or out of turns)
             state.answer, state.correct = None, False
             return 0.0
-        answer = extract_answer(reply)
         state.answer = answer[:SHOWN_ANSWER_CHARS]
         state.correct = matches(answer, payload.reference, payload.aliases)
         return float(state.correct)

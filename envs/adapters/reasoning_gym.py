@@ -6,10 +6,15 @@ by the dataset's own ``score_answer``. Single-turn by default; ``multi_turn=True
 answers a wrong reply with "incorrect" (never the reference answer) and lets the
 agent try again, up to ``max_attempts``.
 
-What the reply must contain: the final answer inside ``<answer>...</answer>``, once.
-A reply with no complete tag is taken whole (stripped); one with two or more tags
-scores 0 (a list of candidates is not an answer). The task reward is the dataset's
-score of that answer, in [0, 1] (some datasets give partial credit); success is 1.0.
+What the reply must contain: the final answer inside ``<answer>...</answer>``, once,
+read by the rule of `agentenv.envs.answers` (``extract_answer``): the text after the
+last ``</think>``; the tag's name in any case; a ``\boxed{}`` counts as a marker too and
+may sit inside the tag. A reply without a marker is taken whole (stripped). A reply
+holding more than one answer (two tags, two boxes, a tag left open beside a closed one,
+a tag inside a tag) is a format error, whichever answer is right: an error observation,
+the format penalty, nothing scored, no attempt used (it still takes a turn). The task
+reward is the dataset's score of the answer, in [0, 1] (some datasets give partial
+credit); success is 1.0.
 
 What the policy cannot do to the reward (each has a test):
 
@@ -19,6 +24,19 @@ What the policy cannot do to the reward (each has a test):
   listing many candidates is such a hedge. (This also exposes scorers that accept
   anything: reasoning-gym 0.1.25's game_of_life_halting gives 1.0 to every
   non-empty answer, so nothing scores there.)
+- list candidates in one answer: many scorers read part of an answer (0.1.25's
+  gsm_symbolic, fraction_simplification and time_intervals its first number or line,
+  quantum_lock any sequence in it), so ``<answer>R, W</answer>`` scored 1 when R was
+  right, and the decoys, holding other answers, never saw it. An answer that scores
+  above 0 is cut at the list separators (`LIST_SEPARATOR`: ``,`` ``;`` a line break, a
+  blank line, `` or ``, spaces) of kinds its reference does not hold (anywhere, or outside
+  brackets: ``(1, 2), (3, 4)`` against ``(1, 2)``), and its parts are scored alone (the
+  first and last `MAX_PARTS` / 2 of them); if one scores as well as the whole, the
+  answer is a list of candidates and scores 0 (and so does a bare number's answer with
+  words after it: ``42 apples`` against ``42``). Tasks without a reference answer (their
+  scorer checks a solution) are not cut. Not caught: separators the reference holds too
+  (two roots against a list of roots), and scorers whose partial credit for a longer
+  answer is their rule (quantum_lock's 0.5 for a sequence that works but is not the shortest).
 - crash, hang or outlive the scorer: scoring runs in a child process with a time
   limit and a memory cap (`agentenv.envs.adapters._reasoning_gym_scorer`); an answer that
   makes the scorer raise, hang or die scores 0 with the reason, never infra.
@@ -38,14 +56,18 @@ config fits), and its tags name each level and each difficulty field's value
 difficulty 0 and tags from its ``min_*`` / ``max_*`` fields.
 
 The composite dataset mixes others: ``config={"datasets": [{"name": "leg_counting",
-"weight": 1, "config": {}}, ...]}`` (it has no default). Left out: the curricula's
-automatic level changes (the failure miner does that job here).
+"weight": 1, "config": {}}, ...]}`` (it has no default, so ``agentenv list`` shows its id
+as needing that: `COMPOSITE_NEEDS`). An env generates its ``size`` tasks when it is made:
+a few datasets take seconds an entry (`SLOW_TO_MAKE`, said in their ids' descriptions).
+Left out: the curricula's automatic level changes (the failure miner does that job here),
+and generating tasks lazily (a `TaskSet` holds made tasks).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import math
 import re
@@ -61,10 +83,19 @@ from agentenv.core.errors import EnvArgumentError
 from agentenv.core.state import State
 from agentenv.core.task import Task, TaskMeta, TaskSet, did_you_mean
 from agentenv.envs.adapters._reasoning_gym_scorer import shared_scorer
+from agentenv.envs.answers import extract_answer
 from agentenv.policies import ScriptedPolicy
 from agentenv.registry import register
 
-__all__ = ["ReasoningGymEnv", "ReasoningGymPayload", "ReasoningGymState", "env_name", "oracle", "register_all"]
+__all__ = [
+    "ReasoningGymEnv",
+    "ReasoningGymPayload",
+    "ReasoningGymState",
+    "env_name",
+    "list_parts",
+    "oracle",
+    "register_all",
+]
 
 NAMESPACE = "reasoning-gym"
 INSTRUCTIONS = (
@@ -72,6 +103,24 @@ INSTRUCTIONS = (
     "<answer></answer> tags, once, in the format the problem asks for."
 )
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]")
+LIST_SEPARATOR = re.compile(r",|;|\n[ \t]*\n|\n|[ \t]+or[ \t]+|[ \t]+", re.IGNORECASE)
+"""Where an answer that scores is cut into parts, each scored alone (the list-of-candidates
+check): a comma, a semicolon, a blank line, a line break, `` or ``, spaces; each only where
+the reference holds none of its kind (so not spaces in ``5 days`` against ``3 days``)."""
+_DEPTH_STEP = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
+COMPOSITE_NEEDS = (
+    "config={'datasets': [{'name': 'leg_counting', 'weight': 1, 'config': {}}, ...]}: "
+    "the datasets composite mixes (it has none by default)"
+)
+"""What the composite dataset's env needs to be made (its registry entry's `EnvSpec.needs`)."""
+SLOW_TO_MAKE = {
+    name: f"its 64 default tasks take about {seconds} s to generate; size= makes fewer"
+    for name, seconds in (("knight_swap", 20), ("zebra_puzzles", 10), ("futoshiki", 10), ("puzzle24", 4))
+}
+"""Datasets (0.1.25) whose entries take long to generate, measured on an idle 2-core machine
+(twice as long or more on a loaded one): the env generates its ``size`` tasks when made."""
+MAX_PARTS = 8
+"""Parts of an answer scored alone at most: the first and last half of this."""
 _RESERVED = ("seed", "size")
 
 
@@ -94,7 +143,7 @@ class ReasoningGymState(State):
     score: float = 0.0
     """The score of the latest answer (after the hedge check)."""
     note: str | None = None
-    """Why the latest answer scored 0 without its scorer's say (too many tags, a hedge, a scorer failure)."""
+    """Why the latest answer scored 0 without its scorer's say (a hedge, a list of candidates, a scorer failure)."""
 
 
 class _Options(BaseModel):
@@ -177,6 +226,8 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
             where = ".".join(str(p) for p in err["loc"]) or "arguments"
             raise EnvArgumentError(f"ReasoningGymEnv: {where}: {err['msg']}") from None
         self.dataset = _known_dataset(dataset)
+        if self.dataset == "composite" and not (isinstance(config, Mapping) and config.get("datasets")):
+            raise EnvArgumentError(f"reasoning-gym's composite needs {COMPOSITE_NEEDS}")
         self.config = _checked_config(self.dataset, config or {}, seed=seed, size=size)
         max_attempts = options.max_attempts or (3 if multi_turn else 1)
         self.seed, self.size, self.multi_turn, self.max_attempts = seed, size, multi_turn, max_attempts
@@ -198,9 +249,10 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
         return self.instructions
 
     def on_answer(self, answer: str) -> str | None:
+        text = extract_answer(answer).strip()  # AmbiguousAnswer: a format error, no attempt used
         state = self.state
         state.attempts += 1
-        scored = self._score(answer)
+        scored = self._score(text)
         state.score, state.note = scored.score, scored.note
         if state.score >= 1.0 or state.attempts >= self.max_attempts:
             return None
@@ -221,17 +273,18 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
 
     # -- scoring --------------------------------------------------------------------
 
-    def _score(self, reply: str) -> _Scored:
-        """The answer's score and, when it is 0 for a reason of ours, the reason."""
-        tagged = _tagged(reply)
-        if len(tagged) > 1:
-            return _Scored(0.0, f"{len(tagged)} <answer> tags; give exactly one", shown=True)
-        answer = (tagged[0] if tagged else reply).strip()
+    def _score(self, answer: str) -> _Scored:
+        """The score of ``answer`` (read out of the reply) and, when it is 0 for a reason of ours, the reason."""
         if len(answer) > self.max_answer_chars:
             note = f"the answer is {len(answer)} characters long; the limit is {self.max_answer_chars}"
             return _Scored(0.0, note, shown=True)
         payload: ReasoningGymPayload = self.payload
-        request = {**payload.model_dump(exclude={"answer"}), "answer": answer, "decoys": self._decoys(payload)}
+        request = {
+            **payload.model_dump(exclude={"answer"}),
+            "answer": answer,
+            "decoys": self._decoys(payload),
+            "parts": list_parts(answer, payload.answer),
+        }
         reply_ = shared_scorer().score(request, timeout_s=self.score_timeout_s)
         # A scorer's own message may quote the reference answer: kept in the state, never shown.
         if reply_.error is not None:
@@ -242,6 +295,11 @@ class ReasoningGymEnv(Env[ReasoningGymState]):
         score = min(max(float(score), 0.0), 1.0)
         if score > 0 and reply_.decoys and max(reply_.decoys) >= score:
             return _Scored(0.0, "the answer scores as well on other problems of this dataset (a hedge)", shown=True)
+        if score > 0 and reply_.parts and max(reply_.parts) >= score:
+            # Not shown: it would tell the agent that one of its candidates is right.
+            return _Scored(
+                0.0, "the answer is a list of candidates: one of its parts scores as well alone", shown=False
+            )
         return _Scored(score, None, shown=False)
 
     def _decoys(self, payload: ReasoningGymPayload) -> list[list[int]]:
@@ -333,18 +391,54 @@ def _generated_tasks(dataset: str, config_key: str, seed: int, size: int) -> Tas
     return TaskSet(_task(dataset, config, seed, size, i, entry, meta) for i, entry in enumerate(entries))
 
 
-def _tagged(reply: str) -> list[str]:
-    """The text of each ``<answer>...</answer>`` in ``reply``, in order, found in one pass
-    (a lazy regex rescans the rest of the reply from every unclosed tag: 20 s for a
-    reply of tags at the action limit)."""
-    found, start = [], reply.find("<answer>")
-    while start >= 0:
-        end = reply.find("</answer>", start + len("<answer>"))
-        if end < 0:
-            break
-        found.append(reply[start + len("<answer>") : end])
-        start = reply.find("<answer>", end + len("</answer>"))
+def list_parts(answer: str, reference: str | None) -> list[str]:
+    """The parts of ``answer`` to score alone (the list-of-candidates check): ``answer`` cut
+    at each list separator (`LIST_SEPARATOR`) of a kind ``reference`` does not hold, and
+    again at those outside brackets of a kind ``reference`` does not hold outside brackets
+    (``(1, 2), (3, 4)`` against ``(1, 2)``); the first and last ``MAX_PARTS // 2`` of them.
+    None when neither cut gives two parts, or without a reference (the scorer checks a
+    solution, whatever its form)."""
+    if reference is None:
+        return []
+    in_reference = _separators(reference)
+    in_answer = _separators(answer)
+    found: dict[str, None] = {}
+    for outside_only in (False, True):
+        kinds = {kind for kind, depth, _, _ in in_reference if not outside_only or depth <= 0}
+        cuts = [
+            (start, end)
+            for kind, depth, start, end in in_answer
+            if kind not in kinds and (not outside_only or depth <= 0)
+        ]
+        parts = [part.strip() for part in _cut(answer, cuts)]
+        parts = [part for part in parts if part]
+        if len(parts) > 1:
+            found.update(dict.fromkeys(parts))
+    parts = list(found)
+    half = MAX_PARTS // 2
+    return parts if len(parts) <= MAX_PARTS else parts[:half] + parts[-half:]
+
+
+def _separators(text: str) -> list[tuple[str, int, int, int]]:
+    """(kind, bracket depth, start, end) of each list separator in ``text``: one pass."""
+    depth_after = list(itertools.accumulate(_DEPTH_STEP.get(ch, 0) for ch in text))
+    found = []
+    for match in LIST_SEPARATOR.finditer(text):
+        token = match.group()
+        kind = token if token in ",;" else "blank line" if token.count("\n") > 1 else "line" if "\n" in token else "or"
+        kind = "space" if not token.strip() and "\n" not in token else kind
+        depth = depth_after[match.start() - 1] if match.start() else 0
+        found.append((kind, depth, match.start(), match.end()))
     return found
+
+
+def _cut(text: str, cuts: list[tuple[int, int]]) -> list[str]:
+    parts, start = [], 0
+    for cut_start, cut_end in cuts:
+        parts.append(text[start:cut_start])
+        start = cut_end
+    parts.append(text[start:])
+    return parts
 
 
 def _task(dataset: str, config: Any, seed: int, size: int, index: int, entry: Any, meta: TaskMeta) -> Task:
@@ -423,15 +517,21 @@ def _short(value: Any) -> str:
 
 
 def register_all() -> None:
-    """Register ``reasoning-gym/<name>-v0`` for every dataset in reasoning-gym's registry."""
+    """Register ``reasoning-gym/<name>-v0`` for every dataset in reasoning-gym's registry:
+    composite with what it needs (`COMPOSITE_NEEDS`), the datasets slow to make
+    (`SLOW_TO_MAKE`) saying so in their description."""
     for dataset, (dataset_cls, _) in sorted(_datasets().items()):
         doc = (dataset_cls.__doc__ or "").strip().splitlines()
+        description = f"reasoning-gym's {dataset}: {doc[0] if doc else 'procedural tasks'}"
+        if dataset in SLOW_TO_MAKE:
+            description += f" (slow to make: {SLOW_TO_MAKE[dataset]})"
         register(
             f"{NAMESPACE}/{env_name(dataset)}-v0",
             "agentenv.envs.adapters.reasoning_gym:ReasoningGymEnv",
-            description=f"reasoning-gym's {dataset}: {doc[0] if doc else 'procedural tasks'}",
+            description=description,
             oracle="agentenv.envs.adapters.reasoning_gym:oracle",
             override=True,
+            needs=COMPOSITE_NEEDS if dataset == "composite" else None,
             dataset=dataset,
         )
 

@@ -1,7 +1,7 @@
 """Which TextArena games agentenv plays, and their ids: the catalogue `TextArenaEnv` reads.
 
 `GAMES` holds every supported game and variant (by TextArena id) with its player count,
-its difficulty rank and whether the ``"random"`` opponent can play it; `EXCLUDED` names
+its difficulty rank and the move forms the ``"random"`` opponent also tries; `EXCLUDED` names
 each game left out and why (the network, data missing from the wheel, three or more
 players, a module that does not import on Python 3.11, scoring that pays blind play). `agentenv_id` and `game_info`
 map between TextArena's ids and agentenv's. Nothing here imports textarena.
@@ -151,23 +151,6 @@ EXCLUDED: dict[str, str] = {
 }
 """TextArena games left out (a game, or one variant by its TextArena id), each with the reason."""
 
-_NO_RANDOM_OPPONENT = frozenset(
-    {
-        # Found by playing random against random from several seeds: these name only move
-        # templates or a few examples, never the legal moves of the position.
-        "Alquerque",
-        "Breakthrough",
-        "Golf",
-        "LinesOfAction",
-        "SantoriniBaseFixed",
-        "TruthAndDeception",  # free-text play
-        # Found by resetting as player 1: the side that moves first is told only a template.
-        "ColonelBlotto",  # one example allocation, which does not add up to the units to allocate
-        "Tak",  # [ACTION SOURCE ALLOCATION] and stone names, no placement
-    }
-)
-"""Two-player games the ``"random"`` opponent cannot play: they list no legal moves it can try."""
-
 _CANDIDATE_MOVES: dict[str, tuple[str, ...]] = {
     # By game, or by TextArena id where the variant's size matters. Their messages name an
     # example or a template, and every move has one of these forms.
@@ -222,7 +205,8 @@ class GameInfo:
     difficulty: int
     """The rank of the variant's difficulty word within the game (0 = easiest)."""
     random_opponent: bool
-    """Whether the ``"random"`` opponent can play this game (it names its legal moves)."""
+    """Whether the ``"random"`` opponent can play this game: every two-player game here (the
+    moves its messages name, the forms below, or those `textarena_moves` makes from its state)."""
     candidate_moves: tuple[str, ...] = ()
     """Moves the random opponent also tries, for games that name too few in their messages."""
 
@@ -252,7 +236,7 @@ def _build_games() -> dict[str, GameInfo]:
                 variant=variant,
                 players=players,
                 difficulty=ranked.index(variant) if variant in ranked else plain,
-                random_opponent=players == 2 and family not in _NO_RANDOM_OPPONENT,
+                random_opponent=players == 2,
                 candidate_moves=_CANDIDATE_MOVES.get(ta_id, _CANDIDATE_MOVES.get(family, ())),
             )
     return games

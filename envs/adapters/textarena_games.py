@@ -6,12 +6,16 @@ played against a fixed opponent that moves inside `step`, so each step is one ag
 move and everything up to its next turn.
 
 Actions. A TextArena move is text in square brackets (``[4]``, ``[e2e4]``,
-``[Bid on Item 0: 250]``). A reply is plain text holding exactly one bracketed move;
-text around it (reasoning) is allowed and never reaches the game, so a reply cannot
-talk to the opponent or stuff several candidate moves into one turn. API models may
-call the ``move`` tool instead (same rule on its argument), once per reply. A reply with
-no move, several (several ``move`` calls included), or a move with control characters is
+``[Bid on Item 0: 250]``). A reply is plain text holding exactly one answer, a bracketed
+move, read by the rule every adapter reads answers by (`agentenv.envs.answers.extract_move`):
+text around it (reasoning, and anything before the last ``</think>``) is allowed and
+never reaches the game, so a reply cannot talk to the opponent or stuff several
+candidate moves into one turn; ``<answer>[4]</answer>`` and ``\\boxed{[4]}`` are [4]. API
+models may call the ``move`` tool instead (same rule on its argument), once per reply. A
+reply with no move, more than one answer (``[1] [2]``, ``[[4]]``, two ``<answer>`` tags, a
+bracket or tag left open, several ``move`` calls), or a move with control characters is
 a format error (an error observation and the format penalty); the game never sees it.
+One bracket holding a list (``[4, 5, 6]``) is one move: the game reads it.
 Nor does a move once the game is over (a tool error): after TextArena's last move its
 current player may be the opponent, and a move sent then would be charged to it. A bracketed move the rules reject is
 the game's business: TextArena shows the player why and, after its error allowance,
@@ -30,9 +34,12 @@ scores 0. A move that crashes the
 library ends the episode with 0 (the agent's move caused it, so it is the policy's
 failure, never ``infra``).
 
-Opponents. ``"random"`` (the default where it works) plays a uniformly random legal
-move among the bracketed moves the game lists in its messages, each checked on a copy
-of the game before it is played; a function ``(observation) -> move`` (the
+Opponents. ``"random"`` (the default, for every two-player game) plays a uniformly
+random legal move among the bracketed moves the game lists in its messages, or, for
+games that list none, among moves made from the game's state
+(`agentenv.envs.adapters.textarena_moves`), each checked on a copy of the game before it
+is played, drawn from a generator seeded by the game's seed (the task's) and the move
+count, so a seed replays the same game; a function ``(observation) -> move`` (the
 observation: what the game told that player since its last move); or any agentenv
 `Policy`, e.g. `agentenv.OpenAIPolicy`, which gets its whole conversation with the
 game every turn. An opponent that raises, returns no text, or whose backend fails is
@@ -98,6 +105,8 @@ from agentenv import (
 from agentenv.core import _safejson
 from agentenv.core.types import Action, Message
 from agentenv.envs.adapters.textarena_catalog import EXCLUDED, GAMES, GameInfo, agentenv_id, game_info
+from agentenv.envs.adapters.textarena_moves import candidate_moves
+from agentenv.envs.answers import AmbiguousAnswer, extract_move
 
 __all__ = [
     "EXCLUDED",
@@ -125,18 +134,17 @@ TEXT_MOVE_ID = "text-move"
 
 
 def canonical_move(text: str) -> str:
-    """The one bracketed move in ``text`` (``"I play [4] now"`` -> ``"[4]"``); a `ValueError`
-    saying what is wrong when there is none, several, or one TextArena should not see."""
-    opening, closing = text.count("["), text.count("]")
-    if opening == 0 and closing == 0:
+    """The one bracketed move in ``text`` (``"I play [4] now"`` -> ``"[4]"``), read by
+    `agentenv.envs.answers.extract_move`; a `ValueError` saying what is wrong when there is
+    none, more than one answer (an `AmbiguousAnswer`), or one TextArena should not see."""
+    try:
+        body = extract_move(text)
+    except AmbiguousAnswer as e:
+        raise AmbiguousAnswer(
+            f"{e} (exactly one move in square brackets per reply; brackets for the move only)"
+        ) from None
+    if body is None:
         raise ValueError("no move found: write your move in square brackets, e.g. [4]")
-    start, end = text.find("["), text.find("]")
-    if opening != 1 or closing != 1 or end < start:
-        raise ValueError(
-            f"write exactly one move in square brackets per reply (found {opening} '[' and {closing} ']'); "
-            "use brackets for the move only"
-        )
-    body = text[start + 1 : end]
     if not body.strip():
         raise ValueError("the move in brackets is empty")
     if len(body) > MAX_MOVE_CHARS:
@@ -702,13 +710,15 @@ def _opponent_text(reply: str) -> str:
 def _random_move(game: _Game, player: int, messages: Sequence[tuple[Any, ...]]) -> str:
     """A uniformly random legal move among those the game's latest messages name, else among
     those its earlier ones named (the rules and examples of its first message included),
-    else among the catalogue's forms for the game; each checked on a copy of the game,
+    else among the catalogue's forms for the game and the moves `textarena_moves` makes
+    from its state (games that name no legal moves); each checked on a copy of the game,
     drawn from a generator seeded by the game's seed and the move count (a replay draws
     the same)."""
     rng = random.Random(f"{game.seed}:{len(game.moves)}")
     latest = _listed_moves(messages)
     earlier = [move for move in game.listed.get(player, {}) if move not in latest]
-    forms = [move for move in game.info.candidate_moves if move not in latest and move not in earlier]
+    made = candidate_moves(game.info.family, game.env, player, rng)
+    forms = [move for move in (*game.info.candidate_moves, *made) if move not in latest and move not in earlier]
     for group in (latest, earlier, forms):
         rng.shuffle(group)
         for move in group:

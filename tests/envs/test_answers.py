@@ -1,11 +1,20 @@
-r"""The answer rule of the question-answer env: extraction, normalisation, numbers, and hostile replies."""
+r"""The answer rule every adapter reads replies by: one answer or a format error, normalisation, numbers."""
 
 from __future__ import annotations
 
 import pytest
 
+from agentenv import ParseError
 from agentenv.envs import answers
-from agentenv.envs.answers import extract_answer, is_correct, normalize, parse_number, same_answer
+from agentenv.envs.answers import (
+    AmbiguousAnswer,
+    extract_answer,
+    extract_move,
+    is_correct,
+    normalize,
+    parse_number,
+    same_answer,
+)
 
 
 @pytest.mark.parametrize(
@@ -13,22 +22,75 @@ from agentenv.envs.answers import extract_answer, is_correct, normalize, parse_n
     [
         ("42", "42"),
         ("So the total is \\boxed{42}.", "42"),
-        ("\\boxed{1} then \\boxed{2}", "2"),  # the last one only
         ("<answer>7</answer>", "7"),
-        ("<answer>1</answer> <answer>2</answer>", "2"),
-        ("\\boxed{3} ... <answer>4</answer>", "4"),  # whichever closes last
-        ("<answer>5</answer> ... \\boxed{6}", "6"),
-        ("<answer>\\boxed{8}</answer>", "8"),  # read again inside
-        ("\\boxed{\\boxed{9}}", "9"),
+        ("<Answer>7</ANSWER>", "7"),  # the tag's name in any case
+        ("<answer>\\boxed{8}</answer>", "8"),  # one marker inside one of another kind
+        ("\\boxed{<answer>8</answer>}", "8"),
         ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),  # braces balanced
         ("\\boxed {10}", "10"),
-        ("\\boxed{11", "\\boxed{11"),  # incomplete markup is no markup
-        ("<think>maybe \\boxed{1}</think>\\boxed{2}", "2"),
-        ("<think>it is 3</think> 4", " 4"),  # reasoning is skipped
+        ("<think>maybe \\boxed{1} or \\boxed{2}</think>\\boxed{2}", "2"),  # reasoning is skipped
+        ("<think>it is 3</think> 4", " 4"),
+        ("Put it in \\boxed{}. It is \\boxed{5}.", "5"),  # an empty marker holds no answer
+        ("a } stray { brace \\boxed{6}", "6"),  # braces outside a box are text
+        ("<answer>1, 2, 3</answer>", "1, 2, 3"),  # one marker holding a list: one answer, the list
     ],
 )
-def test_the_answer_is_the_last_complete_markup_or_the_whole_reply(reply, answer):
+def test_the_answer_is_the_one_marker_or_the_whole_reply(reply, answer):
     assert extract_answer(reply) == answer
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "\\boxed{1} then \\boxed{2}",
+        "\\boxed{2} then \\boxed{2}",  # the same answer twice is still two
+        "<answer>1</answer> <answer>2</answer>",
+        "<answer>1</answer> <ANSWER>2</Answer>",  # the case of a tag's name makes no second kind
+        "\\boxed{3} ... <answer>4</answer>",
+        "<answer>\\boxed{1} \\boxed{2}</answer>",  # two inside one
+        "<answer><answer>4</answer></answer>",  # a marker inside its own kind
+        "\\boxed{\\boxed{9}}",
+        "<answer>1 <answer>2</answer>",  # an unclosed tag beside a closed one
+        "<answer>2</answer> <answer>1",
+        "\\boxed{11",
+        "4</answer>",
+        "<answer>\\boxed{4</answer>}",  # markers that cross
+        "<think>fine</think><answer>1</answer><answer>2</answer>",
+    ],
+)
+def test_a_reply_with_more_than_one_answer_or_unpaired_markup_is_ambiguous(reply):
+    with pytest.raises(AmbiguousAnswer):
+        extract_answer(reply)
+    assert not is_correct(reply, "2") and not is_correct(reply, "1")
+
+
+@pytest.mark.parametrize(
+    ("reply", "move"),
+    [
+        ("I play [4] now", "4"),
+        ("<answer>[4]</answer>", "4"),
+        ("\\boxed{[4]}", "4"),
+        ("<think>[3] or [4]?</think> [4]", "4"),
+        ("[Bid on Item 0: 250]", "Bid on Item 0: 250"),
+        ("no move here", None),
+        ("[] and then [5]", "5"),
+    ],
+)
+def test_a_move_is_the_one_bracketed_answer(reply, move):
+    assert extract_move(reply) == move
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["[1] [2]", "[[4]]", "[4", "4]", "<answer>[1]</answer> <answer>x</answer>", "\\boxed{[1] [2]}", "[1</answer>]"],
+)
+def test_a_move_by_the_same_rule_refuses_more_than_one_answer(reply):
+    with pytest.raises(AmbiguousAnswer):
+        extract_move(reply)
+
+
+def test_an_ambiguous_answer_is_a_parse_error_so_every_adapter_makes_it_a_format_error():
+    assert issubclass(AmbiguousAnswer, ParseError) and issubclass(AmbiguousAnswer, ValueError)
 
 
 @pytest.mark.parametrize(
@@ -85,11 +147,11 @@ def test_numbers_are_compared_as_exact_digits_and_exponent():
     assert parse_number(normalize("NaN")) is None and parse_number("inf") is None
 
 
-def test_a_stuffed_reply_is_scored_on_one_candidate():
+def test_a_stuffed_reply_scores_nothing():
     many = " ".join(str(i) for i in range(1, 101))
     assert not is_correct(many, "42")
     assert not is_correct("".join(f"\\boxed{{{i}}}" for i in range(1, 101)), "42")
-    assert is_correct("".join(f"\\boxed{{{i}}}" for i in range(1, 101)), "100")  # the last one is the answer
+    assert not is_correct("".join(f"\\boxed{{{i}}}" for i in range(1, 101)), "100")  # nor the last
     assert not is_correct("\\boxed{41, 42, 43}", "42")
     assert not is_correct("\\boxed{41 or 42}", "42")
     assert not is_correct("<answer>41</answer><answer>42 43</answer>", "42")
@@ -115,6 +177,10 @@ def test_a_reply_quoting_the_question_is_not_its_answer():
         "{" * 100_000,
         "\\boxed{1}" * 12_000,
         "<answer>" * 15_000 + "</answer>" * 10,
+        "<AnSwEr>" * 60_000,
+        "</answer>" * 60_000,
+        "[" * 100_000 + "]" * 100_000,
+        "\\boxed{}" * 50_000 + "\\boxed{42}",
         "x" * 1_000_000,
         "\x00\x01\x1b[31m42\x7f",
         "NaN",
@@ -124,6 +190,11 @@ def test_a_reply_quoting_the_question_is_not_its_answer():
 def test_hostile_replies_are_scored_without_raising_or_hanging(reply):
     assert is_correct(reply, "42") in (True, False)
     assert not is_correct(reply, "7")
+    for read in (extract_answer, extract_move):  # an AmbiguousAnswer is the one error they raise
+        try:
+            read(reply)
+        except AmbiguousAnswer:
+            pass
 
 
 def test_control_characters_are_spaces_and_huge_numbers_compare_exactly():

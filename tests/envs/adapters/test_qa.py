@@ -9,7 +9,7 @@ import agentenv
 from agentenv import Task, TaskFileError, TaskSet, Trajectory, check_env, tool_call_text
 from agentenv.envs.adapters import qa
 from agentenv.envs.adapters.qa import QAEnv
-from tests.test_hostile_actions import HOSTILE
+from tests.core.test_hostile_actions import HOSTILE
 
 datasets = pytest.importorskip("datasets")
 
@@ -81,23 +81,30 @@ def test_an_openai_message_is_an_answer_but_a_tool_call_is_a_format_error():
 # -- attacks ------------------------------------------------------------------------------------------
 
 
-def test_a_reply_stuffed_with_candidates_fails():
+@pytest.mark.parametrize(
+    ("reply", "error_kind"),
+    [
+        (" ".join(str(i) for i in range(1, 101)), None),  # one answer, a wrong one
+        ("\\boxed{41, 42, 43}", None),
+        ("".join(f"\\boxed{{{i}}}" for i in range(40, 50)), "format"),  # more than one answer
+        ("<answer>42</answer> or maybe <answer>41</answer>", "format"),
+        ("<answer>41</answer> or maybe <ANSWER>42</ANSWER>", "format"),
+    ],
+)
+def test_a_reply_stuffed_with_candidates_fails(reply, error_kind):
     env = QAEnv(TaskSet([Task(id="q", prompt="What is 6 * 7?", payload={"reference": "42"})]))
-    for reply in [
-        " ".join(str(i) for i in range(1, 101)),
-        "".join(f"\\boxed{{{i}}}" for i in range(40, 50)),
-        "\\boxed{41, 42, 43}",
-        "<answer>42</answer> or maybe <answer>41</answer>",
-    ]:
-        info = play(env, "q", reply)
-        assert info["task_reward"] == 0.0 and info["failure"] == "policy", reply[:40]
+    info = play(env, "q", reply)
+    assert info["task_reward"] == 0.0 and info["error_kind"] == error_kind
+    assert info["failure"] == ("truncated" if error_kind else "policy")  # a format error ends the one turn
 
 
 def test_a_reply_quoting_the_question_fails():
     question = "Is \\boxed{42} the answer to 6 * 7? Answer yes or no."
     env = QAEnv(TaskSet([Task(id="q", prompt=question, payload={"reference": "yes"})]))
     assert play(env, "q", question)["task_reward"] == 0.0
-    assert play(env, "q", f"You asked: {question} \\boxed{{yes}}")["task_reward"] == 1.0
+    quoted = play(env, "q", f"You asked: {question} \\boxed{{yes}}")  # two answers: 42 and yes
+    assert quoted["task_reward"] == 0.0 and quoted["error_kind"] == "format"
+    assert play(env, "q", "You asked me to answer in \\boxed{}: \\boxed{yes}")["task_reward"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -111,7 +118,7 @@ def test_a_reply_quoting_the_question_fails():
         ("\\boxed{nan}", None),
         ("\\boxed{inf}", None),
         ("{" * 100_000, None),
-        ("\\boxed{" * 15_000 + "}" * 15_000, None),
+        ("\\boxed{" * 15_000 + "}" * 15_000, "format"),  # a box inside a box
         (None, "format"),
         (12345, "format"),
     ],

@@ -22,7 +22,7 @@ from agentenv import check_env
 from agentenv.core.errors import EnvArgumentError, UnknownEnvError
 from agentenv.core.task import TaskSet
 from agentenv.envs.adapters import _reasoning_gym_scorer as scorer_module
-from agentenv.envs.adapters.reasoning_gym import ReasoningGymEnv, env_name, oracle
+from agentenv.envs.adapters.reasoning_gym import ReasoningGymEnv, env_name, list_parts, oracle
 from agentenv.registry import _ID_RE
 
 NO_REFERENCE = {"boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"}
@@ -186,10 +186,63 @@ def test_a_reply_listing_many_candidates_does_not_score(legs):
     assert info["task_reward"] == 0.0
 
 
-def test_several_answer_tags_do_not_score(legs):
+def test_several_answer_tags_are_a_format_error_and_nothing_is_scored(legs):
     legs.reset(seed=0)
-    *_, info = legs.step(reference(legs) + tagged("1") + tagged("2"))
-    assert info["task_reward"] == 0.0 and legs.state.note == "3 <answer> tags; give exactly one"
+    obs, reward, *_, info = legs.step(reference(legs) + tagged("1") + tagged("2"))
+    assert info["error_kind"] == "format" and info["task_reward"] == 0.0 and reward < 0
+    assert obs[0]["content"] == "Error: more than one answer: give exactly one" and legs.state.attempts == 0
+    retry = ReasoningGymEnv("leg_counting", size=16, multi_turn=True, max_attempts=2)
+    retry.reset(seed=0)
+    *_, terminated, _, info = retry.step(tagged("1") + reference(retry))  # refused: no attempt used
+    assert info["error_kind"] == "format" and not terminated and retry.state.attempts == 0
+    *_, terminated, _, info = retry.step(reference(retry))
+    assert terminated and info["success"] is True and retry.state.attempts == 1
+
+
+# Forms of "the right answer R among others" that each dataset's own scorer paid 1 (or 0.5)
+# before the list-of-candidates check (0.1.25; W is another task's answer, no decoy's).
+PAID_LISTS = {
+    "advanced_geometry": ["{R}, {W}"],
+    "fraction_simplification": ["{R}, {W}", "{R} {W}", "{R}\n{W}", "{R} or {W}"],
+    "gsm_symbolic": ["{R}, {W}", "{R} {W}", "{R}\n{W}", "{R} or {W}", "[{R}, {W}]"],
+    "intermediate_integration": ["{R} or {W}"],
+    "mini_sudoku": ["{R}\n{W}"],
+    "polynomial_multiplication": ["{R} or {W}"],
+    "quantum_lock": ["{R}, {W}", "{W}, {R}"],
+    "simple_integration": ["{R} or {W}"],
+    "sokoban": ["{R}, {W}", "{R} {W}", "{R}\n{W}", "{R} or {W}", "[{R}, {W}]"],
+    "sudoku": ["{R}\n{W}"],
+    "time_intervals": ["{R}, {W}", "{R}\n{W}", "{R} or {W}"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", sorted(PAID_LISTS))
+def test_a_list_of_candidates_in_one_answer_does_not_score(dataset):
+    env = ReasoningGymEnv(dataset, size=6, decoys=0)  # no decoys: the list check alone
+    task = env.tasks[0]
+    right = task.payload["answer"]
+    wrong = next(t.payload["answer"] for t in env.tasks if t.payload["answer"] != right)
+    env.reset(options={"task": task.id})
+    *_, info = env.step(tagged(right))
+    assert info["success"] is True, env.state.note  # the right answer alone scores
+    for form in PAID_LISTS[dataset]:
+        env.reset(options={"task": task.id})
+        *_, info = env.step(tagged(form.format(R=right, W=wrong)))
+        assert info["task_reward"] == 0.0 and info["error_kind"] is None, (form, env.state.note)
+        assert env.state.note == "the answer is a list of candidates: one of its parts scores as well alone" or (
+            dataset in ("sudoku", "mini_sudoku")  # their grid scorer reads every row of digits
+        ), (form, env.state.note)
+
+
+def test_the_list_check_cuts_only_at_separators_the_reference_lacks():
+    assert list_parts("28080, 44", "28080") == ["28080", "44"]
+    assert list_parts("42 apples", "42") == ["42", "apples"]
+    assert list_parts("(1, 2), (3, 4)", "(1, 2)") == ["(1, 2)", "(3, 4)"]  # outside brackets
+    assert list_parts("0.0, 0.5909", "-1.0, 2.0") == []  # a list answering a list
+    assert list_parts("5 days", "3 days") == [] and list_parts("anything, at all", None) == []
+    many = list_parts(", ".join(str(n) for n in range(100)), "7")
+    assert many == ["0", "1", "2", "3", "96", "97", "98", "99"]  # the first and last MAX_PARTS / 2
 
 
 def test_a_scorer_that_accepts_anything_is_exposed_by_the_decoys():
@@ -209,8 +262,8 @@ def test_a_scorer_that_accepts_anything_is_exposed_by_the_decoys():
         (tagged("9" * 4090), None),  # a huge integer the scorer does read
         ({"role": "assistant", "content": "<answer>1</answer>", "x": json.loads("[" * 500 + "]" * 500)}, "format"),
         (tagged("1e999999"), None),
-        ("<answer>" * 16_000, None),  # no tag closes: the whole reply is the answer, too long
-        ("<answer>1</answer>" + "<answer>" * 16_000, None),  # one tag, then unclosed ones
+        ("<answer>" * 16_000, "format"),  # a tag inside a tag, none closed: not one answer
+        ("<answer>1</answer>" + "<answer>" * 16_000, "format"),  # one tag, then unclosed ones
     ],
     ids=[
         "1MB",
@@ -466,6 +519,9 @@ def test_the_composite_dataset_mixes_others_given_in_its_config():
     with pytest.raises(EnvArgumentError, match=re.escape("field 'datasets.1.config': Field required")):
         ReasoningGymEnv("composite", config={"datasets": parts})
     parts[1]["config"] = {}
+    with pytest.raises(EnvArgumentError, match=re.escape("reasoning-gym's composite needs config={'datasets'")):
+        agentenv.make("reasoning-gym/composite-v0")  # with its defaults: what `agentenv list` says it needs
+    assert agentenv.spec("reasoning-gym/composite-v0").needs.startswith("config={'datasets': [")
     env = ReasoningGymEnv("composite", config={"datasets": parts}, size=6)
     check_env(env, actions=lambda e: [reference(e)])
     for task in env.tasks:

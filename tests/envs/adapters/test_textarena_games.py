@@ -94,7 +94,7 @@ def test_tasks_are_seeds_with_the_game_as_family_and_the_variant_as_difficulty()
     assert variant is not None and variant.payload["seed"] != 0 and variant.metadata == env.tasks[0].metadata
 
 
-def test_unknown_and_excluded_games_and_a_two_player_game_without_opponent_say_why():
+def test_unknown_and_excluded_games_and_bad_arguments_say_why():
     with pytest.raises(KeyError, match="Did you mean 'TicTacToe-v0'"):
         TextArenaEnv(game="TicTacToo-v0")
     with pytest.raises(UnknownEnvError, match="Did you mean 'textarena/TicTacToe-v0'"):
@@ -103,8 +103,6 @@ def test_unknown_and_excluded_games_and_a_two_player_game_without_opponent_say_w
         TextArenaEnv(game="Wordle-v0")
     with pytest.raises(UnknownEnvError, match="'textarena/Sokoban-medium-v0' is not supported: it takes from a second"):
         agentenv.make("textarena/Sokoban-medium-v0")  # a left-out variant, named by its agentenv id
-    with pytest.raises(ValueError, match="two-player game and needs an opponent"):
-        TextArenaEnv(game="TruthAndDeception-v0")
     with pytest.raises(ValueError, match="single-player game: it takes no opponent"):
         TextArenaEnv(game="Mastermind-v0", opponent="random")
     with pytest.raises(TypeError, match="opponent must be"):
@@ -478,6 +476,27 @@ def test_every_random_opponent_id_starts_and_plays_as_either_player():
                 assert env.state.crashed is None, (ta_id, player, env.state.crashed)
                 if terminated or truncated:
                     break
+
+
+@pytest.mark.parametrize("ta_id", ["Breakthrough-v0-tiny", "ColonelBlotto-v0-small", "Tak-v0", "TruthAndDeception-v0"])
+def test_a_game_that_names_no_legal_moves_gets_a_random_opponent_that_replays_from_the_seed(ta_id):
+    # These games name a template or one example only: the opponent's moves are made from
+    # the game's state (textarena_moves), drawn from the seed, so an episode replays.
+    from agentenv.envs.adapters.textarena_games import _random_move
+
+    def play(seed: int) -> list[str]:
+        env = agentenv.make(agentenv_id(ta_id), max_turns=6)  # its defaults: the random opponent
+        env.reset(seed=0, options={"task": env.tasks[seed].id})
+        moves = []
+        for _ in range(3):
+            *_, terminated, truncated, info = env.step(_random_move(env._live, env.state.player, []))
+            assert info["error_kind"] is None and env.state.crashed is None, (ta_id, info)
+            moves += env.state.last_moves
+            if terminated or truncated:
+                break
+        return moves
+
+    assert play(1) == play(1) and len(play(1)) >= 2  # the agent's move and the opponent's reply
 
 
 def test_a_game_that_cannot_go_on_after_the_agents_move_ends_unsolved_not_infra(monkeypatch):
