@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["FAMILIES", "candidate_moves"]
@@ -40,20 +40,22 @@ def _board(env: Any) -> list[list[str]]:
     return list(env.state.game_state["board"])
 
 
+def _squares_of(board: Any, n: int, piece: str) -> Iterator[tuple[int, int]]:
+    """The (row, column) of each of ``piece``'s squares on an ``n`` x ``n`` board, row by row."""
+    return ((r, c) for r in range(n) for c in range(n) if board[r][c] == piece)
+
+
 def _alquerque(env: Any, player: int, rng: random.Random) -> list[str]:
     """A step to any neighbour or a jump of two along any line, from each of the player's pieces."""
     board, n = _board(env), env.BOARD_N
     piece = "R" if player == 0 else "B"
     moves = []
-    for r in range(n):
-        for c in range(n):
-            if board[r][c] != piece:
-                continue
-            for dr, dc in _EIGHT:
-                for step in (1, 2):
-                    tr, tc = r + dr * step, c + dc * step
-                    if 0 <= tr < n and 0 <= tc < n and not board[tr][tc]:
-                        moves.append(f"[{_square(r, c, n)} {_square(tr, tc, n)}]")
+    for r, c in _squares_of(board, n, piece):
+        for dr, dc in _EIGHT:
+            for step in (1, 2):
+                tr, tc = r + dr * step, c + dc * step
+                if 0 <= tr < n and 0 <= tc < n and not board[tr][tc]:
+                    moves.append(f"[{_square(r, c, n)} {_square(tr, tc, n)}]")
     return moves
 
 
@@ -62,14 +64,11 @@ def _breakthrough(env: Any, player: int, rng: random.Random) -> list[str]:
     board, n = _board(env), env.board_size
     piece, forward = ("W", 1) if player == 0 else ("B", -1)
     moves = []
-    for r in range(n):
-        for c in range(n):
-            if board[r][c] != piece:
-                continue
-            for dc in (-1, 0, 1):
-                tr, tc = r + forward, c + dc
-                if 0 <= tr < n and 0 <= tc < n:
-                    moves.append(f"[{chr(97 + c)}{r + 1}{chr(97 + tc)}{tr + 1}]")
+    for r, c in _squares_of(board, n, piece):
+        for dc in (-1, 0, 1):
+            tr, tc = r + forward, c + dc
+            if 0 <= tr < n and 0 <= tc < n:
+                moves.append(f"[{chr(97 + c)}{r + 1}{chr(97 + tc)}{tr + 1}]")
     return moves
 
 
@@ -79,15 +78,12 @@ def _lines_of_action(env: Any, player: int, rng: random.Random) -> list[str]:
     board, n = _board(env), env.BOARD_N
     side = "O" if player == 0 else "X"
     moves = []
-    for r in range(n):
-        for c in range(n):
-            if board[r][c] != side:
-                continue
-            for dr, dc in _EIGHT:
-                distance = env._count_pieces_on_line(r, c, dr, dc)
-                tr, tc = r + dr * distance, c + dc * distance
-                if 0 <= tr < n and 0 <= tc < n and board[tr][tc] != side:
-                    moves.append(f"[{env.rc_to_coord(r, c)}{env.rc_to_coord(tr, tc)}]")
+    for r, c in _squares_of(board, n, side):
+        for dr, dc in _EIGHT:
+            distance = env._count_pieces_on_line(r, c, dr, dc)
+            tr, tc = r + dr * distance, c + dc * distance
+            if 0 <= tr < n and 0 <= tc < n and board[tr][tc] != side:
+                moves.append(f"[{env.rc_to_coord(r, c)}{env.rc_to_coord(tr, tc)}]")
     return moves
 
 
