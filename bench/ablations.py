@@ -160,7 +160,7 @@ def warm_start(seed: int, output_dir: Path, overrides: dict[str, Any]) -> WarmSt
     start = time.perf_counter()
     trainer = GRPOTrainer(config=config)
     output_dir.mkdir(parents=True, exist_ok=True)
-    logger = MetricsLogger(output_dir, total_steps=config.steps, tensorboard=False, stream=sys.stdout)
+    logger = MetricsLogger(output_dir, total_steps=config.steps, stream=sys.stdout)
     try:
         # The trainer has no public "warm start only"; this is the call train() makes first.
         trainer._warm_start(logger)
