@@ -360,7 +360,7 @@ def grpo_config(args: argparse.Namespace, output_dir: str) -> Any:
         save_every=args.grpo_steps,  # one checkpoint, at the end
         keep_checkpoints=1,
         resume=False,
-        tensorboard=False,
+        report_to=[],
     )
 
 

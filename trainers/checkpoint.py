@@ -57,10 +57,19 @@ RUN_FILES = (
     "final",
     "tokenizer",
     "tensorboard",
+    "run.lock",
+    "trackers.json",
+    "wandb",
 )
 """What a training run writes at the top of its output_dir."""
 _REPORT_FILES = ("report.html", "report_files")  # `agentenv report`'s page of the run, by default
-_SAME_RUN_IGNORES = ("resume", "output_dir", "torch_threads")  # how a run is started or where, not which run it is
+_SAME_RUN_IGNORES = (
+    "resume",
+    "output_dir",
+    "torch_threads",
+    "report_to",
+    "tensorboard",
+)  # how a run is started, where, or logged: not which run it is
 
 
 def _rng_state() -> dict[str, Any]:

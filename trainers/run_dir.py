@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from agentenv.core.trajectory import Trajectory
+from agentenv.report.rundir import CLAIM_FILE, RunClaim
 from agentenv.trainers.checkpoint import (
     WarmStartCheckpoint,
     clear_run,
@@ -66,10 +67,17 @@ class RunDir:
         if not resumed:
             self.claim()
         self.path.mkdir(parents=True, exist_ok=True)
+        if self.dist.is_writer:  # `agentenv report` shows the run as in progress while this process lives
+            (self.path / CLAIM_FILE).write_text(RunClaim.of_this_process().model_dump_json())
         if not resumed and self.dist.is_writer:
             (self.path / "config.json").write_text(json.dumps(self.config.to_dict(), indent=1))
             if hasattr(tokenizer, "save_pretrained"):
                 tokenizer.save_pretrained(str(self.path / "tokenizer"))
+
+    def release(self) -> None:
+        """Remove this process's claim (`start`): the run ended, finished or not."""
+        if self.dist.is_writer:
+            (self.path / CLAIM_FILE).unlink(missing_ok=True)
 
     def claim(self) -> None:
         """Before a run from step 0 writes anything: refuse an output_dir holding another

@@ -213,6 +213,7 @@ class GRPOTrainer:
             finished = True
         finally:
             self.close()
+            self.run.release()  # before the report is built for the trackers: the run is no longer in progress
             log.close(failed=not finished)  # a finished run's report goes to the trackers
             if isinstance(self.executor, RayExecutor):
                 self.executor.close()  # a later evaluate() starts the actors again

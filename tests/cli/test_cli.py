@@ -827,7 +827,7 @@ def test_train_refuses_an_output_dir_holding_another_run_and_leaves_it_as_it_was
     (run / "config.json").write_text(json.dumps({"seed": 1, "steps": 2}))
     (run / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
     config = tmp_path / "b.toml"
-    config.write_text(f'output_dir = "{run}"\nsteps = 1\nresume = false\ntensorboard = false\n')
+    config.write_text(f'output_dir = "{run}"\nsteps = 1\nresume = false\nreport_to = []\n')
     result = invoke("train", str(config))
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: output_dir {run} holds a run of another config")
@@ -845,7 +845,7 @@ def test_an_error_the_training_run_stops_on_is_one_line_with_code_1(tmp_path: Pa
 
     monkeypatch.setattr(GRPOTrainer, "train", diverged)
     config = tmp_path / "run.toml"
-    config.write_text(f'output_dir = "{tmp_path / "run"}"\nsteps = 1\ntensorboard = false\n')
+    config.write_text(f'output_dir = "{tmp_path / "run"}"\nsteps = 1\nreport_to = []\n')
     result = invoke("train", str(config))
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith("error: training stopped: the next-token probabilities hold NaN or inf")
@@ -865,7 +865,7 @@ def test_the_curve_train_prints_shows_a_resumed_runs_rows_whatever_their_values(
     ]
     monkeypatch.setattr(GRPOTrainer, "train", lambda self: rows)
     config = tmp_path / "run.toml"
-    config.write_text(f'output_dir = "{tmp_path / "run"}"\nsteps = 1\ntensorboard = false\n')
+    config.write_text(f'output_dir = "{tmp_path / "run"}"\nsteps = 1\nreport_to = []\n')
     result = invoke("train", str(config))
     assert result.exit_code == 0, result.output
     assert "learning curve" in result.stdout and "50%" in result.stdout

@@ -39,7 +39,7 @@ def _config(run: Path, **kw: object) -> GRPOConfig:
         eval_episodes=0,
         save_every=1,
         keep_checkpoints=5,
-        tensorboard=False,
+        report_to=[],
         resume=False,
     )
     return GRPOConfig(**{**base, **kw})

@@ -233,3 +233,24 @@ def test_torch_threads_is_set_when_the_trainer_is_made(tmp_path, tokenizer) -> N
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_training_run_is_claimed_while_it_runs_and_released_when_it_ends(tmp_path, tokenizer) -> None:
+    from agentenv.report.rundir import CLAIM_FILE, RunClaim
+
+    run = tmp_path / "run"
+    seen: list[bool | None] = []
+
+    def look(step, metrics):  # `agentenv report` reads this file to say "in progress"
+        seen.append(RunClaim.model_validate_json((run / CLAIM_FILE).read_text()).live())
+
+    _trainer(tokenizer, _config(run, steps=1), on_step=look).train()
+    assert seen == [True] and not (run / CLAIM_FILE).exists()
+
+    def stop(step, metrics):
+        raise _Stop
+
+    other = tmp_path / "other"
+    with pytest.raises(_Stop):  # a run that stops with an error releases it too
+        _trainer(tokenizer, _config(other, steps=2), on_step=stop).train()
+    assert not (other / CLAIM_FILE).exists()
