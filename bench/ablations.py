@@ -56,7 +56,6 @@ from _common import header, table
 from learn_cpu import demo_config, parse_sets, wilson
 
 from agentenv.trainers import GRPOConfig, GRPOTrainer
-from agentenv.trainers.metrics import MetricsLogger
 
 # From CI's runs of the demonstration (1,000 supervised steps; 50 RL steps with 6
 # evaluations of 256 episodes; 338-375 s a seed on 2 cores): for the time printed up front.
@@ -160,12 +159,7 @@ def warm_start(seed: int, output_dir: Path, overrides: dict[str, Any]) -> WarmSt
     start = time.perf_counter()
     trainer = GRPOTrainer(config=config)
     output_dir.mkdir(parents=True, exist_ok=True)
-    logger = MetricsLogger(output_dir, total_steps=config.steps, tensorboard=False, stream=sys.stdout)
-    try:
-        # The trainer has no public "warm start only"; this is the call train() makes first.
-        trainer._warm_start(logger)
-    finally:
-        logger.close()
+    trainer.warm_start()  # the public warm start: the oracle's episodes, then config.sft_steps steps
     return WarmStart(trainer.model, trainer.tokenizer, _rng_state(), time.perf_counter() - start, output_dir)
 
 

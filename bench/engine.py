@@ -151,7 +151,7 @@ def _step(engine: str, model: torch.nn.Module, tokenizer: Any, args: argparse.Na
     config = GRPOConfig(
         steps=1, group_size=args.group_size, batch_size=args.prompts, max_new_tokens=args.max_new_tokens,
         max_seq_len=args.max_seq_len, max_turns=args.turns, learning_rate=1e-6, eval_episodes=0,
-        micro_batch_size=8, output_dir=out, tensorboard=False, resume=False, save_trajectories=False,
+        micro_batch_size=8, output_dir=out, report_to=[], resume=False, save_trajectories=False,
         rollout_engine=engine, **({"vllm": {"kv_cache_gb": 1.0}} if engine == "vllm" else {}),
     )  # fmt: skip
     trainer = GRPOTrainer(copy.deepcopy(model), tokenizer, envs=[TalkEnv], config=config)

@@ -165,7 +165,7 @@ def sft_load(trainer: Any) -> SftLoad:
 @dataclass
 class Meter:
     """Measures the phases of `GRPOTrainer.train()` from inside it: it stands in for
-    three methods (the trainer's warm-start log and ``train_step``, and its updater's
+    three hooks (the trainer's ``on_sft_step`` and ``train_step``, and its updater's
     ``optimise``), records, and calls the originals."""
 
     trainer: Any
@@ -179,20 +179,21 @@ class Meter:
 
     def __post_init__(self) -> None:
         t = self.trainer
-        self._log_sft, self._train_step, self._optimise = t._warm_start_progress, t.train_step, t.updater.optimise
-        t._warm_start_progress, t.train_step, t.updater.optimise = self.sft_step, self.grpo_step, self.optimise
+        self._on_sft, self._train_step, self._optimise = t.on_sft_step, t.train_step, t.updater.optimise
+        t.on_sft_step, t.train_step, t.updater.optimise = self.sft_step, self.grpo_step, self.optimise
 
     def elapsed(self) -> str:
         return f"[{time.perf_counter() - self.started:5.0f} s]"
 
-    def sft_step(self, step: int, loss: float) -> None:
+    def sft_step(self, step: int, row: dict[str, Any]) -> None:
+        loss = row["sft/loss"]
         self.sft_times.append(time.perf_counter())
         self.sft_losses.append(loss)
-        last = self.trainer.config.sft_steps - 1
-        self._log_sft(step, loss)
-        if step == last:
+        if self._on_sft is not None:
+            self._on_sft(step, row)
+        if step == self.trainer.config.sft_steps:  # steps count from 1
             self.sft_peak_gib = peak_memory_gib(self.trainer.device)
-            print(f"{self.elapsed()} warm start: {step + 1} steps done, loss {loss:.3f}", flush=True)
+            print(f"{self.elapsed()} warm start: {step} steps done, loss {loss:.3f}", flush=True)
 
     def grpo_step(self) -> dict[str, Any]:
         device = self.trainer.device
@@ -359,7 +360,7 @@ def grpo_config(args: argparse.Namespace, output_dir: str) -> Any:
         save_every=args.grpo_steps,  # one checkpoint, at the end
         keep_checkpoints=1,
         resume=False,
-        tensorboard=False,
+        report_to=[],
     )
 
 

@@ -66,7 +66,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
         max_seq_len=768,
         test_fraction=0.2,
         split_seed=0,  # one held-out set for every seed: the shared warm start never saw it
-        tensorboard=False,
+        report_to=[],
         resume=False,
     )
 

@@ -64,7 +64,7 @@ def _run(sampler: str, args: argparse.Namespace, out: Path) -> dict[str, float]:
         eval_episodes=args.eval_episodes,
         eval_temperature=1.0,
         save_every=args.steps,
-        tensorboard=False,
+        report_to=[],
         resume=False,
         save_trajectories=False,
         miner={} if sampler == "miner" else None,

@@ -122,7 +122,7 @@ def write_synthetic_run(run_dir: Path, episodes: int, seed: int = 0) -> None:
     steps = max(1, episodes // EPISODES_PER_STEP)
     config = {"model": "synthetic", "steps": steps, "group_size": 8, "batch_size": EPISODES_PER_STEP}
     (run_dir / "config.json").write_text(json.dumps(config))
-    logger = MetricsLogger(run_dir, total_steps=steps, tensorboard=False, stream=open("/dev/null", "w"))
+    logger = MetricsLogger(run_dir, total_steps=steps, stream=open("/dev/null", "w"))
     try:
         for step in range(1, steps + 1):
             n = EPISODES_PER_STEP if step < steps else episodes - EPISODES_PER_STEP * (steps - 1)

@@ -108,7 +108,7 @@ def run(condition: Condition, model: torch.nn.Module, tokenizer: Any, args: argp
         eval_episodes=0,
         save_every=10_000,
         save_trajectories=False,
-        tensorboard=False,
+        report_to=[],
         resume=False,
         learning_rate=1e-3,  # large enough for stale tokens to show an importance weight away from 1
         **condition.settings,

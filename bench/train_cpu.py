@@ -129,7 +129,7 @@ def make_trainer(model: torch.nn.Module, tokenizer: Any, args: argparse.Namespac
         max_seq_len=4096,
         micro_batch_size=args.batch_size,
         eval_episodes=0,
-        tensorboard=False,
+        report_to=[],
         learning_rate=1e-6,
         reuse_kv_cache=reuse,
         share_prompts=share,

@@ -280,7 +280,7 @@ def main() -> None:
             micro_batch_size=args.micro_batch_size,
             bf16=True,
             eval_episodes=0,
-            tensorboard=False,
+            report_to=[],
             learning_rate=1e-6,
         )
         trainer = GRPOTrainer(model, tokenizer, envs=[guess_number], config=config)

@@ -145,7 +145,7 @@ def run_agentenv(args: argparse.Namespace, folder: Path, checkpointing: bool) ->
         micro_batch_size=MICRO_BATCH,
         eval_episodes=0,
         test_fraction=0.01,
-        tensorboard=False,
+        report_to=[],
         learning_rate=1e-6,
         gradient_checkpointing=checkpointing,
     )

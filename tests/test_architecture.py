@@ -29,6 +29,7 @@ LAYERS: dict[str, set[str]] = {
     "eval": _BASE | {"rollout", "policies", "root", "eval"},
     "miner": _BASE | {"rollout", "policies", "root", "eval", "miner"},
     "report": _BASE | {"rollout", "policies", "root", "eval", "miner", "report"},
+    "export": _BASE | {"rollout", "policies", "root", "eval", "miner", "report", "export"},  # runs as datasets
     "sandboxes": _BASE | {"root", "sandboxes"},
     "envs": _BASE | {"rollout", "policies", "root", "sandboxes", "envs"},
     "trainers": _BASE | {"rollout", "policies", "root", "eval", "miner", "report", "trainers"},

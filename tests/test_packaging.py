@@ -38,7 +38,7 @@ def test_import_loads_no_heavy_dependency(tmp_path: Path) -> None:
         import agentenv
         agentenv.make("arithmetic-v0").reset(seed=0)
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in
-              {"torch", "transformers", "playwright", "docker", "typer", "httpx"}
+              {"torch", "transformers", "playwright", "docker", "typer", "httpx", "scipy"}
               or m.startswith(("agentenv.cli", "agentenv.policies.openai")))))
         """,
         cwd=tmp_path,

@@ -1,5 +1,6 @@
-"""Checkpoints of a run: model, optimiser, RNG states, step and sampler state; and whose
-run a run directory holds.
+"""Checkpoints of a run: model, optimiser, RNG states, step and sampler state; the warm
+start's (checkpoints/warm-start-NNNNNN: `save_warm_start`); and whose run a run
+directory holds.
 
 A checkpoint is written into a temporary folder and renamed into place, and the
 ``latest`` pointer is replaced atomically, so a run killed at any moment (even by
@@ -19,8 +20,10 @@ import json
 import os
 import pickle
 import random
+import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +32,21 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentenv.core.checkpoints import latest_checkpoint
+from agentenv.core.trajectory import Trajectory
 
-__all__ = ["RUN_FILES", "clear_run", "latest_checkpoint", "load_checkpoint", "other_run", "save_checkpoint"]
+__all__ = [
+    "RUN_FILES",
+    "WarmStartCheckpoint",
+    "clear_run",
+    "latest_checkpoint",
+    "latest_warm_start",
+    "load_checkpoint",
+    "load_warm_start",
+    "other_run",
+    "save_checkpoint",
+    "save_warm_start",
+    "warm_start_weights",
+]
 
 RUN_FILES = (
     "config.json",
@@ -41,10 +57,19 @@ RUN_FILES = (
     "final",
     "tokenizer",
     "tensorboard",
+    "run.lock",
+    "trackers.json",
+    "wandb",
 )
 """What a training run writes at the top of its output_dir."""
 _REPORT_FILES = ("report.html", "report_files")  # `agentenv report`'s page of the run, by default
-_SAME_RUN_IGNORES = ("resume", "output_dir")  # how a run is started or where, not which run it is
+_SAME_RUN_IGNORES = (
+    "resume",
+    "output_dir",
+    "torch_threads",
+    "report_to",
+    "tensorboard",
+)  # how a run is started, where, or logged: not which run it is
 
 
 def _rng_state() -> dict[str, Any]:
@@ -180,6 +205,136 @@ def _load_rng(file: Path) -> dict[str, Any]:
             return torch.load(file, weights_only=True)
 
 
+# -- the warm start's checkpoints --------------------------------------------------------
+
+_WARM_START = re.compile(r"warm-start-(\d{6,})")
+
+
+class _WarmStartInfo(BaseModel):
+    """warm_start.json: how far the warm start got, checked before a run goes on from it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sft_step: int = Field(ge=0, strict=True)
+    """Supervised steps taken."""
+    done: bool = Field(strict=True)
+    """The warm start ended here: the weights are those RL starts from (and the KL reference)."""
+    time_s: float = Field(0.0, ge=0.0)
+    """Seconds of warm start up to here (``time/sft_s`` goes on from it)."""
+
+
+@dataclass(frozen=True)
+class WarmStartCheckpoint:
+    """A warm start read back: how far it got, the supervised loop's state (`sft.Imitation`)
+    and the oracle's episodes it trains on (both None once it is done)."""
+
+    path: Path
+    sft_step: int
+    done: bool
+    time_s: float
+    state: dict[str, Any] | None
+    episodes: list[Trajectory] | None
+
+
+def save_warm_start(
+    run_dir: Path,
+    model: torch.nn.Module,
+    *,
+    sft_step: int,
+    time_s: float,
+    state: dict[str, Any] | None = None,
+    episodes: Sequence[Trajectory] = (),
+) -> Path:
+    """Write checkpoints/warm-start-NNNNNN (NNNNNN: supervised steps taken): the weights, the
+    RNG states and warm_start.json; with ``state`` (the loop's, while the warm start runs)
+    also state.pt and the oracle's ``episodes`` (episodes.jsonl), so it goes on from there
+    on the same data. Without ``state`` it marks the warm start done and keeps the weights
+    alone: the policy RL starts from, which a resumed run's KL reference is. Written into
+    a temporary folder and renamed into place, then older warm-start checkpoints are
+    deleted, so a run killed at any moment keeps one whole."""
+    root = run_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"warm-start-{sft_step:06d}"
+    tmp = root / f".tmp-warm-start-{sft_step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    torch.save(model.state_dict(), tmp / "model.pt")
+    torch.save(_rng_state(), tmp / "rng.pt")
+    if state is not None:
+        torch.save(state, tmp / "state.pt")
+        (tmp / "episodes.jsonl").write_text("".join(t.to_json() + "\n" for t in episodes), encoding="utf-8")
+    info = _WarmStartInfo(sft_step=sft_step, done=state is None, time_s=time_s)
+    (tmp / "warm_start.json").write_text(info.model_dump_json(indent=1))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    for old in _warm_starts(root):
+        if old != final:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_warm_start(run_dir: Path, *, done: bool = False) -> Path | None:
+    """The newest warm-start checkpoint of ``run_dir`` (with ``done``: only if the warm start
+    ended there), or None (every one in place is whole: each is renamed there once written)."""
+    found = _warm_starts(run_dir / "checkpoints")
+    if not found or (done and not _warm_start_info(found[-1] / "warm_start.json").done):
+        return None
+    return found[-1]
+
+
+def _warm_starts(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    named = [(int(m.group(1)), p) for p in root.iterdir() if (m := _WARM_START.fullmatch(p.name)) and p.is_dir()]
+    return [p for _, p in sorted(named)]
+
+
+def load_warm_start(path: Path, model: torch.nn.Module) -> WarmStartCheckpoint:
+    """Load the weights and RNG states saved at ``path`` (`save_warm_start`) and return the
+    rest. A file that is missing, cut short, edited or not this model's is one ValueError
+    naming it; warm_start.json is read first, so a checkpoint refused for it has changed
+    nothing."""
+    info = _warm_start_info(path / "warm_start.json")
+    device = next(model.parameters()).device
+    state = None if info.done else _load(path / "state.pt", lambda f: torch.load(f, weights_only=True))
+    episodes = None if info.done else _episodes(path / "episodes.jsonl")
+    try:
+        model.load_state_dict(warm_start_weights(path, device))
+    except (RuntimeError, KeyError, TypeError) as e:
+        raise ValueError(f"{path / 'model.pt'}: does not fit this model ({_first_line(e)})") from None
+    rng = _load(path / "rng.pt", _load_rng)
+    try:
+        _set_rng_state(rng)
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"{path / 'rng.pt'}: not the RNG states a checkpoint saves ({_first_line(e)})") from None
+    return WarmStartCheckpoint(path, info.sft_step, info.done, info.time_s, state, episodes)
+
+
+def warm_start_weights(path: Path, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """The model's weights saved at ``path`` (a warm-start checkpoint)."""
+    return _load(path / "model.pt", lambda f: torch.load(f, map_location=device, weights_only=True))
+
+
+def _warm_start_info(file: Path) -> _WarmStartInfo:
+    try:
+        return _WarmStartInfo.model_validate_json(file.read_bytes())
+    except OSError as e:
+        raise ValueError(f"{file}: unreadable ({e.strerror or e})") from None
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ValueError(f"{file}: {f'field {where!r}: ' if where else ''}{err['msg']}") from None
+
+
+def _episodes(file: Path) -> list[Trajectory]:
+    try:
+        return [Trajectory.from_json(line) for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except OSError as e:
+        raise ValueError(f"{file}: unreadable ({e.strerror or e})") from None
+    except ValueError as e:  # pydantic's ValidationError is a ValueError
+        raise ValueError(f"{file}: not the oracle's episodes a warm start saves ({_first_line(e)})") from None
+
+
 # -- whose run a directory holds -------------------------------------------------------
 
 
@@ -211,6 +366,8 @@ def other_run(run_dir: Path, config: dict[str, Any], *, resume: bool) -> str | N
 
 
 def _has_checkpoint(run_dir: Path) -> bool:
+    if latest_warm_start(run_dir) is not None:
+        return True
     try:
         return latest_checkpoint(run_dir) is not None
     except ValueError:

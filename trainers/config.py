@@ -24,6 +24,7 @@ import re
 import textwrap
 import tomllib
 import types
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
@@ -37,6 +38,7 @@ from agentenv.miner.config import MinerConfig
 from agentenv.rollout.ray import RayConfig
 from agentenv.trainers.modes import LOSS_MODES, STEP_ADVANTAGES, TASK_ADVANTAGES, check_mode
 from agentenv.trainers.pretrained import KNOWN_MODELS
+from agentenv.trainers.trackers import DEFAULT_TRACKERS, TrackerName, missing_libraries
 
 __all__ = ["GRPOConfig", "VLLMConfig"]
 
@@ -333,6 +335,12 @@ class GRPOConfig(BaseModel):
     step instead of returning them to the kernel and faulting them in again (process-wide;
     `keep_freed_cpu_memory`). Steps about 15% faster on a multi-turn batch, peak memory
     about 5% higher. Ignored on GPUs and with other C libraries."""
+    torch_threads: int | None = Field(None, ge=1)
+    """Intra-op threads torch computes with on the CPU (``torch.set_num_threads``, set when
+    the trainer is made, for the whole process). None leaves torch's setting as it is (by
+    default one per core of the machine, blind to a container's CPU quota and to other
+    ranks on it); ``agentenv train --threads`` defaults to the CPUs this process may use,
+    shared among a torchrun job's ranks on the machine (`threads.available_cpus`)."""
     lora_r: int = Field(0, ge=0)
     """LoRA rank through peft (0 = full fine-tuning)."""
     lora_alpha: int = 16
@@ -345,6 +353,12 @@ class GRPOConfig(BaseModel):
     """Learning rate of the supervised warm start."""
     sft_weight_decay: float = Field(0.0, ge=0.0)
     """AdamW weight decay of the supervised warm start."""
+    sft_checkpoint_every: int = Field(100, ge=1)
+    """Checkpoint the warm start every this many supervised steps (checkpoints/warm-start-NNNNNN:
+    the weights, the optimiser, the batch sampler's state and the oracle's episodes), so a
+    run stopped during it goes on from there; and at its end, keeping the weights alone: a
+    run stopped after it does not run it again, and a resumed run's KL reference
+    (``kl_coef``) is those weights, not the resumed ones."""
     eval_every: int = Field(10, ge=0)
     """Evaluate success on held-out tasks every this many steps (0 = only at start and end),
     sampled at eval_temperature (greedy at 0) with top_p and top_k."""
@@ -370,8 +384,17 @@ class GRPOConfig(BaseModel):
     for resume and output_dir) is replaced, its files deleted first; one of another
     config is refused before anything is written (choose another output_dir, resume it,
     or delete it)."""
-    tensorboard: bool = True
-    """Also log to TensorBoard when it is installed."""
+    report_to: list[TrackerName] = Field(default_factory=lambda: list(DEFAULT_TRACKERS))
+    """Experiment trackers the run logs to, each through its own library (the trackers
+    extra): any of "tensorboard", "wandb", "mlflow", "trackio"; [] for none. Each gets every
+    step's figures as metrics.jsonl has them (the step as x axis) and the config; when the
+    run completes, W&B, MLflow and Trackio also get its report (the page ``agentenv report``
+    writes). Their settings come from the libraries' environment variables (WANDB_MODE,
+    WANDB_PROJECT, MLFLOW_TRACKING_URI, TRACKIO_DIR, ...; `agentenv.trainers.trackers`).
+    A tracker whose library is missing is an error, except in the default, ["tensorboard"],
+    which logs to TensorBoard when it is installed."""
+    tensorboard: bool | None = None
+    """Deprecated: use report_to. True adds "tensorboard" to report_to, False takes it out."""
 
     # -- several processes (torchrun) --------------------------------------------------
     data_parallel: Literal["ddp", "fsdp"] = "ddp"
@@ -463,7 +486,28 @@ class GRPOConfig(BaseModel):
         field = str(info.field_name)
         return check_mode(field, name, _MODE_TABLES[field])
 
+    @field_validator("report_to")
+    @classmethod
+    def _once_each(cls, names: list[TrackerName]) -> list[TrackerName]:
+        return list(dict.fromkeys(names))
+
     # -- between fields ------------------------------------------------------------
+
+    @model_validator(mode="after")
+    def _fold_tensorboard(self) -> GRPOConfig:
+        """The deprecated ``tensorboard`` becomes report_to's entry (and None, so the
+        config says it once)."""
+        if self.tensorboard is not None:
+            warnings.warn(
+                f"GRPOConfig.tensorboard is deprecated: use report_to (tensorboard={self.tensorboard} "
+                f"is report_to={['tensorboard'] if self.tensorboard else []})",
+                DeprecationWarning,
+                stacklevel=4,  # the caller of GRPOConfig(...), through pydantic's __init__ and ours
+            )
+            others: list[TrackerName] = [name for name in self.report_to if name != "tensorboard"]
+            self.report_to = [*others, "tensorboard"] if self.tensorboard else others
+            self.tensorboard = None
+        return self
 
     @model_validator(mode="after")
     def _check_together(self) -> GRPOConfig:
@@ -497,6 +541,7 @@ class GRPOConfig(BaseModel):
             )
         if self.importance_weighting and self.miner is None:
             p.append("importance_weighting corrects the miner's sampling; set miner={} or importance_weighting=false")
+        p += missing_libraries(self.report_to)
         p += self._async_problems()
         p += self._rlpr_problems()
         p += self._engine_problems()

@@ -435,13 +435,13 @@ class DataParallel:
             self.world_size, self._wrapped = 1, None
 
 
-def checkpoint_reachable(path: Path | None, data: DataParallel) -> Path | None:
+def checkpoint_reachable(path: Path | None, data: DataParallel, *, marker: str = "trainer_state.json") -> Path | None:
     """The checkpoint rank 0 resumes from, on every rank; an error naming the fix when
-    this rank cannot read it."""
+    this rank cannot read it (its file ``marker``)."""
     chosen = data.agree(None if path is None else str(path), what="agreeing on the checkpoint to resume from")
     if chosen is None:
         return None
-    if not (Path(chosen) / "trainer_state.json").exists():
+    if not (Path(chosen) / marker).exists():
         raise RankFailure(
             f"rank {data.rank} cannot read the checkpoint {chosen} that rank 0 resumes from; "
             "put output_dir on a filesystem every node shares"

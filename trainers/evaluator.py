@@ -30,6 +30,7 @@ from agentenv.rollout.ray import RayExecutor
 from agentenv.trainers.config import GRPOConfig
 from agentenv.trainers.distributed import DataParallel
 from agentenv.trainers.policy import TokenPolicy
+from agentenv.trainers.progress import Phase, ProgressBoard
 from agentenv.trainers.sources import labelled
 from agentenv.trainers.task_sampler import EnvSource
 
@@ -78,6 +79,8 @@ class Evaluator:
         dist: This rank of a data-parallel job: each rank plays its share of the episodes.
         executor: Where the episodes run ("thread" or a Ray executor).
         twins: Per env, the held-out tasks that share content with training (`HeldOutSplit`).
+        progress: Where each evaluation shows its episodes done (this rank's share) out of
+            all (`progress.ProgressBoard`; None: nowhere).
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class Evaluator:
         dist: DataParallel,
         executor: str | RayExecutor,
         twins: Mapping[str, int],
+        progress: ProgressBoard | None = None,
     ) -> None:
         self.config = config
         self.sources = sources
@@ -95,28 +99,33 @@ class Evaluator:
         self.dist = dist
         self.executor = executor
         self.twins = twins
+        self.progress = progress or ProgressBoard(enabled=False)
 
     def episodes(self, episodes: int | None = None) -> list[Trajectory]:
         """The held-out episodes: each env's test tasks in turn, seeds 0, 1, ..., its share
         of ``episodes`` (default ``eval_episodes``) by weight."""
         episodes = episodes or self.config.eval_episodes
         total = sum(s.weight for s in self.sources)
-        trajs: list[Trajectory] = []
+        plan: list[tuple[EnvSource, list[Task]]] = []
         for source in self.sources:
             n = max(1, round(episodes * source.weight / total))
             tasks = [source.test[i % len(source.test)] for i in range(n)] if source.test else []
-            if not tasks:
-                continue
-            with self.dist.generating():
-                done = self.dist.spread(  # each rank plays its share of the episodes
-                    list(zip(tasks, range(n), strict=True)),
-                    functools.partial(self._play, source),
-                    what="gathering the held-out episodes",
-                )
-            trajs += labelled(done, source.env_id)
+            if tasks:
+                plan.append((source, tasks))
+        mine = sum(len(self.dist.mine(len(tasks))) if self.dist.active else len(tasks) for _, tasks in plan)
+        trajs: list[Trajectory] = []
+        with self.progress.phase("held-out eval", mine, unit="episode") as bar:
+            for source, tasks in plan:
+                with self.dist.generating():
+                    done = self.dist.spread(  # each rank plays its share of the episodes
+                        list(zip(tasks, range(len(tasks)), strict=True)),
+                        functools.partial(self._play, source, bar),
+                        what="gathering the held-out episodes",
+                    )
+                trajs += labelled(done, source.env_id)
         return trajs
 
-    def _play(self, source: EnvSource, episodes: list[tuple[Task, int]]) -> list[Trajectory]:
+    def _play(self, source: EnvSource, bar: Phase, episodes: list[tuple[Task, int]]) -> list[Trajectory]:
         if not episodes:
             return []
         self.policy.reset()
@@ -127,7 +136,14 @@ class Evaluator:
                 seed = int(np.random.default_rng([seed, *self.dist.seed_salt]).integers(2**62))
             self.policy.generator.manual_seed(seed)
         tasks, seeds = [t for t, _ in episodes], [s for _, s in episodes]
-        return rollout(source.factory, self.policy, tasks=tasks, seeds=seeds, executor=self.executor)
+        return rollout(
+            source.factory,
+            self.policy,
+            tasks=tasks,
+            seeds=seeds,
+            executor=self.executor,
+            on_episode=lambda _episode: bar.advance(),
+        )
 
     def metrics(self, trajs: Sequence[Trajectory]) -> dict[str, Any]:
         """``eval/success_rate`` with its 95% bootstrap interval over the held-out tasks

@@ -1,10 +1,11 @@
 """Run metrics: what a training step measures, and where it goes (one JSON line per
-step, a console progress line, and TensorBoard when it is installed).
+step, a console progress line, and the experiment trackers of ``report_to``). The warm start's
+rows go to the same file with an ``sft_step`` and no ``step`` (`MetricsLogger.log_sft`).
 
 `rollout_metrics` and `advantage_metrics` compute a step's figures from its episodes
 and advantages; `MetricsLogger` writes them. Loss diagnostics come from the loss
 functions (`agentenv.trainers.losses.LossOutput.metrics`), timings from the trainer.
-Torch-free (TensorBoard's writer is imported only when asked for).
+Torch-free (each tracker's library is imported only when named: `agentenv.trainers.trackers`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any, TextIO
 
 from agentenv.core.trajectory import Trajectory
 from agentenv.core.types import Failure
+from agentenv.trainers.trackers import Trackers
 
-__all__ = ["MetricsLogger", "advantage_metrics", "rollout_metrics"]
+__all__ = ["MetricsLogger", "advantage_metrics", "rollout_metrics", "truncate_metrics"]
 
 
 def rollout_metrics(trajs: Sequence[Trajectory]) -> dict[str, Any]:
@@ -93,50 +95,56 @@ def _mean(values: Iterable[float]) -> float:
 
 class MetricsLogger:
     """Writes each step's metrics to ``run_dir/metrics.jsonl`` (one JSON object a line), a
-    progress line to ``stream`` and TensorBoard. ``resume_step``: the step a resumed run
-    continues from (the file's later lines are dropped: those steps run again); None
-    starts the file afresh."""
+    progress line to ``stream`` and the experiment ``trackers`` (`trackers.Trackers`, which
+    the logger closes). ``resume_step``: the step a resumed run continues from (the file's
+    later lines are dropped: those steps run again); None starts the file afresh."""
 
     def __init__(
         self,
         run_dir: Path,
         *,
         total_steps: int,
-        tensorboard: bool = True,
+        trackers: Trackers | None = None,
         stream: TextIO | None = None,
         resume_step: int | None = None,
     ) -> None:
         self.path = run_dir / "metrics.jsonl"
         self.total = total_steps
         self.stream = stream or sys.stdout
-        if resume_step is None:  # a new run: a new file, nothing of an earlier run's kept
-            self._file = self.path.open("w", encoding="utf-8")
-        else:
-            _truncate_after(self.path, resume_step)
-            self._file = self.path.open("a", encoding="utf-8")
-        self._tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self._tb = SummaryWriter(str(run_dir / "tensorboard"))
-            except ImportError:  # tensorboard is optional
-                self._tb = None
+        self.trackers = trackers or Trackers()
+        try:
+            if resume_step is None:  # a new run: a new file, nothing of an earlier run's kept
+                self._file = self.path.open("w", encoding="utf-8")
+            else:
+                _truncate_after(self.path, resume_step)
+                self._file = self.path.open("a", encoding="utf-8")
+        except BaseException:  # the trackers are this logger's from here on
+            self.trackers.close(failed=True)
+            raise
 
     def records(self) -> list[dict[str, Any]]:
-        """Every record written so far, in order (a resumed run's earlier steps too)."""
+        """Every step's record written so far, in order (a resumed run's earlier steps too);
+        the warm start's rows (`log_sft`) are left out."""
         self._file.flush()
         with self.path.open(encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+            rows = [json.loads(line) for line in f if line.strip()]
+        return [row for row in rows if "step" in row]
+
+    def log_sft(self, sft_step: int, metrics: dict[str, Any]) -> None:
+        """A row of the supervised warm start: ``{"sft_step": N, **metrics}`` (N counted from
+        1; ``sft/loss``, ``sft/lr``, ``time/sft_s``), with no ``step``: the steps' readers skip
+        it. To metrics.jsonl and the trackers (at their axis "sft_step"); the console shows the
+        warm start's progress (`agentenv.trainers.progress`), not a line per row."""
+        record = {"sft_step": sft_step, **{k: _clean(v) for k, v in metrics.items()}}
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        self.trackers.log(sft_step, record, axis="sft_step")
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         record = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
-        if self._tb is not None:
-            for key, value in record.items():
-                if isinstance(value, (int, float)) and key != "step":
-                    self._tb.add_scalar(key, value, step)
+        self.trackers.log(step, record)
         self.stream.write(self._line(step, record) + "\n")
         self.stream.flush()
 
@@ -163,10 +171,11 @@ class MetricsLogger:
                 parts.append(f"{label} {fmt.format(r[key])}")
         return " | ".join(parts)
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
+        """Close metrics.jsonl and end the tracker runs; a run that completed (not
+        ``failed``) gives its report to the trackers that keep files (`Trackers.close`)."""
         self._file.close()
-        if self._tb is not None:
-            self._tb.close()
+        self.trackers.close(failed=failed)
 
 
 def _clean(value: Any) -> Any:
@@ -177,9 +186,17 @@ def _clean(value: Any) -> Any:
 
 
 def _truncate_after(path: Path, step: int) -> None:
-    """On resume, drop lines of steps after the checkpoint: they will be run again. The last
-    line may be cut short (the run was killed while writing it) and is dropped then; any other
-    line that is not a record of a step is a ValueError naming it, and the file is kept as is."""
+    """On resume, drop lines of steps after the checkpoint: they will be run again
+    (`truncate_metrics`; the warm start's rows are all kept)."""
+    truncate_metrics(path, step)
+
+
+def truncate_metrics(path: Path, step: int, *, sft_step: int | None = None) -> None:
+    """Drop the rows of ``path`` (a metrics.jsonl) after step ``step`` and, given ``sft_step``,
+    the warm start's rows after that one: a run resuming there runs them again. The last
+    line may be cut short (the run was killed while writing it) and is dropped then; any
+    other line that is not a record of a step or of a warm-start step is a ValueError
+    naming it, and the file is kept as is."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -192,22 +209,32 @@ def _truncate_after(path: Path, step: int) -> None:
     for i, raw in enumerate(lines[: last + 1]):
         if not raw.strip():
             continue
-        logged = _step_of(raw)
-        if logged is None and i < last:
-            raise ValueError(
-                f"{path}: line {i + 1} is not a metrics record (a JSON object with an integer step); "
-                "fix or delete that line to resume"
-            )
-        if logged is not None and logged <= step:
+        row = _row_of(raw)
+        if row is None:
+            if i < last:
+                raise ValueError(
+                    f"{path}: line {i + 1} is not a metrics record (a JSON object with an integer step, "
+                    "or sft_step for the warm start); fix or delete that line to resume"
+                )
+            continue
+        kind, logged = row
+        limit = step if kind == "step" else sft_step
+        if limit is None or logged <= limit:
             kept.append(raw.decode("utf-8") + "\n")
     path.write_text("".join(kept), encoding="utf-8")
 
 
-def _step_of(raw: bytes) -> int | None:
-    """The step of a metrics line, or None when it is not a record of one (cut short, edited)."""
+def _row_of(raw: bytes) -> tuple[str, int] | None:
+    """("step", N) for a step's line, ("sft_step", N) for a warm-start line; None when the
+    line is neither (cut short, edited)."""
     try:
         record = json.loads(raw)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
-    logged = record.get("step") if isinstance(record, dict) else None
-    return logged if type(logged) is int else None
+    if not isinstance(record, dict):
+        return None
+    for key in ("step", "sft_step"):
+        if key in record:
+            logged = record[key]
+            return (key, logged) if type(logged) is int else None
+    return None

@@ -4,7 +4,8 @@ the run writes into it besides metrics.jsonl (`metrics.MetricsLogger`).
 The layout (`checkpoint.RUN_FILES`; `agentenv/report/rundir.py` reads it):
 config.json and tokenizer/ when a run starts; trajectories/step-NNNNNN.jsonl (the
 episodes of each step) and evals/step-NNNNNN.jsonl (the held-out episodes of each
-evaluation); checkpoints/ (`checkpoint.save_checkpoint`); final/ (the model, or with
+evaluation); checkpoints/ (`checkpoint.save_checkpoint`, and the warm start's:
+`checkpoint.save_warm_start`); final/ (the model, or with
 LoRA its adapter, and the tokenizer, loadable by path) when the run ends.
 
 A run from step 0 claims the directory first: one holding another run is refused
@@ -28,7 +29,19 @@ from typing import Any
 import torch
 
 from agentenv.core.trajectory import Trajectory
-from agentenv.trainers.checkpoint import clear_run, latest_checkpoint, load_checkpoint, other_run, save_checkpoint
+from agentenv.report.rundir import CLAIM_FILE, RunClaim
+from agentenv.trainers.checkpoint import (
+    WarmStartCheckpoint,
+    clear_run,
+    latest_checkpoint,
+    latest_warm_start,
+    load_checkpoint,
+    load_warm_start,
+    other_run,
+    save_checkpoint,
+    save_warm_start,
+    warm_start_weights,
+)
 from agentenv.trainers.config import GRPOConfig
 from agentenv.trainers.distributed import DataParallel, checkpoint_reachable
 from agentenv.trainers.model import Saveable
@@ -54,10 +67,17 @@ class RunDir:
         if not resumed:
             self.claim()
         self.path.mkdir(parents=True, exist_ok=True)
+        if self.dist.is_writer:  # `agentenv report` shows the run as in progress while this process lives
+            (self.path / CLAIM_FILE).write_text(RunClaim.of_this_process().model_dump_json())
         if not resumed and self.dist.is_writer:
             (self.path / "config.json").write_text(json.dumps(self.config.to_dict(), indent=1))
             if hasattr(tokenizer, "save_pretrained"):
                 tokenizer.save_pretrained(str(self.path / "tokenizer"))
+
+    def release(self) -> None:
+        """Remove this process's claim (`start`): the run ended, finished or not."""
+        if self.dist.is_writer:
+            (self.path / CLAIM_FILE).unlink(missing_ok=True)
 
     def claim(self) -> None:
         """Before a run from step 0 writes anything: refuse an output_dir holding another
@@ -111,6 +131,42 @@ class RunDir:
         # No rank starts the next step before the checkpoint is whole: a rank that
         # dies then can resume from it.
         self.dist.barrier(what="writing a checkpoint")
+
+    def checkpoint_warm_start(
+        self,
+        model: torch.nn.Module,
+        *,
+        sft_step: int,
+        time_s: float,
+        state: dict[str, Any] | None = None,
+        episodes: Sequence[Trajectory] = (),
+    ) -> None:
+        """Write the warm start's checkpoint after ``sft_step`` supervised steps
+        (`checkpoint.save_warm_start`: with the loop's ``state`` and the oracle's
+        ``episodes`` while it runs, the weights alone at its end). Every rank ran the same
+        warm start: rank 0 writes it, and no rank goes on before it is whole."""
+        if self.dist.is_writer:
+            save_warm_start(self.path, model, sft_step=sft_step, time_s=time_s, state=state, episodes=episodes)
+        self.dist.barrier(what="writing the warm start's checkpoint")
+
+    def resume_warm_start(self, model: torch.nn.Module) -> WarmStartCheckpoint | None:
+        """For a run with no step's checkpoint yet: load the newest warm-start checkpoint
+        rank 0 finds into ``model`` (on every rank) and return it; None when there is none."""
+        path = checkpoint_reachable(latest_warm_start(self.path), self.dist, marker="warm_start.json")
+        if path is None:
+            return None
+        saved = load_warm_start(path, model)
+        if self.dist.is_writer:
+            how = "done" if saved.done else f"going on from supervised step {saved.sft_step}"
+            print(f"resumed from {path}: the warm start, {how}")
+        return saved
+
+    def warm_started_weights(self) -> dict[str, Any] | None:
+        """The weights the warm start ended with (the policy RL started from), or None when
+        the run kept none (a run from before warm starts were checkpointed)."""
+        found = latest_warm_start(self.path, done=True)
+        path = checkpoint_reachable(found, self.dist, marker="warm_start.json")
+        return None if path is None else warm_start_weights(path)
 
     def export(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, tokenizer: Any) -> None:
         """Write final/: the model (or, with LoRA, its adapter: peft's format) and the

@@ -3,7 +3,8 @@
 Each step: draw groups of tasks, roll out G episodes per task with the
 transformers policy (all live episodes batched per turn), compute task-level and
 step-level advantages, and update the model with the configured loss on the
-token-exact sequences. Metrics go to metrics.jsonl, the console and TensorBoard;
+token-exact sequences. Metrics go to metrics.jsonl, the console and the experiment
+trackers of ``report_to`` (`trackers`; a finished run's report too);
 the episodes of each step to trajectories/step-NNNNNN.jsonl, the held-out episodes
 of each evaluation to evals/step-NNNNNN.jsonl; checkpoints to output_dir/checkpoints.
 ``agentenv report`` turns the folder into one HTML page.
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import torch
 
@@ -33,19 +34,22 @@ from agentenv.core.task_sampler import TaskSampler
 from agentenv.core.trajectory import Trajectory
 from agentenv.rollout.ray import RayExecutor
 from agentenv.trainers.async_rollout import RolloutBatch
+from agentenv.trainers.checkpoint import WarmStartCheckpoint
 from agentenv.trainers.collector import Batches, Collector, batch_metrics, group_weights
 from agentenv.trainers.compute import ComputeMeter, world_size
 from agentenv.trainers.config import GRPOConfig
 from agentenv.trainers.distributed import DataParallel
 from agentenv.trainers.evaluator import Evaluator, HeldOutSplit, success_rate
-from agentenv.trainers.metrics import MetricsLogger
+from agentenv.trainers.metrics import MetricsLogger, truncate_metrics
 from agentenv.trainers.model import keep_freed_cpu_memory, resolve_device
 from agentenv.trainers.model_setup import make_policies, model_and_tokenizer, prepare_model
+from agentenv.trainers.progress import Phase, ProgressBoard
 from agentenv.trainers.rlpr import RLPRRewards, RLPRScorer
 from agentenv.trainers.run_dir import RunDir
-from agentenv.trainers.sft import warm_start
+from agentenv.trainers.sft import Imitation, oracle_episodes
 from agentenv.trainers.sources import Envs, build_source, env_weights
 from agentenv.trainers.task_sampler import default_sampler
+from agentenv.trainers.trackers import Trackers
 from agentenv.trainers.updater import Updater, check_served_groups, generation_budget
 
 if TYPE_CHECKING:
@@ -68,6 +72,8 @@ class GRPOTrainer:
             env's train split).
         on_step: Called after each step with its number and metrics (which hold its
             time split, ``time/*``): a progress bar, a timer, an early stop by raising.
+        on_sft_step: Called after each step of the warm start with its number (from 1)
+            and its row (``sft/loss``, ``sft/lr``, ``time/sft_s``), the same way.
     """
 
     def __init__(
@@ -80,15 +86,21 @@ class GRPOTrainer:
         end_of_turn: str | None = None,
         sampler: TaskSampler | None = None,
         on_step: Callable[[int, dict[str, Any]], None] | None = None,
+        on_sft_step: Callable[[int, dict[str, Any]], None] | None = None,
     ) -> None:
         self.config = config = config or GRPOConfig()
         self.on_step = on_step
+        self.on_sft_step = on_sft_step
+        if config.torch_threads is not None:  # first: loading the model computes too
+            torch.set_num_threads(config.torch_threads)
         # Under torchrun: this rank of the job (data-parallel); otherwise one process.
         self.dist = DataParallel.from_environment(config.dist_timeout_s, shard=config.data_parallel == "fsdp")
         self.dist.check_groups(config.batch_size // config.group_size, config.group_size)
         self.dist.check_sharding(kl_coef=config.kl_coef, sft_steps=config.sft_steps, lora_r=config.lora_r)
         self.dist.check_async(config.async_rollouts)
         self.device = self.dist.place(resolve_device(config.device))
+        # The warm start, the steps and each evaluation show their progress (rank 0 alone).
+        self.progress = ProgressBoard(enabled=self.dist.is_writer)
         if self.device.type == "cpu" and config.cpu_keep_freed_memory:
             keep_freed_cpu_memory()
         weights = env_weights(envs if envs is not None else config.envs)
@@ -118,6 +130,7 @@ class GRPOTrainer:
         self.optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
         self.step = 0
         self.history: list[dict[str, Any]] = []
+        self._warm: WarmStartCheckpoint | None = None  # a stopped warm start, to go on from
         self._make_parts(split)
 
     # -- set-up -----------------------------------------------------------------
@@ -138,7 +151,9 @@ class GRPOTrainer:
             bf16=self._bf16,
             budget=generation_budget(cfg, self._max_turns),
         )
-        self.evaluator = Evaluator(cfg, self.sources, self.eval_policy, dist, self.executor, split.twins)
+        self.evaluator = Evaluator(
+            cfg, self.sources, self.eval_policy, dist, self.executor, split.twins, progress=self.progress
+        )
         self.rlpr_rewards: RLPRRewards | None = None
         if self.rlpr is not None:
             pad_id, bf16 = self.policy.pad_id, self._bf16
@@ -178,15 +193,28 @@ class GRPOTrainer:
         resumed = self._maybe_resume()
         self.run.start(self.tokenizer, resumed=resumed)
         at = self.step if resumed else None
-        log = _StepLog.open(self.run.path, self.config, self.history, writer=self.dist.is_writer, resume_step=at)
+        sft_at = self._warm.sft_step if self._warm is not None else None  # later warm-start rows run again
+        log = _StepLog.open(
+            self.run.path,
+            self.config,
+            self.history,
+            writer=self.dist.is_writer,
+            resume_step=at,
+            sft_step=sft_at,
+            stream=self.progress.stream,
+        )
         self.history = log.history
+        finished = False
         try:
             self._before_rl(resumed, log)
-            while self.step < self.config.steps:
-                self._train_one_step(log)
+            with self.progress.phase("GRPO", self.config.steps, done=self.step) as steps:
+                while self.step < self.config.steps:
+                    self._train_one_step(log, steps)
+            finished = True
         finally:
             self.close()
-            log.close()
+            self.run.release()  # before the report is built for the trackers: the run is no longer in progress
+            log.close(failed=not finished)  # a finished run's report goes to the trackers
             if isinstance(self.executor, RayExecutor):
                 self.executor.close()  # a later evaluate() starts the actors again
         self.run.export(self.model, self.optimizer, self.tokenizer)
@@ -194,21 +222,43 @@ class GRPOTrainer:
         return self.history
 
     def _before_rl(self, resumed: bool, log: _StepLog) -> None:
-        """The warm start (not on resume), the KL reference, and the start's evaluation."""
+        """The warm start (or what a stopped one left to do), the KL reference, and the
+        start's evaluation (unless a stopped run logged it already)."""
         cfg = self.config
-        if not resumed and cfg.sft_steps > 0:
-            self.warm_start()
+        if cfg.sft_steps > 0 and (not resumed or (self._warm is not None and not self._warm.done)):
+            self._warm_start(log)
             self.dist.broadcast_parameters(self.model)  # every rank ran it: rank 0's weights win
+        self._warm = None
         if cfg.kl_coef > 0 and self.ref_model is None:
-            # The reference is the policy RL starts from (on resume: the resumed weights).
-            ref = copy.deepcopy(self.model).eval().requires_grad_(False)
-            if self._bf16:  # frozen and only ever run under bf16 autocast: half the memory
-                ref.to(torch.bfloat16)
-            self.ref_model = ref
-        if not resumed and cfg.eval_episodes > 0 and cfg.eval_first:
-            log.record(0, {**log.compute.totals(), **self._held_out_metrics()})
+            self.ref_model = self._reference(resumed)
+        if self.step == 0 and cfg.eval_episodes > 0 and cfg.eval_first:
+            logged = any(row.get("step") == 0 for row in self.history)  # by a run stopped after it
+            if not self.dist.agree(logged, what="reading the run's metrics"):  # rank 0 alone reads them
+                log.record(0, {**log.compute.totals(), **self._held_out_metrics()})
 
-    def _train_one_step(self, log: _StepLog) -> None:
+    def _reference(self, resumed: bool) -> torch.nn.Module:
+        """The frozen policy the KL penalty pulls toward: the one RL starts from. That is the
+        model now, unless the run resumed past its start: then the weights the warm start
+        ended with, read back from its last checkpoint (without a warm start, `_maybe_resume`
+        copied the model as loaded before the checkpoint's weights replaced it)."""
+        weights = self.run.warm_started_weights() if resumed and self.step > 0 else None
+        if resumed and self.step > 0 and weights is None and self.dist.is_writer:
+            print(
+                "the run kept no warm-start checkpoint: the KL reference is the resumed policy, "
+                "not the warm-started one it had"
+            )
+        return self._frozen_copy(weights)
+
+    def _frozen_copy(self, weights: dict[str, Any] | None = None) -> torch.nn.Module:
+        """A frozen copy of the model (with ``weights`` in it, when given)."""
+        ref = copy.deepcopy(self.model).eval().requires_grad_(False)
+        if weights is not None:
+            ref.load_state_dict(weights)
+        if self._bf16:  # frozen and only ever run under bf16 autocast: half the memory
+            ref.to(torch.bfloat16)
+        return ref
+
+    def _train_one_step(self, log: _StepLog, progress: Phase) -> None:
         cfg = self.config
         began = time.perf_counter()
         metrics = self.train_step()
@@ -218,6 +268,7 @@ class GRPOTrainer:
         if cfg.eval_episodes > 0 and (last or (cfg.eval_every and self.step % cfg.eval_every == 0)):
             metrics.update(self._held_out_metrics())
         log.record(self.step, metrics)
+        progress.advance()
         if self.on_step is not None:
             self.on_step(self.step, metrics)
         if last or self.step % cfg.save_every == 0:
@@ -229,12 +280,20 @@ class GRPOTrainer:
         self.run.checkpoint(self.step, self.model, self.optimizer, state)
 
     def _maybe_resume(self) -> bool:
-        if not self.config.resume:
+        """Go on from the run's latest checkpoint: a step's, else the warm start's (which
+        leaves ``step`` at 0 and, while the warm start had steps to go, ``_warm`` set)."""
+        cfg = self.config
+        if cfg.kl_coef > 0 and cfg.sft_steps == 0 and self.ref_model is None:
+            self.ref_model = self._frozen_copy()  # RL starts from the model as loaded, resumed or not
+        if not cfg.resume:
             return False
         restore = {"sampler": self.sampler.load_state_dict}
         if self.rlpr is not None:
             restore["rlpr"] = self.rlpr.threshold.load_state_dict
         step = self.run.resume(self.model, self.optimizer, restore)
+        if step is None and cfg.sft_steps > 0:
+            self._warm = self.run.resume_warm_start(self.model)
+            step = None if self._warm is None else 0
         if step is None:
             return False
         self.step = step
@@ -244,28 +303,54 @@ class GRPOTrainer:
     def warm_start(self) -> list[float]:
         """The supervised warm start: each env's oracle plays its training tasks, and
         ``sft_steps`` steps imitate the episodes it solved; then the vLLM engine, if any,
-        gets the weights. `train` runs it first (not on resume); call it yourself to keep
-        one warm start for several runs (save the model, start each from its folder with
-        ``sft_steps=0``). Returns the losses."""
+        gets the weights. `train` runs it first (and checkpoints it; a resumed run goes on
+        where it stopped); call it yourself to keep one warm start for several runs (save
+        the model, start each from its folder with ``sft_steps=0``). Returns the losses."""
         if self.config.sft_steps == 0:
             raise ValueError("warm_start() with sft_steps=0 has nothing to do; set sft_steps > 0")
-        end_of_turn = self.policy.delta.end_of_turn
-        losses = warm_start(
-            self.model,
-            self.tokenizer,
-            self.sources,
-            self.config,
-            end_of_turn=end_of_turn,
-            bf16=self._bf16,
-            log=self._warm_start_progress,
+        return self._warm_start(None)
+
+    def _warm_start(self, log: _StepLog | None) -> list[float]:
+        """The warm start; within `train` (``log``): each step's row to metrics.jsonl, a
+        checkpoint every ``sft_checkpoint_every`` steps and at the end, and a stopped warm
+        start (``_warm``) goes on from its checkpoint on the same episodes."""
+        cfg, saved = self.config, self._warm if log is not None else None
+        began = time.monotonic() - (saved.time_s if saved is not None else 0.0)  # time/sft_s spans a resume
+        if saved is None or saved.episodes is None:
+            print(f"warm start: the oracle plays the training tasks, then {cfg.sft_steps} supervised steps", flush=True)
+            tasks = sum(len(source.train) for source in self.sources)
+            with self.progress.phase("oracle", tasks, unit="episode") as played:
+                episodes = oracle_episodes(self.sources, on_episode=lambda _episode: played.advance())
+                played.note = f"{len(episodes)} solved"
+        else:
+            episodes = saved.episodes
+        imitation = Imitation.for_run(
+            self.model, self.tokenizer, episodes, cfg, end_of_turn=self.policy.delta.end_of_turn, bf16=self._bf16
         )
+        if saved is not None and saved.state is not None:
+            imitation.load_state_dict(saved.state)
+        losses: list[float] = []
+        with self.progress.phase("warm start", cfg.sft_steps, done=min(imitation.done, cfg.sft_steps)) as bar:
+            while imitation.done < cfg.sft_steps:
+                losses.append(imitation.step())
+                bar.advance(note=f"loss {losses[-1]:.3f}")
+                spent = time.monotonic() - began
+                row = {"sft/loss": losses[-1], "sft/lr": imitation.lr, "time/sft_s": spent}
+                if log is not None:
+                    log.sft(imitation.done, row)
+                if self.on_sft_step is not None:
+                    self.on_sft_step(imitation.done, row)
+                if log is None:
+                    continue
+                if imitation.done % cfg.sft_checkpoint_every == 0 and imitation.done < cfg.sft_steps:
+                    state = imitation.state_dict()
+                    self.run.checkpoint_warm_start(
+                        self.model, sft_step=imitation.done, time_s=spent, state=state, episodes=episodes
+                    )
+        if log is not None:  # the weights RL starts from: a resumed run's KL reference
+            self.run.checkpoint_warm_start(self.model, sft_step=imitation.done, time_s=time.monotonic() - began)
         self._push_weights()
         return losses
-
-    def _warm_start_progress(self, step: int, loss: float) -> None:
-        every = max(1, self.config.sft_steps // 10)
-        if (step + 1) % every == 0 and step + 1 < self.config.sft_steps:
-            print(f"warm start: step {step + 1}/{self.config.sft_steps}, loss {loss:.3f}", flush=True)
 
     def evaluate(self, episodes: int | None = None) -> float:
         """Success rate on the held-out tasks (the same tasks and seeds every time), counted
@@ -363,7 +448,7 @@ class GRPOTrainer:
 @dataclass
 class _StepLog:
     """Where each step's metrics go: the trainer's history, and metrics.jsonl, the console
-    and TensorBoard through rank 0's logger; with the run's cumulative compute."""
+    and the trackers of ``report_to`` through rank 0's logger; with the run's cumulative compute."""
 
     history: list[dict[str, Any]]
     logger: MetricsLogger | None
@@ -371,15 +456,28 @@ class _StepLog:
 
     @classmethod
     def open(
-        cls, path: Path, config: GRPOConfig, history: list[dict[str, Any]], *, writer: bool, resume_step: int | None
+        cls,
+        path: Path,
+        config: GRPOConfig,
+        history: list[dict[str, Any]],
+        *,
+        writer: bool,
+        resume_step: int | None,
+        sft_step: int | None = None,
+        stream: TextIO | None = None,
     ) -> _StepLog:
         """The log of a run in ``path`` that goes on from ``history``: on rank 0 (``writer``),
         with its metrics.jsonl, whose curve so far a run resumed at ``resume_step`` takes
-        as its history, so a resumed (or finished) run reports it from step 0."""
+        as its history, so a resumed (or finished) run reports it from step 0. A run resumed
+        in its warm start, at ``sft_step``, drops the warm start's later rows (they run again).
+        The console lines go to ``stream``."""
         logger = None
         if writer:
+            if resume_step is not None and sft_step is not None:
+                truncate_metrics(path / "metrics.jsonl", resume_step, sft_step=sft_step)
+            trackers = Trackers.open(config.report_to, path, config.to_dict(), resume_step=resume_step)
             logger = MetricsLogger(
-                path, total_steps=config.steps, tensorboard=config.tensorboard, resume_step=resume_step
+                path, total_steps=config.steps, trackers=trackers, stream=stream, resume_step=resume_step
             )
             if resume_step is not None:
                 history = logger.records()
@@ -390,9 +488,14 @@ class _StepLog:
         if self.logger is not None:
             self.logger.log(step, metrics)
 
-    def close(self) -> None:
+    def sft(self, sft_step: int, metrics: dict[str, Any]) -> None:
+        """A warm-start step's row (metrics.jsonl and the trackers; not the history)."""
         if self.logger is not None:
-            self.logger.close()
+            self.logger.log_sft(sft_step, metrics)
+
+    def close(self, *, failed: bool) -> None:
+        if self.logger is not None:
+            self.logger.close(failed=failed)
 
 
 def _with_throughput(

@@ -1,5 +1,5 @@
 """The ``agentenv`` command line: `app.py` builds it from one module per command group
-(`play`, `eval`, `train`, `report`, `forecast`, `miner`) over `common.py`. The
+(`play`, `eval`, `train`, `report`, `forecast`, `export`, `miner`) over `common.py`. The
 application: the one place that wires every layer together."""
 
 from agentenv.cli.app import app, main

@@ -1,6 +1,7 @@
 """What every command of the ``agentenv`` command line shares: the exit codes, the one-line
 ``error:`` a mistake ends with, the env an ENV argument names, output files that never
-overwrite an input, and showing the sandbox backend an env picks.
+overwrite an input, showing the sandbox backend an env picks, and a local model as the
+policy (``--policy hf`` / ``vllm``: its options, and loading it, which imports torch).
 
 Left out: the commands (one module per command group beside this one).
 """
@@ -10,11 +11,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -25,6 +30,7 @@ from agentenv.sandboxes.factory import logger as sandbox_logger
 
 EXIT_POLICY_FAILED = 1
 EXIT_NO_FORECAST = 1
+EXIT_NOTHING_TO_EXPORT = 1
 EXIT_TRAINING_STOPPED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -145,3 +151,119 @@ def number(value: float, spec: str) -> str:
     """``value`` formatted by ``spec``, never as a negative zero ("-0.000" reads as a penalty)."""
     text = format(value, spec)
     return text[1:] if text.startswith("-") and not any(c in "123456789" for c in text) else text
+
+
+# -- a local model as the policy (--policy hf / vllm) ------------------------------------
+
+LOCAL_PANEL = "--policy hf / vllm"
+
+
+class Dtype(str, Enum):
+    auto = "auto"
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+
+
+Temperature = Annotated[
+    float | None,
+    typer.Option(help="Sampling temperature, 0 for greedy (default: the trainer's).", rich_help_panel=LOCAL_PANEL),
+]
+TopP = Annotated[
+    float | None,
+    typer.Option("--top-p", help="Nucleus sampling (default: the trainer's).", rich_help_panel=LOCAL_PANEL),
+]
+MaxNewTokens = Annotated[
+    int | None,
+    typer.Option(help="Tokens of one reply at most (default: the trainer's).", rich_help_panel=LOCAL_PANEL),
+]
+MaxContextTokens = Annotated[
+    int | None,
+    typer.Option(
+        help="Tokens of one episode at most (default: the trainer's max_seq_len, or the model's positions if fewer).",
+        rich_help_panel=LOCAL_PANEL,
+    ),
+]
+Device = Annotated[
+    str, typer.Option(help="auto (cuda where torch sees one), cpu, cuda or cuda:N.", rich_help_panel=LOCAL_PANEL)
+]
+Precision = Annotated[
+    Dtype,
+    typer.Option(help="Weights and compute: auto is bfloat16 on a GPU, float32 on a CPU.", rich_help_panel=LOCAL_PANEL),
+]
+EnforceEager = Annotated[
+    bool,
+    typer.Option(
+        help="vllm: skip compiling the model (starts in seconds, samples slower).", rich_help_panel=LOCAL_PANEL
+    ),
+]
+LOCAL_MODEL_HELP = "a model folder, a training run (its final/ or checkpoints/step-N/), a known name or a hub id"
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """The options of ``--policy hf`` and ``--policy vllm``; None is the trainer's default."""
+
+    model: str | None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_new_tokens: int | None = None
+    max_context_tokens: int | None = None
+    device: str = "auto"
+    dtype: Dtype = Dtype.auto
+    enforce_eager: bool = False
+
+
+def local_policy(engine: Literal["transformers", "vllm"], options: LocalModel, *, seed: int) -> agentenv.Policy:
+    """The policy of ``options.model`` on ``engine`` (`agentenv.trainers.local_policy`), or
+    one ``error:`` line; says on stderr what was loaded and how it samples."""
+    flag = "--policy " + ("hf" if engine == "transformers" else "vllm")
+    if not options.model:
+        fail(f"{flag} needs --model: {LOCAL_MODEL_HELP}")
+    try:
+        from agentenv.trainers.local_policy import LocalPolicyError, Sampling
+        from agentenv.trainers.local_policy import local_policy as load_policy
+    except ImportError as e:
+        fail(f"{flag} needs torch and transformers ({e}); install with: pip install -e '.[train]'")
+    names = ("temperature", "top_p", "max_new_tokens", "max_context_tokens")
+    try:
+        sampling = Sampling(**{n: getattr(options, n) for n in names if getattr(options, n) is not None})
+    except ValidationError as e:
+        error = e.errors()[0]
+        fail(f"--{str(error['loc'][0]).replace('_', '-')} {error['input']}: {error['msg']}")
+    try:
+        with _vllm_log_on_stderr(engine):
+            policy = load_policy(
+                options.model,
+                engine=engine,
+                device=options.device,
+                dtype=options.dtype.value,
+                sampling=sampling,
+                seed=seed,
+                enforce_eager=options.enforce_eager,
+            )
+    except (LocalPolicyError, ImportError) as e:  # ImportError: vLLM or peft missing, with the fix
+        fail(str(e))
+    Console(stderr=True, highlight=False).print(escape(policy.description), soft_wrap=True)
+    return policy
+
+
+@contextlib.contextmanager
+def _vllm_log_on_stderr(engine: str) -> Iterator[None]:
+    """vLLM logs to stdout, which carries a command's results (``--json -``), and at INFO,
+    which buries them. While its engine is made, stdout is stderr (the stream its log
+    handler keeps) and INFO is off; then its logger shows warnings and worse.
+    VLLM_LOGGING_LEVEL, where set, decides the level instead."""
+    if engine != "vllm":
+        yield
+        return
+    quiet = "VLLM_LOGGING_LEVEL" not in os.environ
+    before = logging.root.manager.disable
+    if quiet:
+        logging.disable(logging.INFO)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        logging.disable(before)
+        if quiet:
+            logging.getLogger("vllm").setLevel(logging.WARNING)

@@ -23,10 +23,21 @@ from agentenv.cli.common import (
     ENV_HELP,
     EXIT_INTERRUPTED,
     EXIT_POLICY_FAILED,
+    LOCAL_MODEL_HELP,
     OPENAI_PANEL,
+    Device,
+    Dtype,
+    EnforceEager,
+    LocalModel,
+    MaxContextTokens,
+    MaxNewTokens,
+    Precision,
+    Temperature,
+    TopP,
     env_kwargs_of,
     env_spec_of,
     fail,
+    local_policy,
     mean_of,
     number,
     prepare_out,
@@ -67,6 +78,8 @@ __all__ = [
 class PolicyKind(str, Enum):
     scripted = "scripted"
     openai = "openai"
+    hf = "hf"
+    vllm = "vllm"
 
 
 class PolicyUnreachable(Exception):
@@ -293,9 +306,13 @@ class EvalSummary:
 
 def eval_command(
     env_id: Annotated[str, typer.Argument(metavar="ENV", help=ENV_HELP)],
-    policy: Annotated[PolicyKind, typer.Option(help="scripted: the env's oracle; openai: a chat endpoint.")] = (
-        PolicyKind.scripted
-    ),
+    policy: Annotated[
+        PolicyKind,
+        typer.Option(
+            help="scripted: the env's oracle; openai: a chat endpoint; hf: a local model, sampled as the trainer "
+            "samples (transformers); vllm: the same on a vLLM engine."
+        ),
+    ] = PolicyKind.scripted,
     episodes: Annotated[
         int, typer.Option("--episodes", "-n", help="Task draws: draw i resets with seed + i, which picks its task.")
     ] = 10,
@@ -319,11 +336,19 @@ def eval_command(
         str | None, typer.Option(help="Endpoint, e.g. http://127.0.0.1:8000/v1.", rich_help_panel=OPENAI_PANEL)
     ] = None,
     model: Annotated[
-        str | None, typer.Option(help="Model name the endpoint serves.", rich_help_panel=OPENAI_PANEL)
+        str | None,
+        typer.Option(help=f"openai: the model name the endpoint serves; hf, vllm: {LOCAL_MODEL_HELP}."),
     ] = None,
     api_key_env: Annotated[
         str, typer.Option(help="Environment variable holding the API key.", rich_help_panel=OPENAI_PANEL)
     ] = "OPENAI_API_KEY",
+    temperature: Temperature = None,
+    top_p: TopP = None,
+    max_new_tokens: MaxNewTokens = None,
+    max_context_tokens: MaxContextTokens = None,
+    device: Device = "auto",
+    dtype: Precision = Dtype.auto,
+    enforce_eager: EnforceEager = False,
 ) -> None:
     """Run a policy on an env, k samples per task: pass@k, pass^k, mean@k with intervals, failures."""
     env_spec = env_spec_of(env_id)
@@ -342,8 +367,9 @@ def eval_command(
     for option, path in (("--json", json_path), ("--report", report)):
         if path is not None:
             prepare_out(path, append=False, option=option)
-    chosen = _make_policy(env_spec, policy, base_url=base_url, model=model, api_key_env=api_key_env)
-    label = f"{env_id} · {policy.value} policy" + (f" {model}" if policy is PolicyKind.openai and model else "")
+    local = LocalModel(model, temperature, top_p, max_new_tokens, max_context_tokens, device, dtype, enforce_eager)
+    chosen = _make_policy(env_spec, policy, base_url=base_url, local=local, api_key_env=api_key_env, seed=seed)
+    label = f"{env_id} · {policy.value} policy" + (f" {model}" if policy is not PolicyKind.scripted and model else "")
 
     # With --json -, stdout is the JSON alone: the progress bar and the tables go to stderr.
     console = Console(highlight=False, stderr=json_out == "-")
@@ -455,12 +481,15 @@ def compare_command(
 
 
 def _make_policy(
-    env_spec: EnvSpec, kind: PolicyKind, *, base_url: str | None, model: str | None, api_key_env: str
+    env_spec: EnvSpec, kind: PolicyKind, *, base_url: str | None, local: LocalModel, api_key_env: str, seed: int
 ) -> agentenv.Policy:
     if kind is PolicyKind.scripted:
         if env_spec.oracle is None:
-            fail(f"env {env_spec.id!r} has no scripted oracle; use --policy openai")
+            fail(f"env {env_spec.id!r} has no scripted oracle; use --policy openai, hf or vllm")
         return env_spec.make_oracle()
+    if kind in (PolicyKind.hf, PolicyKind.vllm):
+        return local_policy("transformers" if kind is PolicyKind.hf else "vllm", local, seed=seed)
+    model = local.model
     if not base_url or not model:
         fail("--policy openai needs --base-url and --model")
     from agentenv.policies.openai import OpenAIPolicy

@@ -122,6 +122,8 @@ def forecast_command(
     if not run_dir.is_dir():
         fail(f"no such directory: {run_dir}" if not run_dir.exists() else f"not a directory: {run_dir}")
     data = RunDir(run_dir)
+    if (warm := data.warm_start_progress()) is not None:
+        fail(f"{run_dir} is in its warm start ({warm}): nothing to forecast yet", code=EXIT_NO_FORECAST)
     if not data.rows:
         fail(f"{run_dir} has no metrics (metrics.jsonl): nothing to forecast", code=EXIT_NO_FORECAST)
     skipped = data.skipped.all()

@@ -1,4 +1,7 @@
-"""``agentenv report RUN_DIR``: one offline HTML page of a run or of an evaluation's trajectories."""
+"""``agentenv report RUN_DIR``: one offline HTML page of a run or of an evaluation's trajectories.
+
+A folder that is no run is refused in one line naming the runs below it; a run that
+trains now is said to be in progress (and in its warm start, with how far it is)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from agentenv.eval.evaluation import (
     score,
 )
 from agentenv.report import Report, build_eval_report, build_report
+from agentenv.report.rundir import not_a_run
 
 
 def report_command(
@@ -44,6 +48,8 @@ def report_command(
     if not run_dir.exists():
         fail(f"no such directory: {run_dir}")
     if run_dir.is_dir():
+        if (why := not_a_run(run_dir)) is not None:
+            fail(why)
         _refuse_run_file(run_dir, out)
     else:
         refuse_same_file([("RUN_DIR", run_dir)], [("--out", out or run_dir.with_suffix(".html"))])
@@ -87,3 +93,5 @@ def print_report(console: Console, built: Report) -> None:
             f"({built.sidecar_bytes / 1e6:.1f} MB): keep that folder next to the report"
         )
     console.print(f"wrote {escape(str(built.path))} ({escape(where)})", soft_wrap=True)
+    if built.status:
+        console.print(f"the run: {escape(built.status)}", soft_wrap=True)

@@ -24,17 +24,34 @@ def train_command(
     steps: Annotated[int | None, typer.Option(help="Override the number of steps.")] = None,
     output_dir: Annotated[Path | None, typer.Option("--output-dir", help="Override the run directory.")] = None,
     model: Annotated[str | None, typer.Option(help="Override the model: a path, a hub id, or 'tiny'.")] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Threads torch computes with on the CPU (torch_threads). Default: the config's, "
+            "else the CPUs this process may use (affinity and CPU quota), shared among a torchrun job's ranks.",
+        ),
+    ] = None,
 ) -> None:
     """Train a model with multi-turn GRPO (needs the train extra: torch + transformers)."""
     try:
         from agentenv.trainers import GRPOConfig, GRPOTrainer
     except ImportError as e:
         fail(f"training needs torch and transformers ({e}); install with: pip install -e '.[train]'")
+    from agentenv.trainers.threads import default_threads
+
     try:
         config = GRPOConfig.from_file(config_path)
+        if threads is None and config.torch_threads is None:
+            threads = default_threads()  # torch's own default counts the machine's cores, not ours
         overrides = {
             k: v
-            for k, v in (("steps", steps), ("output_dir", str(output_dir) if output_dir else None), ("model", model))
+            for k, v in (
+                ("steps", steps),
+                ("output_dir", str(output_dir) if output_dir else None),
+                ("model", model),
+                ("torch_threads", threads),
+            )
             if v is not None
         }
         if overrides:
@@ -66,6 +83,8 @@ def _print_curve(history: Sequence[dict[str, Any]], run_dir: str) -> None:
     for column in ("step", "train success", "task reward", "held-out success"):
         table.add_column(column, justify="right")
     for row in history:  # a resumed run's earlier rows are read back from metrics.jsonl: any value
+        if type(row.get("step")) is not int:  # not a step's row (the warm start's have sft_step)
+            continue
         held_out = _figure(row.get("eval/success_rate"))
         if held_out is None and row is not history[-1] and row["step"] % 5:
             continue

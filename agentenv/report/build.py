@@ -1,20 +1,23 @@
 """`build_report` (a training run directory) and `build_eval_report` (an evaluation):
 read, index the episodes, draw the charts, write the page.
 
-The run report's sections: the run at a glance; rewards and success (held-out success
+The run report's sections: the run at a glance (in progress, in its warm start); the
+supervised warm start's loss, when the run had one; rewards and success (held-out success
 with its bootstrap interval); reward against compute (`agentenv.report.forecast`);
 optimisation (loss, KL, entropy, clip fraction, advantages, gradient, learning rate);
 throughput and the time split; success by env, task family and difficulty over
 training; failures by kind over time; per-turn figures; the failure miner (pools over
 time, mined tasks, top failing families and hardest tasks); every other logged figure;
-the trajectory viewer.
+the trajectory viewer. A path in the page is written relative to the run directory:
+the page names no folder of the machine that wrote it.
 """
 
 from __future__ import annotations
 
 import html
 import os
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +31,7 @@ from agentenv.report.charts import Series, chart
 from agentenv.report.episodes import PAGE_EPISODES, BuiltEpisodes, EpisodeIndex, EpisodeRecord, read_episodes
 from agentenv.report.forecast import forecast_section
 from agentenv.report.page import Section, cards, html_table, render_page
-from agentenv.report.rundir import RunDir, Skipped
+from agentenv.report.rundir import RunDir, Skipped, WarmStartRow
 
 __all__ = ["MAX_EMBEDDED", "Report", "build_eval_report", "build_report"]
 
@@ -56,6 +59,9 @@ class Report:
     sidecar_dir: Path | None
     sidecar_bytes: int
     skipped: list[str]
+    status: str | None = None
+    """A run's state when it is not simply written out: ``in progress``, ``in its warm
+    start: step 12 of 50, loss 0.731``, ``stopped (...)``; None otherwise."""
 
 
 def _index(out: Path, max_embedded: int, embed_bytes: int, page_size: int, pages: bool) -> EpisodeIndex:
@@ -70,7 +76,9 @@ def _index(out: Path, max_embedded: int, embed_bytes: int, page_size: int, pages
     )
 
 
-def _write(out: Path, text: str, built: BuiltEpisodes, index: EpisodeIndex, skipped: list[str]) -> Report:
+def _write(
+    out: Path, text: str, built: BuiltEpisodes, index: EpisodeIndex, skipped: list[str], status: str | None = None
+) -> Report:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     data = text.encode("utf-8")
@@ -85,6 +93,7 @@ def _write(out: Path, text: str, built: BuiltEpisodes, index: EpisodeIndex, skip
         sidecar_dir=index.sidecar_dir if built.pages else None,
         sidecar_bytes=built.sidecar_bytes,
         skipped=skipped,
+        status=status,
     )
 
 
@@ -117,8 +126,11 @@ def build_report(
             index.add(record, source=file.source, step=file.step, file=file.name, line=number)
     built = index.finish()
     rows = data.numbers()
+    local = _relative_to(run)
+    status = _status(data)
     sections = [
-        Section("overview", "Run", _overview(data, rows, built)),
+        Section("overview", "Run", _overview(data, rows, built, status, local)),
+        *([Section("warm-start", "Warm start", _warm_start(data))] if data.warm_start else []),
         Section("curves", "Rewards and success", _grid(_reward_charts(rows))),
         Section("forecast", "Reward against compute", forecast_section(rows)),
         Section("optimisation", "Optimisation", _grid(_optimisation_charts(rows))),
@@ -126,19 +138,57 @@ def build_report(
         Section("groups", "Success by env, family and difficulty", _grid(_group_charts(built))),
         Section("failures", "Failures by kind", _grid(_failure_charts(rows, built))),
         Section("turns", "Per turn", _grid(_turn_charts(rows))),
-        Section("miner", "Failure miner", _miner(data, rows)),
+        Section("miner", "Failure miner", _miner(data, rows, local)),
         Section("other", "Other figures", _other(rows)),
     ]
-    skipped = data.skipped.all()
+    skipped = [local(note) for note in data.skipped.all()]
     steps = f"{len(rows)} logged steps" if rows else "no logged steps"
+    about = [status, steps, f"{built.episodes:,} episodes", f"report written {_now()}"]
     text = render_page(
         title=f"agentenv run · {run.resolve().name}",
-        subtitle=f"{run.resolve()} · {steps} · {built.episodes:,} episodes · report written {_now()}",
+        subtitle=" · ".join(part for part in about if part),
         sections=sections,
         skipped=skipped,
         episodes=built,
     )
-    return _write(target, text, built, index, skipped)
+    return _write(target, text, built, index, skipped, status)
+
+
+def _relative_to(run: Path) -> Callable[[str], str]:
+    """A text (a note, an error, a config value) with the run directory's path, as given
+    or absolute, written relative to it: ``/home/me/runs/tiny/config.json`` is
+    ``config.json``, the directory itself ``.``."""
+    forms = {f.rstrip(os.sep) for f in (str(run), os.path.abspath(run), str(run.resolve()))} - {"", os.curdir}
+    if not forms:  # the run is the root folder: every path is relative to it as written
+        return lambda text: text
+    alternatives = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
+    # Only where a path starts: "runs/tiny" is left alone inside "old-runs/tiny".
+    pattern = re.compile(rf"(?<![\w.{re.escape(os.sep)}-])(?:{alternatives})(?:{re.escape(os.sep)}+|(?![\w.-]))")
+
+    def local(text: str) -> str:
+        return pattern.sub(lambda m: "" if m.group(0).endswith(os.sep) else ".", text)
+
+    return local
+
+
+def _status(data: RunDir) -> str | None:
+    """Whether the run trains now (its `rundir.CLAIM_FILE`) and where it is, when it is
+    not simply written out: ``in progress, in its warm start: step 12 of 50, loss 0.731``."""
+    claim = data.claim
+    live = claim.live() if claim is not None else False
+    parts = []
+    if claim is not None and live is None:
+        parts.append(f"claimed by a process on {claim.host} (not checked from here)")
+    elif live:
+        parts.append("in progress")
+    elif claim is not None:
+        parts.append("stopped (the process that trained it is gone)")
+    warm = data.warm_start_progress()
+    if warm is not None:
+        parts.append(f"in its warm start: {warm}")
+    elif live and data.rows:
+        parts.append(f"at step {data.rows[-1].step}{data.of_planned('steps')}")
+    return ", ".join(parts) or None
 
 
 def _now() -> str:
@@ -167,10 +217,11 @@ def _keys(rows: Rows) -> list[str]:
     return list(seen)
 
 
-def _overview(data: RunDir, rows: Rows, built: BuiltEpisodes) -> str:
+def _overview(data: RunDir, rows: Rows, built: BuiltEpisodes, status: str | None, local: Callable[[str], str]) -> str:
     last = {k: v for _, m in rows for k, v in m.items()}  # the latest value of each figure
     held = [(s, m) for s, m in rows if "eval/success_rate" in m]
-    items = [("steps logged", str(len(rows))), ("episodes", f"{built.episodes:,}")]
+    items = [("status", status)] if status else []
+    items += [("steps logged", str(len(rows))), ("episodes", f"{built.episodes:,}")]
     if "success_rate" in last:
         items.append(("train success (last step)", f"{last['success_rate']:.1%}"))
     if held:
@@ -183,7 +234,7 @@ def _overview(data: RunDir, rows: Rows, built: BuiltEpisodes) -> str:
         items.append(("time in steps", f"{seconds / 60:.1f} min"))
     config = ""
     if data.config:
-        shown = [(k, _short(v)) for k, v in data.config.items()]
+        shown = [(k, local(_short(v))) for k, v in data.config.items()]
         config = f"<details><summary>config.json</summary>{html_table(['field', 'value'], shown)}</details>"
     return cards(items) + config
 
@@ -191,6 +242,29 @@ def _overview(data: RunDir, rows: Rows, built: BuiltEpisodes) -> str:
 def _short(value: Any, limit: int = 200) -> str:
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _warm_start(data: RunDir) -> str:
+    """The supervised warm start: its steps, first and last loss, and the loss and
+    learning rate over its steps (``sft_step``, before the first step of RL)."""
+    rows = data.warm_start
+    items = [
+        ("warm-start steps logged", f"{len(rows)}{data.of_planned('sft_steps')}"),
+        (f"first loss (step {rows[0].sft_step})", rows[0].loss_text()),
+        (f"last loss (step {rows[-1].sft_step})", rows[-1].loss_text()),
+    ]
+    seconds = [r.time_s for r in rows if r.time_s is not None]  # since the warm start began
+    if seconds:
+        items.append(("time in the warm start", f"{seconds[-1] / 60:.1f} min"))
+
+    def series(label: str, value: Callable[[WarmStartRow], float | None]) -> Series:
+        return Series(label, [float(r.sft_step) for r in rows], [value(r) for r in rows])
+
+    charts = [
+        chart("Warm-start loss", [series("loss", lambda r: r.loss)], note="Over the warm start's steps (sft_step)."),
+        chart("Warm-start learning rate", [series("lr", lambda r: r.lr)]),
+    ]
+    return cards(items) + _grid(charts)
 
 
 def _reward_charts(rows: Rows) -> list[str]:
@@ -336,7 +410,7 @@ def _turn_charts(rows: Rows) -> list[str]:
     ]
 
 
-def _miner(data: RunDir, rows: Rows) -> str:
+def _miner(data: RunDir, rows: Rows, local: Callable[[str], str]) -> str:
     keys = _keys(rows)
     if not any(k.startswith("miner/") for k in keys):
         return '<p class="empty">This run did not use the failure miner.</p>'
@@ -347,7 +421,7 @@ def _miner(data: RunDir, rows: Rows) -> str:
         chart("Mined tasks per step", [_series(rows, k, k.removeprefix("miner/new/")) for k in mined]),
         chart("Top failing families over time (failed episodes so far)", _family_series(data)),
     ]
-    return _grid(charts) + _miner_tables(data)
+    return _grid(charts) + _miner_tables(data, local)
 
 
 def _family_series(data: RunDir) -> list[Series]:
@@ -366,16 +440,17 @@ def _family_series(data: RunDir) -> list[Series]:
     return [Series(f, [x for x, _ in points[f]], [y for _, y in points[f]]) for f in ranked]
 
 
-def _miner_tables(data: RunDir) -> str:
+def _miner_tables(data: RunDir, local: Callable[[str], str]) -> str:
     from agentenv.miner.report import MinerReport
 
     try:
         report = MinerReport.from_run(data.path)
-    except FileNotFoundError as e:  # no checkpoint yet: nothing was skipped
-        return f'<p class="muted">No ledger to show: {html.escape(str(e)[:300])}</p>'
+    except FileNotFoundError:  # no checkpoint yet: nothing was skipped
+        return '<p class="muted">No ledger to show: the run has no checkpoint yet (no checkpoints/latest).</p>'
     except (OSError, ValueError) as e:  # a corrupt checkpoint: said with the rest that was skipped
-        data.skipped.note(f"the miner's ledger: {_short(str(e))}")
-        return f'<p class="muted">No ledger to show: {html.escape(_short(str(e)))}</p>'
+        why = _short(local(str(e)))
+        data.skipped.note(f"the miner's ledger: {why}")
+        return f'<p class="muted">No ledger to show: {html.escape(why)}</p>'
     families = html_table(
         ["family", "attempts", "failures", "failure rate"],
         [(f, a, n, f"{rate:.0%}") for f, a, n, rate in report.families(10)],

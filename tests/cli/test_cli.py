@@ -419,6 +419,51 @@ def test_max_turns_for_an_env_that_takes_no_max_turns_is_a_usage_error(custom_en
     assert result.stderr.startswith("error: --max-turns: env 'cli-team/fixed-v0' (fixed_turns) takes no argument")
 
 
+CWD_ENVS = """
+import agentenv
+
+
+def register():
+    arithmetic = agentenv.spec("arithmetic-v0")
+    agentenv.register("cwd-team/sums-v0", arithmetic.entry_point, oracle=arithmetic.oracle)
+"""
+
+LAUNCHERS = {
+    "agentenv": [],  # the console script
+    "python -m agentenv": [sys.executable, "-m", "agentenv"],
+    "python -m agentenv.cli": [sys.executable, "-m", "agentenv.cli"],
+}
+
+
+def _launch(launcher: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = LAUNCHERS[launcher] or [agentenv_script()]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.mark.slow  # three new processes
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
+def test_code_in_the_current_directory_is_found_without_pythonpath(launcher: str, tmp_path: Path) -> None:
+    (tmp_path / "my_envs.py").write_text(CWD_ENVS)
+    proc = _launch(launcher, "eval", "my_envs:register", "-n", "3", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "cwd-team/sums-v0 · scripted policy" in proc.stdout and "100.0%" in proc.stdout
+    assert _launch(launcher, "--version", cwd=tmp_path).stdout.strip() == f"agentenv {agentenv.__version__}"
+
+
+@pytest.mark.slow  # runs the installed script in a new process
+def test_a_stray_file_in_the_current_directory_shadows_no_installed_module(tmp_path: Path) -> None:
+    # The script finds the current directory's code after everything installed: the
+    # standard library's wave, not the wave.py beside my_envs.py.
+    (tmp_path / "my_envs.py").write_text("import wave\nwave.open\n" + CWD_ENVS)
+    (tmp_path / "wave.py").write_text("raise ImportError('the stray wave.py shadowed the standard library')\n")
+    proc = _launch("agentenv", "eval", "my_envs:register", "-n", "2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "cwd-team/sums-v0" in proc.stdout
+
+
 def test_help_shows_no_type_after_flags() -> None:
     for command in ([], ["eval"], ["play"], ["list"], ["miner", "show"], ["sandbox"], ["sandbox", "build"]):
         result = invoke(*command, "--help")
@@ -782,7 +827,7 @@ def test_train_refuses_an_output_dir_holding_another_run_and_leaves_it_as_it_was
     (run / "config.json").write_text(json.dumps({"seed": 1, "steps": 2}))
     (run / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
     config = tmp_path / "b.toml"
-    config.write_text(f'output_dir = "{run}"\nsteps = 1\nresume = false\ntensorboard = false\n')
+    config.write_text(f'output_dir = "{run}"\nsteps = 1\nresume = false\nreport_to = []\n')
     result = invoke("train", str(config))
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"error: output_dir {run} holds a run of another config")
@@ -800,7 +845,7 @@ def test_an_error_the_training_run_stops_on_is_one_line_with_code_1(tmp_path: Pa
 
     monkeypatch.setattr(GRPOTrainer, "train", diverged)
     config = tmp_path / "run.toml"
-    config.write_text(f'output_dir = "{tmp_path / "run"}"\nsteps = 1\ntensorboard = false\n')
+    config.write_text(f'output_dir = "{tmp_path / "run"}"\nsteps = 1\nreport_to = []\n')
     result = invoke("train", str(config))
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith("error: training stopped: the next-token probabilities hold NaN or inf")
@@ -820,7 +865,7 @@ def test_the_curve_train_prints_shows_a_resumed_runs_rows_whatever_their_values(
     ]
     monkeypatch.setattr(GRPOTrainer, "train", lambda self: rows)
     config = tmp_path / "run.toml"
-    config.write_text(f'output_dir = "{tmp_path / "run"}"\nsteps = 1\ntensorboard = false\n')
+    config.write_text(f'output_dir = "{tmp_path / "run"}"\nsteps = 1\nreport_to = []\n')
     result = invoke("train", str(config))
     assert result.exit_code == 0, result.output
     assert "learning curve" in result.stdout and "50%" in result.stdout

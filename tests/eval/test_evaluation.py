@@ -104,6 +104,29 @@ def test_intervals_cover_the_estimate_narrow_with_more_tasks_and_repeat_with_the
     assert score(trajs, 2, seed=3) == score(trajs, 2, seed=3)
 
 
+def test_the_95_percent_interval_covers_the_true_success_rate_at_about_its_level() -> None:
+    """Tasks whose success rates are drawn from Beta(2, 2) (true pass@1 0.5), one sample
+    each, 30 tasks an evaluation: over 120 evaluations the intervals must hold 0.5 in at
+    least 0.88 of them (measured: 0.967 on these, 0.965 on 600 more)."""
+    rng = random.Random(5)
+    hits = 0
+    for trial in range(120):
+        rates = [rng.betavariate(2, 2) for _ in range(30)]
+        e = score([_traj(f"t{i}", rng.random() < p) for i, p in enumerate(rates)], 1, seed=trial).overall["pass@1"]
+        assert e.low is not None and e.high is not None
+        hits += e.low <= 0.5 <= e.high
+    assert 0.88 <= hits / 120 <= 1.0, hits
+
+
+def test_a_figure_without_spread_has_the_value_as_its_interval() -> None:
+    # Every task solved (a degenerate bootstrap, where a BCa interval is undefined), and
+    # a figure one task defines (every resample of it is that task).
+    solved = score([_traj(f"t{i}", True) for i in range(20) for _ in range(2)], 2).overall
+    assert all((e.value, e.low, e.high) == (1.0, 1.0, 1.0) for n, e in solved.items() if n.startswith("pass"))
+    one = score([_traj("a", True), _traj("a", False), _traj("b", True)], 2).overall["pass@2"]
+    assert (one.tasks, one.value, one.low, one.high) == (1, 1.0, 1.0, 1.0)
+
+
 def test_infra_is_left_out_and_a_task_short_of_samples_counts_only_where_it_can() -> None:
     trajs = [
         *(_traj("a", True) for _ in range(3)),

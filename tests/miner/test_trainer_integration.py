@@ -37,7 +37,7 @@ def _config(tmp_path, **kw):
         max_seq_len=256,
         eval_episodes=0,
         save_every=1,
-        tensorboard=False,
+        report_to=[],
         learning_rate=1e-3,
         resume=False,
         miner={"solved_threshold": 0.5, "solved_window": 2},

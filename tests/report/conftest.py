@@ -32,7 +32,7 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         eval_episodes=8,
         eval_every=1,
         save_every=1,
-        tensorboard=False,
+        report_to=[],
         resume=False,
         miner={"solved_threshold": 0.5, "solved_window": 2},
     )

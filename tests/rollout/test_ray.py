@@ -317,7 +317,7 @@ def test_the_trainer_with_ray_takes_the_same_step_as_with_threads(local_ray, tmp
             max_new_tokens=8,
             max_seq_len=128,
             eval_episodes=0,
-            tensorboard=False,
+            report_to=[],
             resume=False,
             ray=ray_config,
         )

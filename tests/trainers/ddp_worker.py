@@ -32,7 +32,7 @@ def main(run_dir: str, data_parallel: str = "ddp") -> None:
         max_seq_len=128,
         eval_episodes=0,
         learning_rate=1e-3,
-        tensorboard=False,
+        report_to=[],
         dist_timeout_s=60.0,
         data_parallel=data_parallel,
     )

@@ -35,7 +35,7 @@ def _config(tmp_path, name, **kw):
         max_seq_len=256,
         eval_episodes=0,
         save_every=100,
-        tensorboard=False,
+        report_to=[],
         micro_batch_size=4,
         learning_rate=1e-2,
         resume=False,

@@ -15,7 +15,16 @@ import pytest
 import torch
 
 from agentenv.trainers import GRPOConfig, GRPOTrainer
-from agentenv.trainers.checkpoint import RUN_FILES, clear_run, load_checkpoint, other_run, save_checkpoint
+from agentenv.trainers.checkpoint import (
+    RUN_FILES,
+    clear_run,
+    latest_warm_start,
+    load_checkpoint,
+    load_warm_start,
+    other_run,
+    save_checkpoint,
+    save_warm_start,
+)
 from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
 
 
@@ -30,7 +39,7 @@ def _config(run: Path, **kw: object) -> GRPOConfig:
         eval_episodes=0,
         save_every=1,
         keep_checkpoints=5,
-        tensorboard=False,
+        report_to=[],
         resume=False,
     )
     return GRPOConfig(**{**base, **kw})
@@ -215,3 +224,62 @@ def test_a_checkpoint_file_cut_short_or_edited_is_one_error_naming_it_and_change
     assert "\n" not in str(caught.value)
     if file != "rng.pt":  # the weights are loaded before the RNG states
         assert all(torch.equal(v, before[k]) for k, v in fresh.state_dict().items())
+
+
+# -- the warm start's checkpoints ---------------------------------------------------------------
+
+
+def _episode() -> Any:
+    from agentenv import ScriptedPolicy, rollout
+
+    return rollout(SayEnv, ScriptedPolicy(lambda conv: "aaaa"), n=1)[0]
+
+
+def test_the_newest_whole_warm_start_checkpoint_is_the_one_read_back(tmp_path: Path) -> None:
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    state = {"done": 2, "optimizer": optimizer.state_dict(), "generator": torch.Generator().manual_seed(3).get_state()}
+    save_warm_start(tmp_path, model, sft_step=2, time_s=1.5, state=state, episodes=[_episode()])
+    (tmp_path / "checkpoints" / ".tmp-warm-start-000003").mkdir()  # a run killed while writing the next
+    fresh = torch.nn.Linear(2, 2)
+    saved = load_warm_start(latest_warm_start(tmp_path), fresh)
+    assert (saved.sft_step, saved.done, saved.time_s) == (2, False, 1.5)
+    assert torch.equal(fresh.weight, model.weight) and saved.state is not None
+    assert torch.equal(saved.state["generator"], state["generator"])
+    assert saved.episodes is not None and saved.episodes[0].messages == _episode().messages
+    assert latest_warm_start(tmp_path, done=True) is None  # not the weights RL starts from yet
+
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    save_warm_start(tmp_path, model, sft_step=4, time_s=3.0)  # the end: the weights alone
+    folders = sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if not p.name.startswith("."))
+    assert folders == ["warm-start-000004"]
+    assert latest_warm_start(tmp_path, done=True) == tmp_path / "checkpoints" / "warm-start-000004"
+    done = load_warm_start(latest_warm_start(tmp_path), fresh)
+    assert done.done and done.state is None and done.episodes is None
+    assert torch.equal(fresh.weight, model.weight)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b'{"sft_step": 2, "done": fal', "Invalid JSON"), (b'{"sft_step": -1, "done": true}', "field 'sft_step'")],
+)
+def test_an_edited_warm_start_checkpoint_is_one_error_naming_it_and_changes_nothing(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = save_warm_start(tmp_path, torch.nn.Linear(2, 2), sft_step=2, time_s=1.0)
+    (path / "warm_start.json").write_bytes(content)
+    fresh = torch.nn.Linear(2, 2)
+    before = fresh.weight.detach().clone()
+    with pytest.raises(ValueError, match=rf"warm_start\.json: .*{message}"):
+        load_warm_start(path, fresh)
+    assert torch.equal(fresh.weight, before)
+
+
+def test_the_thread_count_is_how_a_run_is_started_not_which_run_it_is(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    _fake_run(run, _config(run, torch_threads=2))
+    assert other_run(run, _config(run, torch_threads=16).to_dict(), resume=False) is None

@@ -70,7 +70,7 @@ def test_a_short_run_records_compute_and_is_forecast(tmp_path):
         eval_every=1,
         eval_temperature=1.0,
         save_every=5,
-        tensorboard=False,
+        report_to=[],
         learning_rate=1e-2,
     )
     GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[OneTurnSay], config=GRPOConfig(**config)).train()
@@ -118,7 +118,7 @@ def test_a_run_with_too_few_evaluations_says_so(tmp_path):
         max_seq_len=256,
         eval_episodes=4,
         eval_every=1,
-        tensorboard=False,
+        report_to=[],
         resume=False,
     )
     GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[OneTurnSay], config=config).train()

@@ -64,7 +64,7 @@ def _config(run_dir: Path, case: str, **overrides: object) -> GRPOConfig:
         eval_episodes=0,
         micro_batch_size=3,
         learning_rate=1e-3,
-        tensorboard=False,
+        report_to=[],
         save_trajectories=False,
         resume=False,
         dist_timeout_s=60.0,

@@ -109,7 +109,7 @@ def test_a_routed_model_trains_as_before_and_lean_activations_keep_its_bits(toke
 
 def test_the_trainer_routes_its_model_on_the_cpu_unless_told_not_to(tmp_path, tokenizer):
     def routed_layers(**kw) -> int:
-        cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False, **kw)
+        cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, report_to=[], **kw)
         trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
         return sum(gemm.routed(m) for m in trainer.model.modules())
 

@@ -270,7 +270,7 @@ def test_the_update_runs_without_the_rollouts_kv_cache_held(tmp_path, monkeypatc
 
     tokenizer = tiny_tokenizer()
     cfg = GRPOConfig(
-        output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False, batch_size=4,
+        output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, report_to=[], batch_size=4,
         group_size=2, eval_episodes=0,
     )  # fmt: skip
     trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
@@ -294,7 +294,7 @@ def _fed_per_phase(tmp_path: Any, reuse: bool, share: bool) -> tuple[int, int, l
 
     tokenizer = tiny_tokenizer()
     cfg = GRPOConfig(
-        output_dir=str(tmp_path / f"{reuse}-{share}"), max_new_tokens=6, max_seq_len=160, tensorboard=False,
+        output_dir=str(tmp_path / f"{reuse}-{share}"), max_new_tokens=6, max_seq_len=160, report_to=[],
         batch_size=4, group_size=4, eval_episodes=0, reuse_kv_cache=reuse, share_prompts=share,
     )  # fmt: skip
     trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)

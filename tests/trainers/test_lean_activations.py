@@ -301,7 +301,7 @@ def test_an_rms_norm_computing_something_else_is_left_alone():
 
 def test_the_trainer_applies_it_unless_told_not_to(tmp_path, tokenizer):
     def trainer(**kw):
-        cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False, **kw)
+        cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, report_to=[], **kw)
         return GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
 
     def lean_modules(t: GRPOTrainer) -> int:  # linear layers routed to oneDNN are not lean ones
@@ -310,7 +310,7 @@ def test_the_trainer_applies_it_unless_told_not_to(tmp_path, tokenizer):
     layers = tiny_model(tokenizer).config.num_hidden_layers
     assert lean_modules(trainer()) == layers + 2 * layers + 1
     assert lean_modules(trainer(lean_activations=False)) == 0
-    cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False)
+    cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, report_to=[])
     grouped = GRPOTrainer(_grouped_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
     assert grouped.model.config._attn_implementation == GROUPED_SDPA
     plain = GRPOTrainer(
@@ -321,7 +321,7 @@ def test_the_trainer_applies_it_unless_told_not_to(tmp_path, tokenizer):
 
 def test_lora_wrapped_layers_are_left_alone(tmp_path, tokenizer):
     pytest.importorskip("peft")
-    cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, tensorboard=False, lora_r=4)
+    cfg = GRPOConfig(output_dir=str(tmp_path / "run"), max_new_tokens=8, max_seq_len=128, report_to=[], lora_r=4)
     trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
     # The MLPs' linear layers are wrapped: left alone. The norms are not wrapped: made lean.
     lean = [type(m).__name__ for m in trainer.model.modules() if "forward" in vars(m) and not gemm.routed(m)]

@@ -11,7 +11,7 @@ import pytest
 
 from agentenv import Task, Trajectory, Transition
 from agentenv.core.types import Failure
-from agentenv.trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics
+from agentenv.trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics, truncate_metrics
 
 
 def _traj(task_reward: float | None, step_rewards: list[float], *, failure: Failure = Failure.NONE) -> Trajectory:
@@ -74,7 +74,7 @@ def test_advantage_metrics_use_the_population_std() -> None:
 
 def test_the_log_never_shows_minus_zero(tmp_path) -> None:
     stream = io.StringIO()
-    logger = MetricsLogger(tmp_path, total_steps=2, tensorboard=False, stream=stream)
+    logger = MetricsLogger(tmp_path, total_steps=2, stream=stream)
     logger.log(1, {"reward/task": -0.0, "loss": -1e-9, "reward/length": -0.0, "approx_kl": float("nan")})
     logger.close()
     line = stream.getvalue()
@@ -90,7 +90,7 @@ def test_a_resume_drops_a_last_line_cut_short_and_refuses_a_bad_one_before_it(tm
     path = tmp_path / "metrics.jsonl"
     whole = '{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.25}\n'
     path.write_text(whole + '{"step": 3, "loss": 0.')
-    logger = MetricsLogger(tmp_path, total_steps=4, tensorboard=False, stream=io.StringIO(), resume_step=2)
+    logger = MetricsLogger(tmp_path, total_steps=4, stream=io.StringIO(), resume_step=2)
     logger.log(3, {"loss": 0.125})
     assert [r["step"] for r in logger.records()] == [1, 2, 3]
     logger.close()
@@ -99,5 +99,31 @@ def test_a_resume_drops_a_last_line_cut_short_and_refuses_a_bad_one_before_it(tm
         edited = f'{{"step": 1, "loss": 0.5}}\n{bad}\n{{"step": 2, "loss": 0.25}}\n'
         path.write_text(edited)
         with pytest.raises(ValueError, match=r"metrics\.jsonl: line 2 is not a metrics record"):
-            MetricsLogger(tmp_path, total_steps=4, tensorboard=False, stream=io.StringIO(), resume_step=2)
+            MetricsLogger(tmp_path, total_steps=4, stream=io.StringIO(), resume_step=2)
         assert path.read_text() == edited
+
+
+def test_the_warm_starts_rows_have_no_step_and_a_resume_keeps_them(tmp_path) -> None:
+    """The warm start's rows (`log_sft`) sit before the steps' in metrics.jsonl: a resume
+    keeps them, and the records the trainer reads back are the steps' alone."""
+    logger = MetricsLogger(tmp_path, total_steps=3, stream=io.StringIO())
+    for n in (1, 2):
+        logger.log_sft(n, {"sft/loss": 1.0 / n, "sft/lr": 1e-3, "time/sft_s": 0.5 * n})
+    for step in (1, 2, 3):
+        logger.log(step, {"loss": 0.1})
+    logger.close()
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0] == {"sft_step": 1, "sft/loss": 1.0, "sft/lr": 1e-3, "time/sft_s": 0.5}
+
+    resumed = MetricsLogger(tmp_path, total_steps=3, stream=io.StringIO(), resume_step=2)
+    assert [r["step"] for r in resumed.records()] == [1, 2]
+    resumed.close()
+    kept = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r.get("sft_step", r.get("step")) for r in kept] == [1, 2, 1, 2]
+
+
+def test_a_run_resumed_in_its_warm_start_drops_the_warm_starts_later_rows(tmp_path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"sft_step": n, "sft/loss": 1.0}) + "\n" for n in (1, 2, 3)) + '{"sft_st')
+    truncate_metrics(path, 0, sft_step=2)
+    assert [json.loads(line)["sft_step"] for line in path.read_text().splitlines()] == [1, 2]

@@ -349,7 +349,7 @@ def _config(tmp_path, **kw) -> GRPOConfig:
         max_new_tokens=10,
         max_seq_len=384,
         eval_episodes=0,
-        tensorboard=False,
+        report_to=[],
         micro_batch_size=3,
         learning_rate=1e-3,
         resume=False,

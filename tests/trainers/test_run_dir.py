@@ -18,7 +18,7 @@ from tests.trainers.toy import tiny_model, tiny_tokenizer
 
 
 def _run(tmp_path, **kw) -> RunDir:
-    config = GRPOConfig(output_dir=str(tmp_path / "run"), tensorboard=False, **kw)
+    config = GRPOConfig(output_dir=str(tmp_path / "run"), report_to=[], **kw)
     return RunDir(config, DataParallel())
 
 

@@ -127,7 +127,7 @@ def test_a_served_models_rollouts_are_token_exact_and_train_the_model(served, tm
     learner = copy.deepcopy(model)
     config = GRPOConfig(
         group_size=4, batch_size=8, max_new_tokens=8, max_seq_len=512, learning_rate=1e-2, eval_episodes=0,
-        output_dir=str(tmp_path / "run"), tensorboard=False, resume=False,
+        output_dir=str(tmp_path / "run"), report_to=[], resume=False,
     )  # fmt: skip
     trainer = GRPOTrainer(learner, tok, envs=[SayEnv], config=config)
     metrics = trainer.update([trajs[:4], trajs[4:]])

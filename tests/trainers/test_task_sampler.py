@@ -86,7 +86,7 @@ def test_the_trainer_asks_its_sampler_for_draws_metrics_and_snapshots(tmp_path) 
         max_new_tokens=6,
         max_seq_len=128,
         eval_episodes=0,
-        tensorboard=False,
+        report_to=[],
         resume=False,
     )
     sampler = Fixed()

@@ -34,7 +34,7 @@ def _config(tmp_path, **kw):
         max_seq_len=256,
         eval_episodes=0,
         save_every=1,
-        tensorboard=False,
+        report_to=[],
         micro_batch_size=3,
         learning_rate=1e-3,
         logprob_chunk_tokens=7,
@@ -189,7 +189,7 @@ max_new_tokens = 12
 max_seq_len = 256
 save_every = 2
 eval_episodes = 0
-tensorboard = false
+report_to = []
 learning_rate = 1e-3
 """
 

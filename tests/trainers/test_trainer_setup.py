@@ -46,7 +46,7 @@ def test_held_out_tasks_share_no_content_with_training_and_the_run_says_so(tmp_p
         def default_tasks(self):
             return TaskSet(Task(id=f"t{i}-{k}", prompt=f"Task {i}.") for i in range(12) for k in range(5))
 
-    cfg = GRPOConfig(output_dir=str(tmp_path / "a"), max_new_tokens=12, max_seq_len=256, tensorboard=False)
+    cfg = GRPOConfig(output_dir=str(tmp_path / "a"), max_new_tokens=12, max_seq_len=256, report_to=[])
     source = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[Copies], config=cfg).sources[0]
     assert source.test and source.test.shared_content(source.train) == 0
     assert f"{len(source.test)} of 60 tasks held out, split by content" in capsys.readouterr().out

@@ -178,7 +178,7 @@ def test_grpo_trains_through_the_engine_with_the_weights_pushed_every_step(tmp_p
     model = _model(tok, seed=3)
     config = GRPOConfig(
         steps=2, group_size=4, batch_size=8, max_new_tokens=8, max_seq_len=256, learning_rate=1e-2,
-        eval_episodes=4, eval_every=0, output_dir=str(tmp_path / "run"), tensorboard=False, resume=False,
+        eval_episodes=4, eval_every=0, output_dir=str(tmp_path / "run"), report_to=[], resume=False,
         rollout_engine="vllm", vllm={"enforce_eager": True, "kv_cache_gb": 0.25},
     )  # fmt: skip
     trainer = GRPOTrainer(model, tok, envs=[SayEnv], config=config)
@@ -213,7 +213,7 @@ def test_the_real_model_trains_through_the_engine_and_the_engine_follows_it(tmp_
         model="smollm2-135m-instruct", envs={"arithmetic-v0": 1.0}, tool_prompt="compact", steps=1,
         group_size=2, batch_size=4, max_new_tokens=16, max_seq_len=512, max_turns=2, learning_rate=1e-4,
         eval_episodes=0,
-        step_advantage="none", output_dir=str(tmp_path / "run"), tensorboard=False, resume=False,
+        step_advantage="none", output_dir=str(tmp_path / "run"), report_to=[], resume=False,
         rollout_engine="vllm", vllm={"enforce_eager": True, "kv_cache_gb": 0.5}, micro_batch_size=4,
     )  # fmt: skip
     trainer = GRPOTrainer(config=config, model=config.model)
