@@ -97,7 +97,7 @@ def demo_config(seed: int, output_dir: Path, overrides: dict | None = None) -> G
     """The demonstration's config (`examples/tiny.toml`) for one seed, a fresh run in
     ``output_dir``, with ``overrides`` (GRPOConfig fields) on top."""
     data = {**GRPOConfig.from_file(CONFIG).to_dict(), "seed": seed, "output_dir": str(output_dir), "resume": False}
-    return GRPOConfig.from_dict({**data, "tensorboard": False, **(overrides or {})})
+    return GRPOConfig.from_dict({**data, "report_to": [], **(overrides or {})})
 
 
 def parse_sets(items: list[str]) -> dict:

@@ -16,6 +16,12 @@ What ``model`` may name (`resolve` decides, before anything is loaded):
   Hugging Face cache without the network when it is there, otherwise downloaded once the
   hub answered for it (offline, one question instead of a minute of retries).
 
+A model that comes from a training run (its final/, a checkpoint, a LoRA run's adapter)
+samples as that run sampled unless told otherwise: its temperature, top-p, top-k, stop
+strings and token limits (`Sampling.of_run`), and `LocalPolicy.env_kwargs` gives the env
+settings it was trained under (the tool prompt, for the run's own envs their
+``env_kwargs`` and ``max_turns``), so its evaluation reads the prompts it learned on.
+
 A LoRA model is merged into its base: the same function up to float rounding, sampled
 faster. What cannot be loaded is one `LocalPolicyError` line saying what was found.
 Weights are float32 on a CPU and bfloat16 on a GPU unless asked otherwise.
@@ -28,13 +34,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentenv.core.checkpoints import latest_checkpoint
 from agentenv.core.policy import Conversation, PolicyOutput
@@ -77,6 +83,23 @@ class Sampling(BaseModel):
     max_context_tokens: int | None = Field(None, ge=2)
     """Tokens of one episode at most; None: the trainer's ``max_seq_len``, or the model's
     positions where it has fewer."""
+    top_k: int = Field(_trainer_default("top_k"), ge=0)
+    """Top-k sampling (0 = off)."""
+    stop: list[str] = Field(default_factory=list)
+    """Strings that end a reply (kept in it), as the trainer's ``stop``."""
+
+    @classmethod
+    def of_run(cls, config: GRPOConfig, **given: Any) -> Sampling:
+        """How a run of ``config`` sampled its rollouts, with ``given`` fields instead."""
+        run = dict(
+            temperature=config.temperature,
+            top_p=config.top_p,
+            top_k=config.top_k,
+            max_new_tokens=config.max_new_tokens,
+            max_context_tokens=config.max_seq_len,
+            stop=list(config.stop),
+        )
+        return cls(**{**run, **given})
 
 
 @dataclass(frozen=True)
@@ -87,7 +110,7 @@ class ModelSource:
     where: str
     """The folder; for "hub", the hub id or known model name."""
     run: Path | None = None
-    """The training run the folder belongs to, where its config.json is needed."""
+    """The training run the folder belongs to (its config.json says how it was trained)."""
 
     def describe(self) -> str:
         what = {
@@ -122,11 +145,11 @@ def _folder(path: Path) -> ModelSource:
                 "which model it is) is missing: give the checkpoint inside its run directory"
             )
         return ModelSource("checkpoint", str(path), run)
+    owner = path.parent if _run_config_file(path.parent) is not None else None  # a run's final/
     if (path / "adapter_config.json").is_file():
-        owner = path.parent if _run_config_file(path.parent) is not None else None
         return ModelSource("adapter", str(path), owner)
     if "model_type" in _json(path / "config.json"):
-        return ModelSource("pretrained", str(path))
+        return ModelSource("pretrained", str(path), owner)
     if path.name == "checkpoints" and (path / "latest").exists():
         return _folder(_latest(path.parent))
     if (path / "final").is_dir():
@@ -311,6 +334,22 @@ class LocalPolicy:
     sampler: TokenPolicy
     description: str
     engine: VLLMEngine | None = None
+    run: GRPOConfig | None = None
+    """The config of the training run the model comes from, if it does."""
+
+    def env_kwargs(self, env_id: str) -> dict[str, Any]:
+        """The settings the run made ``env_id`` with (see `trainers.sources.build_source`):
+        its tool prompt for any env (the format the model learned to read), and for an env
+        it trained on, that env's ``env_kwargs`` and the run's ``max_turns``. Empty when
+        the model comes from no run."""
+        if self.run is None:
+            return {}
+        kwargs: dict[str, Any] = {"tool_prompt": self.run.tool_prompt} if self.run.tool_prompt != "json" else {}
+        if env_id in self.run.envs:
+            kwargs.update(self.run.env_kwargs.get(env_id, {}))
+            if self.run.max_turns is not None:
+                kwargs["max_turns"] = self.run.max_turns
+        return kwargs
 
     def act(self, conversations: Sequence[Conversation]) -> list[PolicyOutput]:
         return self.sampler.act(conversations)
@@ -327,7 +366,7 @@ def local_policy(
     engine: Literal["transformers", "vllm"] = "transformers",
     device: str = "auto",
     dtype: Literal["auto", "float32", "bfloat16"] = "auto",
-    sampling: Sampling | None = None,
+    sampling: Sampling | Mapping[str, Any] | None = None,
     seed: int = 0,
     enforce_eager: bool = False,
 ) -> LocalPolicy:
@@ -339,11 +378,12 @@ def local_policy(
             with a vLLM engine (the vllm extra).
         device: "auto" (CUDA where torch sees it), "cpu", "cuda" or "cuda:N".
         dtype: The weights and compute; "auto" is bfloat16 on a GPU, float32 on a CPU.
-        sampling: Temperature, top-p and token limits (default: the trainer's).
+        sampling: How to sample: a `Sampling` as it is, or the fields to change (a mapping)
+            from the default: how the model's training run sampled where it comes from
+            one (`Sampling.of_run`), the trainer's defaults otherwise.
         seed: Seeds the samples (vLLM on a CPU: once per engine).
         enforce_eager: vLLM only: skip compiling the model (starts in seconds, samples slower).
     """
-    sampling = sampling or Sampling()
     try:
         where = resolve_device(device)
     except RuntimeError as e:
@@ -351,6 +391,14 @@ def local_policy(
     dtype_name = _dtype_name(dtype, where)
     weights = _DTYPES[dtype_name]
     source = resolve(model)
+    run = _settings_of(source)
+    if not isinstance(sampling, Sampling):
+        try:
+            sampling = Sampling.of_run(run, **(sampling or {})) if run else Sampling(**(sampling or {}))
+        except ValidationError as e:
+            error = e.errors()[0]
+            field = ".".join(str(part) for part in error["loc"])
+            raise LocalPolicyError(f"sampling: {field}: {error['msg']}, got {error.get('input')!r}") from None
     module, tokenizer = load(source, dtype=weights)
     context = _context(sampling, module)
     shared: dict[str, Any] = dict(
@@ -358,10 +406,13 @@ def local_policy(
         max_context_tokens=context,
         temperature=sampling.temperature,
         top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        stop=tuple(sampling.stop),
     )
-    how = ", ".join(f"{k} {v}" for k, v in shared.items())
+    how = ", ".join(f"{k} {v}" for k, v in shared.items() if k not in ("top_k", "stop") or v)
     merged = " merged into its base" if source.kind == "adapter" else ""
-    description = f"{source.describe()}{merged} on {where} in {dtype_name}, {engine} sampler: {how}"
+    sampled_as = f" (as its run {source.run} sampled)" if run is not None else ""
+    description = f"{source.describe()}{merged} on {where} in {dtype_name}, {engine} sampler{sampled_as}: {how}"
     if engine == "vllm":
         from agentenv.trainers.vllm_engine import VLLMEngine, VLLMPolicy
 
@@ -369,9 +420,23 @@ def local_policy(
         vllm = VLLMEngine(module, tokenizer, max_model_len=context, device=where, seed=seed, **settings.model_dump())
         sampler = VLLMPolicy(vllm, tokenizer, **shared)
         sampler.generator = torch.Generator().manual_seed(seed)
-        return LocalPolicy(sampler, description, vllm)
+        return LocalPolicy(sampler, description, vllm, run)
     bf16 = where.type == "cuda" and weights == torch.bfloat16  # the static decoder computes in bf16 then
-    return LocalPolicy(TransformersPolicy(module.to(where), tokenizer, seed=seed, bf16=bf16, **shared), description)
+    local = TransformersPolicy(module.to(where), tokenizer, seed=seed, bf16=bf16, **shared)
+    return LocalPolicy(local, description, run=run)
+
+
+def _settings_of(source: ModelSource) -> GRPOConfig | None:
+    """The config of the run ``source`` comes from. A run's final/ loads without it, so a
+    config this version cannot read (an older run's) leaves it sampled as told instead."""
+    if source.run is None:
+        return None
+    try:
+        return _run_config(source.run)
+    except LocalPolicyError:
+        if source.kind == "pretrained":
+            return None
+        raise
 
 
 def _dtype_name(dtype: Literal["auto", "float32", "bfloat16"], device: torch.device) -> Literal["float32", "bfloat16"]:

@@ -225,8 +225,9 @@ def local_policy(engine: Literal["transformers", "vllm"], options: LocalModel, *
     except ImportError as e:
         fail(f"{flag} needs torch and transformers ({e}); install with: pip install -e '.[train]'")
     names = ("temperature", "top_p", "max_new_tokens", "max_context_tokens")
+    given = {n: getattr(options, n) for n in names if getattr(options, n) is not None}
     try:
-        sampling = Sampling(**{n: getattr(options, n) for n in names if getattr(options, n) is not None})
+        Sampling(**given)  # each option checked alone here; the rest come from the model's run, if any
     except ValidationError as e:
         error = e.errors()[0]
         fail(f"--{str(error['loc'][0]).replace('_', '-')} {error['input']}: {error['msg']}")
@@ -237,7 +238,7 @@ def local_policy(engine: Literal["transformers", "vllm"], options: LocalModel, *
                 engine=engine,
                 device=options.device,
                 dtype=options.dtype.value,
-                sampling=sampling,
+                sampling=given,
                 seed=seed,
                 enforce_eager=options.enforce_eager,
             )
@@ -245,6 +246,29 @@ def local_policy(engine: Literal["transformers", "vllm"], options: LocalModel, *
         fail(str(e))
     Console(stderr=True, highlight=False).print(escape(policy.description), soft_wrap=True)
     return policy
+
+
+def run_env_kwargs(policy: agentenv.Policy, env_spec: EnvSpec, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` over the env settings the training run of a local model used
+    (`LocalPolicy.env_kwargs`: its tool prompt, and for its own envs their settings), so
+    the model is evaluated on the prompts it learned to read; says on stderr which. One
+    the env does not take is left out, and said."""
+    of_run = getattr(policy, "env_kwargs", None)
+    settings = {k: v for k, v in of_run(env_spec.id).items() if k not in given} if callable(of_run) else {}
+    kept: dict[str, Any] = {}
+    for name, value in settings.items():
+        try:
+            env_spec.check_kwargs({**kept, name: value})
+        except agentenv.EnvArgumentError:
+            Console(stderr=True, highlight=False).print(
+                escape(f"not applied: the training run's {name}={value!r}, which env {env_spec.id!r} does not take")
+            )
+            continue
+        kept[name] = value
+    if kept:
+        shown = ", ".join(f"{k}={v!r}" for k, v in kept.items())
+        Console(stderr=True, highlight=False).print(escape(f"env settings of the model's training run: {shown}"))
+    return {**kept, **given}
 
 
 @contextlib.contextmanager

@@ -42,6 +42,7 @@ from agentenv.cli.common import (
     number,
     prepare_out,
     refuse_same_file,
+    run_env_kwargs,
     sandbox_choice_shown,
     stdout,
 )
@@ -369,6 +370,7 @@ def eval_command(
             prepare_out(path, append=False, option=option)
     local = LocalModel(model, temperature, top_p, max_new_tokens, max_context_tokens, device, dtype, enforce_eager)
     chosen = _make_policy(env_spec, policy, base_url=base_url, local=local, api_key_env=api_key_env, seed=seed)
+    env_kwargs = run_env_kwargs(chosen, env_spec, env_kwargs)
     label = f"{env_id} · {policy.value} policy" + (f" {model}" if policy is not PolicyKind.scripted and model else "")
 
     # With --json -, stdout is the JSON alone: the progress bar and the tables go to stderr.

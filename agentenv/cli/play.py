@@ -31,6 +31,7 @@ from agentenv.cli.common import (
     env_spec_of,
     local_policy,
     number,
+    run_env_kwargs,
     sandbox_choice_shown,
     stdout,
 )
@@ -115,7 +116,9 @@ def play_command(
         )
     else:
         local = LocalModel(model, temperature, top_p, max_new_tokens, max_context_tokens, device, dtype, enforce_eager)
-        player = _Shown(local_policy("transformers" if policy is PlayPolicy.hf else "vllm", local, seed=seed), out)
+        model_policy = local_policy("transformers" if policy is PlayPolicy.hf else "vllm", local, seed=seed)
+        env_kwargs = run_env_kwargs(model_policy, env_spec, env_kwargs)
+        player = _Shown(model_policy, out)
         out.print(f"[bold]{escape(model or '')}[/] plays [bold]{escape(env_spec.id)}[/].", soft_wrap=True)
     try:
         with sandbox_choice_shown():

@@ -42,7 +42,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run directory of a one-step LoRA GRPO run: final/ (the adapter) and checkpoints/."""
+    """A run directory of a one-step LoRA GRPO run: final/ (the adapter) and checkpoints/;
+    its envs list their tools in the compact prompt."""
     pytest.importorskip("peft", reason="LoRA needs the lora extra (peft)")
     from agentenv.trainers import GRPOConfig, GRPOTrainer
 
@@ -58,6 +59,7 @@ def lora_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         save_every=1,
         resume=False,
         lora_r=2,
+        tool_prompt="compact",
     )
     GRPOTrainer("tiny", config=config).train()
     return run
@@ -112,6 +114,9 @@ def test_a_trained_run_evaluates_in_one_command_and_compares(lora_run: Path, tmp
     )  # fmt: skip
     assert result.exit_code == 0, result.output + result.stderr
     assert f"LoRA adapter {lora_run / 'final'} merged into its base" in result.stderr
+    assert f"(as its run {lora_run} sampled)" in result.stderr  # the run's settings, but the tokens given
+    assert "max_new_tokens 8, max_context_tokens 1024" in result.stderr
+    assert "env settings of the model's training run: tool_prompt='compact'" in result.stderr
     comparison = json.loads(final.read_text())["comparison"]
     assert comparison["a"] == "arithmetic-v0 · scripted policy" and comparison["matched"] == 3
     assert comparison["differences"]["pass@1"]["value"] < 0  # the oracle solves them all; one step of RL does not

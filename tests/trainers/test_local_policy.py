@@ -68,6 +68,26 @@ def test_the_run_directory_is_its_final_model_and_checkpoints_the_latest(runs) -
     assert resolve(str(path / "checkpoints")).kind == "checkpoint"
 
 
+@pytest.mark.slow  # a training run
+def test_a_model_from_a_run_samples_and_meets_its_env_as_the_run_did(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _train(run, tool_prompt="compact", stop=["</tool_call>"], top_k=5, max_turns=3, temperature=0.7)
+    for folder in (run, run / "final", run / "checkpoints" / "step-000001"):
+        policy = local_policy(str(folder), device="cpu")
+        assert policy.run is not None and f"(as its run {run} sampled)" in policy.description
+        sampler = policy.sampler
+        assert (sampler.temperature, sampler.top_k, sampler.stop) == (0.7, 5, ("</tool_call>",))
+        assert (sampler.max_new_tokens, sampler.max_context_tokens) == (8, 1024)
+        # The tool prompt is how the model reads tools, for any env; turns and env settings are its envs' own.
+        assert policy.env_kwargs("arithmetic-v0") == {"tool_prompt": "compact", "max_turns": 3}
+        assert policy.env_kwargs("guess-number-v0") == {"tool_prompt": "compact"}
+
+    told = local_policy(str(run), device="cpu", sampling={"max_new_tokens": 20, "temperature": 0.0})
+    assert (told.sampler.max_new_tokens, told.sampler.temperature, told.sampler.stop) == (20, 0.0, ("</tool_call>",))
+    with pytest.raises(LocalPolicyError, match=r"sampling: top_k: .* got -1"):
+        local_policy(str(run), device="cpu", sampling={"top_k": -1})
+
+
 @pytest.mark.slow  # builds and loads a model, three times
 def test_a_model_folder_samples_with_the_trainers_defaults(tmp_path: Path) -> None:
     model, tokenizer = build_tiny(["arithmetic-v0"])
@@ -78,6 +98,7 @@ def test_a_model_folder_samples_with_the_trainers_defaults(tmp_path: Path) -> No
     assert policy.sampler.temperature == defaults.temperature
     assert policy.sampler.max_new_tokens == defaults.max_new_tokens
     assert policy.sampler.max_context_tokens == defaults.max_seq_len
+    assert policy.run is None and policy.env_kwargs("arithmetic-v0") == {}
     assert f"model folder {tmp_path} on cpu in float32" in policy.description
     with pytest.raises(LocalPolicyError, match="beyond the model's 4096 positions; give at most 4096"):
         local_policy(str(tmp_path), device="cpu", sampling=Sampling(max_context_tokens=5000))

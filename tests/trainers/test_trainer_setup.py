@@ -20,7 +20,7 @@ def tokenizer():
 
 def _trainer(tmp_path, tokenizer, model=None, **kw):
     cfg = GRPOConfig(
-        **{"output_dir": str(tmp_path / "run"), "max_new_tokens": 12, "max_seq_len": 256, "tensorboard": False, **kw}
+        **{"output_dir": str(tmp_path / "run"), "max_new_tokens": 12, "max_seq_len": 256, "report_to": [], **kw}
     )
     return GRPOTrainer(model or tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=cfg)
 
