@@ -16,13 +16,14 @@ mixed in with the new one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
 import random
 import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,23 +104,31 @@ def save_checkpoint(
     """Write step ``step``'s checkpoint; ``model`` and ``optimizer`` may be given as their
     state dicts (a sharded model's, gathered by the caller)."""
     root = run_dir / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
+    with _written_in_place(root / f"step-{step:06d}") as tmp:
+        torch.save(model if isinstance(model, dict) else model.state_dict(), tmp / "model.pt")
+        torch.save(optimizer if isinstance(optimizer, dict) else optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(_rng_state(), tmp / "rng.pt")
+        (tmp / "trainer_state.json").write_text(json.dumps({"step": step, **trainer_state}, indent=1))
     final = root / f"step-{step:06d}"
-    tmp = root / f".tmp-step-{step:06d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    torch.save(model if isinstance(model, dict) else model.state_dict(), tmp / "model.pt")
-    torch.save(optimizer if isinstance(optimizer, dict) else optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save(_rng_state(), tmp / "rng.pt")
-    (tmp / "trainer_state.json").write_text(json.dumps({"step": step, **trainer_state}, indent=1))
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
     pointer = root / ".latest.tmp"
     pointer.write_text(final.name)
     os.replace(pointer, root / "latest")
     for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+@contextlib.contextmanager
+def _written_in_place(final: Path) -> Iterator[Path]:
+    """A temporary folder beside ``final`` to write into; renamed to ``final`` (replacing
+    it) once the block ends without an error, so ``final`` is always whole or absent."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".tmp-{final.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    yield tmp
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
 
 
 class _TrainerState(BaseModel):
@@ -253,20 +262,15 @@ def save_warm_start(
     a temporary folder and renamed into place, then older warm-start checkpoints are
     deleted, so a run killed at any moment keeps one whole."""
     root = run_dir / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"warm-start-{sft_step:06d}"
-    tmp = root / f".tmp-warm-start-{sft_step:06d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    torch.save(model.state_dict(), tmp / "model.pt")
-    torch.save(_rng_state(), tmp / "rng.pt")
-    if state is not None:
-        torch.save(state, tmp / "state.pt")
-        (tmp / "episodes.jsonl").write_text("".join(t.to_json() + "\n" for t in episodes), encoding="utf-8")
-    info = _WarmStartInfo(sft_step=sft_step, done=state is None, time_s=time_s)
-    (tmp / "warm_start.json").write_text(info.model_dump_json(indent=1))
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
+    with _written_in_place(final) as tmp:
+        torch.save(model.state_dict(), tmp / "model.pt")
+        torch.save(_rng_state(), tmp / "rng.pt")
+        if state is not None:
+            torch.save(state, tmp / "state.pt")
+            (tmp / "episodes.jsonl").write_text("".join(t.to_json() + "\n" for t in episodes), encoding="utf-8")
+        info = _WarmStartInfo(sft_step=sft_step, done=state is None, time_s=time_s)
+        (tmp / "warm_start.json").write_text(info.model_dump_json(indent=1))
     for old in _warm_starts(root):
         if old != final:
             shutil.rmtree(old, ignore_errors=True)
