@@ -26,8 +26,13 @@ and every tracker keeps both values. The warm start's rows (`MetricsLogger.log_s
 against their own axis, ``sft_step``: in W&B through ``define_metric``; the others plot
 each figure at the step number it comes with.
 
+A tracker that cannot start its run (W&B online with no login, an MLflow store it cannot
+use, a Trackio Space without a Hugging Face login) stops the run before anything is
+trained: a `TrackerError` line naming the fix (`agentenv train` prints it and exits 2).
+
 Left out: media and per-episode tables (the report holds the episodes), and retrying a
-tracker that fails: its error stops the run like any other.
+tracker that fails mid-run: its error stops the run like any other (it resumes from its
+last checkpoint).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ __all__ = [
     "KeepsFiles",
     "TrackedRun",
     "Tracker",
+    "TrackerError",
     "TrackerName",
     "Trackers",
     "missing_libraries",
@@ -214,7 +220,7 @@ class MLflowTracker:
             found = self._client.get_experiment_by_name(experiment)
             experiment_id = found.experiment_id if found else self._client.create_experiment(experiment)
         except MlflowException as e:
-            raise ValueError(
+            raise TrackerError(
                 f"MLflow cannot use the tracking store {mlflow.get_tracking_uri()!r}: {_first_line(e)} "
                 "Set MLFLOW_TRACKING_URI to a tracking server (http://HOST:5000), or to a local folder "
                 "(file:./mlruns, with MLFLOW_ALLOW_FILE_STORE=true); MLflow's default, sqlite:///mlflow.db, "
@@ -308,6 +314,35 @@ _OPEN: dict[TrackerName, Callable[[TrackedRun], Tracker]] = {
 }
 
 
+class TrackerError(ValueError):
+    """A tracker's library could not start its run (no login, an unreachable server, a
+    store it cannot use): one line, with what to do."""
+
+
+_FIXES: dict[TrackerName, str] = {
+    "tensorboard": "check that output_dir/tensorboard is writable",
+    "wandb": "log in (`wandb login`, or WANDB_API_KEY), or set WANDB_MODE=offline to keep the run on disk "
+    "(`wandb sync` uploads it later)",
+    "mlflow": "check MLFLOW_TRACKING_URI (a server that answers, or file:./mlruns with MLFLOW_ALLOW_FILE_STORE=true)",
+    "trackio": "check TRACKIO_SPACE_ID / TRACKIO_SERVER_URL and your Hugging Face login, or unset them to keep "
+    "the run local (TRACKIO_DIR)",
+}
+
+
+def _open(name: TrackerName, run: TrackedRun) -> Tracker:
+    """The tracker ``name`` of ``run``; whatever its library raises while starting is a
+    `TrackerError` naming the tracker and the fix (or dropping it from report_to)."""
+    try:
+        return _OPEN[name](run)
+    except TrackerError:
+        raise
+    except Exception as e:
+        raise TrackerError(
+            f"report_to {name!r}: {name} cannot start the run ({type(e).__name__}: {_first_line(e)}); "
+            f"{_FIXES[name]}, or leave {name!r} out of report_to"
+        ) from e
+
+
 class Trackers:
     """The trackers of a run: each step's record goes to every one, and `close` ends them
     all, the report first when the run completed."""
@@ -332,7 +367,7 @@ class Trackers:
         with ExitStack() as undo:
             opened = []
             for name in available:
-                tracker = _OPEN[name](run)
+                tracker = _open(name, run)
                 undo.callback(tracker.close, failed=True)
                 opened.append((name, tracker))
             undo.pop_all()

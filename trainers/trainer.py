@@ -194,15 +194,19 @@ class GRPOTrainer:
         self.run.start(self.tokenizer, resumed=resumed)
         at = self.step if resumed else None
         sft_at = self._warm.sft_step if self._warm is not None else None  # later warm-start rows run again
-        log = _StepLog.open(
-            self.run.path,
-            self.config,
-            self.history,
-            writer=self.dist.is_writer,
-            resume_step=at,
-            sft_step=sft_at,
-            stream=self.progress.stream,
-        )
+        try:
+            log = _StepLog.open(
+                self.run.path,
+                self.config,
+                self.history,
+                writer=self.dist.is_writer,
+                resume_step=at,
+                sft_step=sft_at,
+                stream=self.progress.stream,
+            )
+        except BaseException:  # a tracker that cannot start (no W&B login): nothing ran, nothing is claimed
+            self.run.release()
+            raise
         self.history = log.history
         finished = False
         try:

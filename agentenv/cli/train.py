@@ -60,13 +60,14 @@ def train_command(
     except (ValueError, FileNotFoundError, agentenv.UnknownEnvError, RuntimeError, ConnectionError, ImportError) as e:
         fail(str(e))  # ConnectionError, ImportError: the ray option's cluster or package is missing
     from agentenv.trainers.distributed import RankFailure
+    from agentenv.trainers.trackers import TrackerError
 
     try:
         history = trainer.train()
     except RankFailure as e:  # under torchrun: another rank died; torchrun names it
         fail(str(e), code=1)
-    except FileExistsError as e:  # output_dir holds another run: refused before anything is written
-        fail(str(e))
+    except (FileExistsError, TrackerError) as e:  # another run in output_dir; a tracker that cannot start
+        fail(str(e))  # both before anything is trained
     except ValueError as e:  # what the run met and cannot go on with (a factory env and sft_steps, NaN weights)
         fail(f"training stopped: {e}", code=EXIT_TRAINING_STOPPED)
     except KeyboardInterrupt:

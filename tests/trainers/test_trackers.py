@@ -20,7 +20,7 @@ import pytest
 
 from agentenv.trainers import GRPOConfig
 from agentenv.trainers.metrics import MetricsLogger
-from agentenv.trainers.trackers import IDS_FILE, PROJECT, Trackers
+from agentenv.trainers.trackers import IDS_FILE, PROJECT, TrackerError, Trackers
 
 ALL = ["tensorboard", "wandb", "mlflow", "trackio"]
 
@@ -319,6 +319,32 @@ def test_a_tracker_that_cannot_start_says_why_and_closes_those_opened_before(tmp
         Trackers.open(["wandb", "mlflow"], run_dir, {"steps": 1}, resume_step=None)
     (records,) = _wandb_runs(run_dir)
     assert _wandb_one(records, "exit").exit_code == 1
+
+
+@pytest.mark.slow  # a trainer is built
+def test_wandb_without_a_login_stops_the_run_before_it_starts_with_the_fix(tmp_path, monkeypatch, request):
+    import wandb
+
+    from agentenv.report.rundir import CLAIM_FILE
+    from agentenv.trainers import GRPOTrainer
+    from tests.trainers.toy import SayEnv, tiny_model, tiny_tokenizer
+
+    wandb.teardown()  # W&B keeps the settings of its first run in the process (offline, by the tests before)
+    request.addfinalizer(wandb.teardown)  # and those of this one (online) would reach the tests after
+    monkeypatch.delenv("WANDB_MODE")  # online, with no API key anywhere (WANDB_CONFIG_DIR is empty, HOME too)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NETRC", str(tmp_path / "home" / ".netrc"))
+    run_dir = _run_dir(tmp_path)
+    tokenizer = tiny_tokenizer()
+    config = GRPOConfig(
+        output_dir=str(run_dir), report_to=["wandb"], steps=1, group_size=2, batch_size=2, max_new_tokens=8,
+        max_seq_len=128, eval_episodes=0, resume=False,
+    )  # fmt: skip
+    trainer = GRPOTrainer(tiny_model(tokenizer), tokenizer, envs=[SayEnv], config=config)
+    with pytest.raises(TrackerError, match=r"report_to 'wandb': wandb cannot start the run .*WANDB_MODE=offline"):
+        trainer.train()
+    assert trainer.step == 0 and not (run_dir / "metrics.jsonl").exists()
+    assert not (run_dir / CLAIM_FILE).exists()  # `agentenv report` shows no run in progress
 
 
 # -- a training run ------------------------------------------------------------------------
