@@ -139,7 +139,7 @@ class Episode:
         is shown changes neither the task ``verify`` reads nor the recorded conversation."""
         assert self.env is not None  # live episodes have an env
         if self.shown is None:
-            self.shown = (self.env.task.model_copy(deep=True), _copied(self.env.tool_schemas()))
+            self.shown = (_task_copy(self.env), _copied(self.env.tool_schemas()))
         task, tools = self.shown
         return Conversation(self.index, _copied(self.env.messages), tools, task)
 
@@ -281,6 +281,19 @@ def _task_of(env: Env) -> Task | None:
         return env.task
     except EnvStateError:  # never reset
         return None
+
+
+def _task_copy(env: Env) -> Task:
+    """A deep copy of ``env``'s task, or a TypeError naming the task whose payload holds
+    what cannot be copied (a lock, a socket, a generator): the env's mistake, said once."""
+    try:
+        return env.task.model_copy(deep=True)
+    except Exception as e:  # noqa: BLE001 - deepcopy raises whatever the payload's objects raise
+        raise TypeError(
+            f"{type(env).__name__}'s task {env.task.id!r} cannot be copied to show the policy "
+            f"({type(e).__name__}: {message_of(e)}): a task's payload must be data that copy.deepcopy "
+            "copies; keep live objects (locks, connections, generators) on the env"
+        ) from None
 
 
 def _copied(value: Any) -> Any:

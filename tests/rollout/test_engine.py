@@ -1,12 +1,13 @@
 """`agentenv.rollout.rollout` with the thread executor: batching, failures as data, the JSONL file."""
 
+import functools
 import json
 import threading
 
 import pytest
 
 import agentenv
-from agentenv import Generation, PolicyFailure, ScriptedPolicy, Trajectory, rollout, tool_call_text
+from agentenv import Generation, PolicyFailure, ScriptedPolicy, Task, TaskSet, Trajectory, rollout, tool_call_text
 from tests.toy_envs import CounterEnv, CounterState
 
 
@@ -154,6 +155,13 @@ def test_a_policy_that_writes_into_what_it_is_shown_changes_neither_the_task_nor
     seen = []
     rollout(CounterEnv, ScriptedPolicy(lambda c: seen.append(len(c.tools)) or tool_call_text("submit")), tasks=["t0"])
     assert seen == [2]
+
+
+def test_a_task_whose_payload_cannot_be_copied_is_one_error_naming_it():
+    locked = Task(id="locked", prompt="Reach 2.", payload={"target": 2, "lock": threading.Lock()})
+    policy = ScriptedPolicy(lambda c: tool_call_text("submit"))
+    with pytest.raises(TypeError, match=r"CounterEnv's task 'locked' cannot be copied .*cannot pickle '_thread.lock'"):
+        rollout(functools.partial(CounterEnv, tasks=TaskSet([locked])), policy, n=1)
 
 
 def test_trajectories_are_appended_and_flushed_as_each_episode_ends(tmp_path):
