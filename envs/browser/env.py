@@ -59,6 +59,8 @@ from agentenv.core.spaces import MessagesSpace
 from agentenv.core.tools import ToolSpec
 from agentenv.envs.browser import driver as drivers
 from agentenv.envs.browser import server as servers
+from agentenv.envs.browser.apps._verify import changes
+from agentenv.envs.browser.apps._verify import describe as describe_changes
 from agentenv.envs.browser.arguments import AnswerText, InputText, Key, OptionLabel, Ref, SiteUrl
 from agentenv.envs.browser.posted import MAX_POSTED_BYTES, PostedPage
 from agentenv.envs.browser.session import Session, Settings
@@ -89,6 +91,11 @@ class BrowserState(State):
     reached: list[int] = []
     """Indices of the task's subgoals reached so far."""
     answer: str | None = None
+    db_changes: list[str] = []
+    """What the episode changed in the site's database, one line a row (``"orders 1003:
+    changed"``, `_verify.describe`), set when the task is verified on a site that gives its
+    `Site.state`: why a writing task that changed more than asked, or a question answered
+    after collateral damage, scored 0."""
 
 
 class BrowserPayload(BaseModel):
@@ -396,6 +403,8 @@ class BrowserEnv(Env[BrowserState]):
             return _unit(value, f"{site.name}'s page reward")
         with self._databases(site) as (db, start):
             value = site.checks[payload.check](db, start, self.state.answer, **payload.check_args)
+            if site.state is not None:
+                self.state.db_changes = describe_changes(changes(site.state(start), site.state(db)))
         return _unit(value, f"check {payload.check!r}")
 
     def snapshot_external(self) -> dict[str, Any] | None:

@@ -34,7 +34,7 @@ observation gives each element a short ref: the oracle looks the target up there
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -157,6 +157,10 @@ class Site:
     subgoals: Mapping[str, Subgoal] = field(default_factory=dict)
     page_reward: str | None = None
     """A fixed JavaScript expression whose value on the final page is the task reward (see above)."""
+    state: Callable[[sqlite3.Connection], Mapping[str, Mapping[Hashable, Any]]] | None = None
+    """The site's database as its checks compare it (`_verify.State`: rows by key, per table;
+    the side effects of looking left out). When given, the env records what an episode
+    changed there (``BrowserState.db_changes``), the reason a check's frame did not hold."""
 
     def agentenv_tasks(self) -> list[Task]:
         return [site_task(self.name, t) for t in self.tasks]

@@ -121,7 +121,7 @@ def describe(changed: Mapping[str, TableChange], limit: int = 20) -> list[str]:
     """What `changes` found, one line per row (``"orders 1003: changed"``), at most ``limit``
     lines and then how many more: the reason a frame does not hold."""
     lines = [
-        f"{table} {key!r}: {kind}"
+        f"{table} {key!r:.120}: {kind}"  # a key may be text the agent typed
         for table, change in sorted(changed.items())
         for kind, rows in (("added", change.added), ("removed", change.removed), ("changed", change.changed))
         for key in sorted(rows, key=repr)

@@ -508,5 +508,6 @@ SITE = Site(
         "count_by": check_count_by,
     },
     tasks=TASKS,
+    state=_state,
     subgoals={"booking_exists": booking_exists, "booking_has": booking_has},
 )

@@ -604,5 +604,6 @@ SITE = Site(
     create_app=create_app,
     checks={name: _keeps_read_state(check) for name, check in _CHECKS.items()},
     tasks=TASKS,
+    state=_state,
     subgoals={"in_folder": in_folder, "has_label": has_label, "label_exists": label_exists, "replied_to": replied_to},
 )

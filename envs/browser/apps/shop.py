@@ -562,5 +562,6 @@ SITE = Site(
         "delivered_spend": check_delivered_spend,
     },
     tasks=TASKS,
+    state=_state,
     subgoals={"cart_holds": holds_cart, "new_order": has_new_order},
 )

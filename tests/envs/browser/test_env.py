@@ -260,3 +260,21 @@ def test_the_task_set_is_checked_against_the_sites():
         BrowserEnv(todo_site.make_site(tasks=[bad]))
     with pytest.raises(ValueError, match="two sites are named 'todo'"):
         BrowserEnv([SITE, todo_site.make_site()])
+
+
+def test_the_state_names_what_an_episode_changed_in_the_sites_database(make_env):
+    """A right answer after collateral damage scores 0, and the final state says why."""
+    from agentenv.envs.browser.apps.booking import SITE as BOOKING
+
+    env = make_env(BOOKING)
+    env.reset(seed=0, options={"task": "booking/capacity-cedar"})
+    *_, info = step(env, "answer", text="12")
+    assert (info["task_reward"], env.state.db_changes) == (1.0, [])
+
+    env.reset(seed=0, options={"task": "booking/capacity-cedar"})
+    db = sqlite3.connect(env._db_path("booking"))  # what clicking "Cancel" on bookings 1 and 2 leaves
+    with db:
+        db.execute("UPDATE bookings SET status = 'cancelled' WHERE id IN (1, 2)")
+    db.close()
+    *_, info = step(env, "answer", text="12")
+    assert (info["task_reward"], env.state.db_changes) == (0.0, ["bookings 1: changed", "bookings 2: changed"])
