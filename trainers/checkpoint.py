@@ -168,12 +168,17 @@ def load_checkpoint(
             optimizer.load_state_dict(optimizer_state)
     except (RuntimeError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{path}: model.pt and optimizer.pt do not fit this model ({_first_line(e)})") from None
+    _restore_rng(path)
+    return state
+
+
+def _restore_rng(path: Path) -> None:
+    """Set the RNG states the checkpoint at ``path`` saved (rng.pt), or a ValueError naming it."""
     rng = _load(path / "rng.pt", _load_rng)
     try:
         _set_rng_state(rng)
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as e:
         raise ValueError(f"{path / 'rng.pt'}: not the RNG states a checkpoint saves ({_first_line(e)})") from None
-    return state
 
 
 def _trainer_state(file: Path) -> dict[str, Any]:
@@ -306,11 +311,7 @@ def load_warm_start(path: Path, model: torch.nn.Module) -> WarmStartCheckpoint:
         model.load_state_dict(warm_start_weights(path, device))
     except (RuntimeError, KeyError, TypeError) as e:
         raise ValueError(f"{path / 'model.pt'}: does not fit this model ({_first_line(e)})") from None
-    rng = _load(path / "rng.pt", _load_rng)
-    try:
-        _set_rng_state(rng)
-    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as e:
-        raise ValueError(f"{path / 'rng.pt'}: not the RNG states a checkpoint saves ({_first_line(e)})") from None
+    _restore_rng(path)
     return WarmStartCheckpoint(path, info.sft_step, info.done, info.time_s, state, episodes)
 
 
